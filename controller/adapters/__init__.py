@@ -1,0 +1,1 @@
+"""Docker API in and out: snapshot converters and version-checked writes."""

@@ -1,0 +1,108 @@
+"""Resolved settings: what the rules read once file rules and labels are merged.
+
+These are plain frozen values with defaults filled in; parsing and provenance live in
+the loader. Durations are seconds, times of day are minutes after midnight.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+PRIORITY_HIGH = 3000
+PRIORITY_MEDIUM = 2000
+PRIORITY_LOW = 1000
+PRIORITY_NONE = 0
+
+
+class FailbackMode(StrEnum):
+    NEVER = "never"
+    IMMEDIATE = "immediate"
+    WINDOW = "window"
+
+
+class AntiAffinityMode(StrEnum):
+    SOFT = "soft"
+    HARD = "hard"
+
+
+class RebalanceMode(StrEnum):
+    OFF = "off"
+    ON_JOIN = "on-join"
+    PERIODIC = "periodic"
+
+
+@dataclass(frozen=True, slots=True)
+class FailbackWindow:
+    """A daily window [start, end) in minutes after midnight; may wrap past midnight."""
+
+    start_minute: int
+    end_minute: int
+
+    def contains(self, minute_of_day: int) -> bool:
+        if self.start_minute <= self.end_minute:
+            return self.start_minute <= minute_of_day < self.end_minute
+        return minute_of_day >= self.start_minute or minute_of_day < self.end_minute
+
+
+@dataclass(frozen=True, slots=True)
+class FailoverThreshold:
+    failures: int
+    period_seconds: float
+
+
+@dataclass(frozen=True, slots=True)
+class ServiceSettings:
+    """The effective placement settings of one service."""
+
+    managed: bool = False
+    priority: int = PRIORITY_MEDIUM
+    preferred_nodes: tuple[str, ...] = ()
+    possible_nodes: tuple[str, ...] = ()  # empty: every node is possible
+    failback: FailbackMode = FailbackMode.NEVER
+    failback_window: FailbackWindow | None = None
+    failback_delay_seconds: float = 60.0
+    anti_affinity: tuple[str, ...] = ()
+    anti_affinity_mode: AntiAffinityMode = AntiAffinityMode.SOFT
+    spread: str | None = None  # a fault-domain level name, e.g. "rack"
+    preemptible: bool = True
+    max_unavailable: int = 1
+    failover_threshold: FailoverThreshold | None = None
+    rebalance: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Budgets:
+    """Hard caps on disruptive actions, as the descheduler has."""
+
+    actions_per_cycle: int = 10
+    actions_per_node: int = 2
+    actions_per_service: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class QuarantineSettings:
+    failures: int = 3
+    period_seconds: float = 3600.0
+    duration_seconds: float = 7200.0
+    max_fraction: float = 0.25
+
+
+@dataclass(frozen=True, slots=True)
+class NodeGroup:
+    """Nodes selected by hostname or by node label (`key=value`)."""
+
+    name: str
+    hostnames: tuple[str, ...] = ()
+    labels: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ControllerSettings:
+    budgets: Budgets = field(default_factory=Budgets)
+    resync_interval_seconds: float = 10.0
+    rebalance_mode: RebalanceMode = RebalanceMode.ON_JOIN
+    rebalance_interval_seconds: float = 300.0
+    aggressiveness: int = 3
+    move_cooldown_seconds: float = 300.0
+    timezone: str = "UTC"

@@ -1,0 +1,1 @@
+"""The imperative shell: event watch, resync timer, one reconcile worker, tracing."""
