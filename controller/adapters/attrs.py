@@ -1,0 +1,221 @@
+"""Docker API attrs -> core records. Pure converters; unknown shapes raise AttrsError.
+
+Swarm's JSON has optional fields everywhere (and 20.10 and 26.1 differ in a few), so
+every lookup here has a default; a missing *required* field is an AttrsError that the
+observer turns into an `Unreadable` record rather than a crash.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any, TypeVar
+
+from controller.core.model import (
+    Availability,
+    ClusterSnapshot,
+    Node,
+    NodeRole,
+    NodeState,
+    Resources,
+    Service,
+    ServiceMode,
+    Task,
+    TaskState,
+    Unreadable,
+)
+
+Attrs = Mapping[str, Any]
+
+
+class AttrsError(ValueError):
+    """An object whose attrs do not have the shape the controller needs."""
+
+
+def _get(attrs: Attrs, *path: str, default: Any = None) -> Any:
+    value: Any = attrs
+    for key in path:
+        if not isinstance(value, Mapping):
+            return default
+        value = value.get(key)
+        if value is None:
+            return default
+    return value
+
+
+def _required(attrs: Attrs, *path: str) -> Any:
+    value = _get(attrs, *path)
+    if value is None:
+        raise AttrsError(f"missing {'.'.join(path)}")
+    return value
+
+
+def _str_map(value: Any, where: str) -> dict[str, str]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in value.items()
+    ):
+        raise AttrsError(f"{where} is not a map of strings")
+    return dict(value)
+
+
+_E = TypeVar("_E", NodeRole, Availability, NodeState, TaskState)
+
+
+def _enum(enum: type[_E], raw: Any, fallback: _E) -> _E:
+    try:
+        return enum(str(raw).lower())
+    except ValueError:
+        return fallback
+
+
+def generic_resources_from_attrs(items: Any) -> dict[str, int]:
+    """Discrete resources add up; named ones count one per name."""
+    totals: dict[str, int] = {}
+    for item in items or ():
+        if not isinstance(item, Mapping):
+            raise AttrsError("GenericResources entry is not an object")
+        if discrete := item.get("DiscreteResourceSpec"):
+            kind, amount = discrete.get("Kind"), int(discrete.get("Value", 0))
+        elif named := item.get("NamedResourceSpec"):
+            kind, amount = named.get("Kind"), 1
+        else:
+            continue
+        if not isinstance(kind, str):
+            raise AttrsError("GenericResources entry has no Kind")
+        totals[kind] = totals.get(kind, 0) + amount
+    return totals
+
+
+def resources_from_attrs(attrs: Attrs | None) -> Resources:
+    attrs = attrs or {}
+    return Resources(
+        nano_cpus=int(attrs.get("NanoCPUs") or 0),
+        memory_bytes=int(attrs.get("MemoryBytes") or 0),
+        generic=generic_resources_from_attrs(attrs.get("GenericResources")),
+    )
+
+
+def node_from_attrs(attrs: Attrs) -> Node:
+    return Node(
+        id=_required(attrs, "ID"),
+        version=int(_required(attrs, "Version", "Index")),
+        hostname=_get(attrs, "Description", "Hostname", default=""),
+        role=_enum(NodeRole, _get(attrs, "Spec", "Role"), NodeRole.WORKER),
+        availability=_enum(Availability, _get(attrs, "Spec", "Availability"), Availability.ACTIVE),
+        state=_enum(NodeState, _get(attrs, "Status", "State"), NodeState.UNKNOWN),
+        labels=_str_map(_get(attrs, "Spec", "Labels"), "Spec.Labels"),
+        engine_labels=_str_map(
+            _get(attrs, "Description", "Engine", "Labels"), "Description.Engine.Labels"
+        ),
+        addr=_get(attrs, "Status", "Addr", default=""),
+        leader=bool(_get(attrs, "ManagerStatus", "Leader", default=False)),
+        manager_reachable=_get(attrs, "ManagerStatus", "Reachability") == "reachable",
+        capacity=resources_from_attrs(_get(attrs, "Description", "Resources")),
+        platform_os=_get(attrs, "Description", "Platform", "OS", default=""),
+        platform_arch=_get(attrs, "Description", "Platform", "Architecture", default=""),
+    )
+
+
+def _mode_from_spec(spec: Attrs) -> tuple[ServiceMode, int | None]:
+    mode = spec.get("Mode") or {}
+    if "Replicated" in mode:
+        return ServiceMode.REPLICATED, int((mode["Replicated"] or {}).get("Replicas", 1))
+    if "Global" in mode:
+        return ServiceMode.GLOBAL, None
+    return ServiceMode.OTHER, None
+
+
+def service_from_attrs(attrs: Attrs) -> Service:
+    spec = _required(attrs, "Spec")
+    template = spec.get("TaskTemplate") or {}
+    mode, replicas = _mode_from_spec(spec)
+    constraints = _get(template, "Placement", "Constraints", default=[])
+    if not isinstance(constraints, list) or not all(isinstance(c, str) for c in constraints):
+        raise AttrsError("TaskTemplate.Placement.Constraints is not a list of strings")
+    labels = _str_map(spec.get("Labels"), "Spec.Labels")
+    return Service(
+        id=_required(attrs, "ID"),
+        version=int(_required(attrs, "Version", "Index")),
+        name=_required(spec, "Name"),
+        labels=labels,
+        mode=mode,
+        replicas=replicas,
+        constraints=tuple(constraints),
+        reservations=resources_from_attrs(_get(template, "Resources", "Reservations")),
+        update_order=_get(spec, "UpdateConfig", "Order", default="stop-first"),
+        restart_condition=_get(template, "RestartPolicy", "Condition", default="any"),
+        max_replicas_per_node=int(_get(template, "Placement", "MaxReplicas", default=0)),
+        update_state=_get(attrs, "UpdateStatus", "State"),
+        stack=labels.get("com.docker.stack.namespace"),
+    )
+
+
+def timestamp_from_attrs(raw: Any) -> float:
+    """Docker's RFC 3339 with nanoseconds -> epoch seconds (microsecond precision)."""
+    if not isinstance(raw, str) or not raw:
+        return 0.0
+    text = raw.replace("Z", "+00:00")
+    if "." in text:
+        head, rest = text.split(".", 1)
+        digits = "".join(ch for ch in rest if ch.isdigit())
+        zone = rest[len(digits) :]
+        text = f"{head}.{digits[:6]}{zone}"
+    try:
+        return datetime.fromisoformat(text).timestamp()
+    except ValueError as exc:
+        raise AttrsError(f"bad timestamp {raw!r}") from exc
+
+
+def task_from_attrs(attrs: Attrs) -> Task:
+    return Task(
+        id=_required(attrs, "ID"),
+        service_id=_required(attrs, "ServiceID"),
+        node_id=attrs.get("NodeID") or "",
+        slot=int(attrs.get("Slot") or 0),
+        desired_state=_enum(TaskState, attrs.get("DesiredState"), TaskState.OTHER),
+        state=_enum(TaskState, _get(attrs, "Status", "State"), TaskState.OTHER),
+        error=_get(attrs, "Status", "Err", default=""),
+        updated_at=timestamp_from_attrs(_get(attrs, "Status", "Timestamp")),
+    )
+
+
+def _name_of(attrs: Attrs) -> str:
+    name = _get(attrs, "Spec", "Name") or _get(attrs, "Description", "Hostname")
+    return str(name or attrs.get("ID") or "?")
+
+
+def snapshot_from_attrs(
+    *, nodes: list[Attrs], services: list[Attrs], tasks: list[Attrs]
+) -> ClusterSnapshot:
+    """Convert everything that converts; record the rest as unreadable, never guess."""
+    unreadable: list[Unreadable] = []
+    node_records: list[Node] = []
+    for attrs in nodes:
+        try:
+            node_records.append(node_from_attrs(attrs))
+        except (AttrsError, TypeError, ValueError) as exc:
+            unreadable.append(
+                Unreadable("node", str(attrs.get("ID", "")), _name_of(attrs), str(exc))
+            )
+    service_records: list[Service] = []
+    for attrs in services:
+        try:
+            service_records.append(service_from_attrs(attrs))
+        except (AttrsError, TypeError, ValueError) as exc:
+            unreadable.append(
+                Unreadable("service", str(attrs.get("ID", "")), _name_of(attrs), str(exc))
+            )
+    task_records: list[Task] = []
+    for attrs in tasks:
+        try:
+            task_records.append(task_from_attrs(attrs))
+        except (AttrsError, TypeError, ValueError):
+            continue  # a task we cannot read is re-read on the next poll
+    return ClusterSnapshot(
+        nodes=tuple(sorted(node_records, key=lambda n: n.hostname)),
+        services=tuple(sorted(service_records, key=lambda s: s.name)),
+        tasks=tuple(task_records),
+        unreadable=tuple(unreadable),
+    )

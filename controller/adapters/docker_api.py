@@ -1,0 +1,109 @@
+"""The Docker Engine API, as the controller uses it: read everything, write raw specs.
+
+Writes never go through docker-py's `Service.update`/`scale`: they rebuild the spec and
+start a rolling restart of every task. Instead the spec read from the engine is sent
+back byte-for-byte but for the one field changed, with the version it was read at.
+"""
+
+from __future__ import annotations
+
+from typing import Any, cast
+
+import docker
+import docker.errors
+import requests
+
+from controller.adapters.attrs import Attrs, snapshot_from_attrs
+from controller.core.model import ClusterSnapshot
+
+OUT_OF_SEQUENCE = "update out of sequence"
+
+
+class DockerUnavailableError(RuntimeError):
+    """The engine cannot be reached (yet): retried with backoff by the runtime."""
+
+
+class NotAManagerError(RuntimeError):
+    """The endpoint is not a swarm manager: the controller cannot work there at all."""
+
+
+class ConflictError(RuntimeError):
+    """Someone wrote the object after we observed it: end the cycle, observe again."""
+
+
+class GoneError(RuntimeError):
+    """The object was removed after we observed it."""
+
+
+class TransientError(RuntimeError):
+    """A failure worth retrying as is (connection reset, 5xx that is not a conflict)."""
+
+
+def connect(*, timeout: float = 10.0) -> docker.DockerClient:
+    """A client for DOCKER_HOST and the other standard variables, API version negotiated."""
+    try:
+        return docker.DockerClient.from_env(version="auto", timeout=int(timeout))
+    except docker.errors.DockerException as exc:
+        raise DockerUnavailableError(f"cannot reach the Docker engine: {exc}") from exc
+
+
+def check_manager(client: docker.DockerClient) -> None:
+    info = cast(Attrs, _call(client.api.info))
+    swarm = info.get("Swarm") or {}
+    if swarm.get("LocalNodeState") != "active":
+        raise NotAManagerError(
+            f"the Docker engine at {client.api.base_url} is not part of a swarm "
+            f"(state {swarm.get('LocalNodeState') or 'inactive'}): point DOCKER_HOST at a manager"
+        )
+    if not swarm.get("ControlAvailable"):
+        raise NotAManagerError(
+            f"the Docker engine at {client.api.base_url} is a swarm worker: "
+            "the controller needs a manager's socket (point DOCKER_HOST at a manager)"
+        )
+
+
+def observe_cluster(client: docker.DockerClient) -> ClusterSnapshot:
+    nodes = _call(client.api.nodes)
+    services = _call(client.api.services)
+    tasks = _call(lambda: client.api.tasks(filters={"desired-state": "running"}))
+    return snapshot_from_attrs(nodes=nodes, services=services, tasks=tasks)
+
+
+def inspect_service(client: docker.DockerClient, service_id: str) -> Attrs:
+    return cast(Attrs, _call(lambda: client.api.inspect_service(service_id)))
+
+
+def inspect_node(client: docker.DockerClient, node_id: str) -> Attrs:
+    return cast(Attrs, _call(lambda: client.api.inspect_node(node_id)))
+
+
+def update_service_spec(
+    client: docker.DockerClient, service_id: str, version: int, spec: Attrs
+) -> None:
+    api = client.api
+    url = api._url("/services/{0}/update", service_id)
+    _call(lambda: api._result(api._post_json(url, data=spec, params={"version": version})))
+
+
+def update_node_spec(client: docker.DockerClient, node_id: str, version: int, spec: Attrs) -> None:
+    _call(lambda: client.api.update_node(node_id, version, dict(spec)))
+
+
+def _call(fn: Any) -> Any:
+    """Run one API call, mapping failures onto the controller's error kinds."""
+    try:
+        return fn()
+    except docker.errors.NotFound as exc:
+        raise GoneError(str(exc.explanation or exc)) from exc
+    except docker.errors.APIError as exc:
+        text = str(exc.explanation or exc)
+        if OUT_OF_SEQUENCE in text:
+            raise ConflictError(text) from exc
+        status = exc.status_code or 0
+        if status >= 500 or status == 0:
+            raise TransientError(text) from exc
+        raise
+    except (requests.ConnectionError, requests.Timeout) as exc:
+        raise DockerUnavailableError(f"lost the Docker engine: {exc}") from exc
+    except docker.errors.DockerException as exc:
+        raise DockerUnavailableError(str(exc)) from exc

@@ -1,0 +1,118 @@
+"""Execute actions: fresh read, version check, the one-field change, version-checked write.
+
+The spec mutations are pure functions over the engine's own JSON, tested without Docker.
+A write whose object moved on since the plan was made raises ConflictError before any
+change is sent; transient failures are retried per call with backoff.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from typing import Any
+
+import docker
+from tenacity import (
+    retry,
+    retry_if_exception_type,
+    stop_after_attempt,
+    wait_exponential_jitter,
+)
+
+from controller.adapters.attrs import Attrs
+from controller.adapters.docker_api import (
+    ConflictError,
+    TransientError,
+    inspect_node,
+    inspect_service,
+    update_node_spec,
+    update_service_spec,
+)
+from controller.core.actions import (
+    Action,
+    SetNodeAvailability,
+    SetNodeLabels,
+    SetReplicas,
+    SetServiceConstraints,
+    SetServiceLabels,
+)
+
+JsonDict = dict[str, Any]
+
+
+def service_spec_with(spec: Attrs, action: Action) -> JsonDict:
+    """The engine's service spec with exactly the action's field changed."""
+    new: JsonDict = copy.deepcopy(dict(spec))
+    match action:
+        case SetServiceConstraints(constraints=constraints):
+            placement = new.setdefault("TaskTemplate", {}).setdefault("Placement", {})
+            placement["Constraints"] = list(constraints)
+        case SetReplicas(replicas=replicas):
+            replicated = new.get("Mode", {}).get("Replicated")
+            if replicated is None:
+                raise ValueError("only replicated services have a replica count")
+            replicated["Replicas"] = replicas
+        case SetServiceLabels(set=to_set, remove=to_remove):
+            labels = dict(new.get("Labels") or {})
+            for key in to_remove:
+                labels.pop(key, None)
+            labels.update(to_set)
+            new["Labels"] = labels
+        case _:
+            raise TypeError(f"not a service action: {action!r}")
+    return new
+
+
+def node_spec_with(spec: Attrs, action: Action) -> JsonDict:
+    """The full node spec (the API replaces it whole) with the action's change."""
+    new: JsonDict = copy.deepcopy(dict(spec))
+    match action:
+        case SetNodeLabels(set=to_set, remove=to_remove):
+            labels = dict(new.get("Labels") or {})
+            for key in to_remove:
+                labels.pop(key, None)
+            labels.update(to_set)
+            new["Labels"] = labels
+        case SetNodeAvailability(availability=availability):
+            new["Availability"] = availability.value
+        case _:
+            raise TypeError(f"not a node action: {action!r}")
+    return new
+
+
+def _check_version(kind: str, name: str, planned: int, current: int) -> None:
+    if planned != current:
+        raise ConflictError(
+            f"{kind} {name} changed since it was observed (version {planned} -> {current})"
+        )
+
+
+_retry_transient = retry(
+    retry=retry_if_exception_type(TransientError),
+    stop=stop_after_attempt(4),
+    wait=wait_exponential_jitter(initial=0.1, max=2.0),
+    reraise=True,
+)
+
+
+@_retry_transient
+def execute_action(client: docker.DockerClient, action: Action) -> None:
+    if isinstance(action, SetNodeLabels | SetNodeAvailability):
+        attrs = inspect_node(client, action.node_id)
+        _check_version("node", action.hostname, action.version, int(attrs["Version"]["Index"]))
+        update_node_spec(
+            client, action.node_id, action.version, node_spec_with(attrs["Spec"], action)
+        )
+        return
+    attrs = inspect_service(client, action.service_id)
+    _check_version("service", action.service_name, action.version, int(attrs["Version"]["Index"]))
+    update_service_spec(
+        client, action.service_id, action.version, service_spec_with(attrs["Spec"], action)
+    )
+
+
+Executor = Callable[[Action], None]
+
+
+def docker_executor(client: docker.DockerClient) -> Executor:
+    return lambda action: execute_action(client, action)

@@ -1,0 +1,96 @@
+"""Actions state absolute desired values and the spec version they were computed against.
+
+Absolute values (never "+1") make a replayed or retried action harmless; the version
+makes a write computed from a stale observation fail instead of clobbering a newer spec.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from controller.core.model import Availability
+
+
+@dataclass(frozen=True, slots=True)
+class SetServiceConstraints:
+    service_id: str
+    service_name: str
+    version: int
+    constraints: tuple[str, ...]
+    # Nodes whose tasks this change evicts; empty when no task moves.
+    evicts_from: tuple[str, ...] = ()
+
+    kind = "set-constraints"
+
+
+@dataclass(frozen=True, slots=True)
+class SetReplicas:
+    service_id: str
+    service_name: str
+    version: int
+    replicas: int
+
+    kind = "set-replicas"
+
+
+@dataclass(frozen=True, slots=True)
+class SetServiceLabels:
+    """Set and remove service-level labels (Spec.Labels): restarts nothing."""
+
+    service_id: str
+    service_name: str
+    version: int
+    set: Mapping[str, str] = field(default_factory=dict)
+    remove: tuple[str, ...] = ()
+
+    kind = "set-service-labels"
+
+
+@dataclass(frozen=True, slots=True)
+class SetNodeLabels:
+    node_id: str
+    hostname: str
+    version: int
+    set: Mapping[str, str] = field(default_factory=dict)
+    remove: tuple[str, ...] = ()
+    # Services whose tasks on this node this change evicts.
+    evicts: tuple[str, ...] = ()
+
+    kind = "set-node-labels"
+
+
+@dataclass(frozen=True, slots=True)
+class SetNodeAvailability:
+    node_id: str
+    hostname: str
+    version: int
+    availability: Availability
+
+    kind = "set-node-availability"
+
+
+ServiceAction = SetServiceConstraints | SetReplicas | SetServiceLabels
+NodeAction = SetNodeLabels | SetNodeAvailability
+Action = ServiceAction | NodeAction
+
+
+def target_of(action: Action) -> tuple[str, str]:
+    """The object an action writes: ("service", id) or ("node", id)."""
+    if isinstance(action, SetNodeLabels | SetNodeAvailability):
+        return ("node", action.node_id)
+    return ("service", action.service_id)
+
+
+def describe(action: Action) -> str:
+    match action:
+        case SetServiceConstraints(service_name=name, constraints=cs):
+            return f"service {name}: constraints = {list(cs)}"
+        case SetReplicas(service_name=name, replicas=n):
+            return f"service {name}: replicas = {n}"
+        case SetServiceLabels(service_name=name, set=s, remove=r):
+            return f"service {name}: labels set {dict(s)} remove {list(r)}"
+        case SetNodeLabels(hostname=host, set=s, remove=r):
+            return f"node {host}: labels set {dict(s)} remove {list(r)}"
+        case SetNodeAvailability(hostname=host, availability=a):
+            return f"node {host}: availability = {a.value}"

@@ -1,0 +1,114 @@
+"""Guards: the invariants no rule may break, and the disruption budgets.
+
+They run after every rule, so a rule bug can at worst propose something a guard drops
+(with a decision saying so), never write it.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from controller.core.actions import (
+    Action,
+    SetNodeAvailability,
+    SetNodeLabels,
+    SetReplicas,
+    SetServiceConstraints,
+    SetServiceLabels,
+    describe,
+)
+from controller.core.context import PlanContext
+from controller.core.decisions import Decision
+from controller.core.model import Availability, NodeRole
+
+
+def disrupted_nodes(action: Action) -> tuple[str, ...]:
+    """Nodes on which the action stops tasks; empty for non-disruptive writes."""
+    match action:
+        case SetServiceConstraints(evicts_from=nodes):
+            return nodes
+        case SetNodeLabels(node_id=node, evicts=services) if services:
+            return (node,)
+        case SetNodeAvailability(node_id=node, availability=Availability.DRAIN):
+            return (node,)
+    return ()
+
+
+def _service_of(action: Action) -> str | None:
+    if isinstance(action, SetServiceConstraints | SetReplicas | SetServiceLabels):
+        return action.service_id
+    return None
+
+
+def _drains_last_manager(ctx: PlanContext, action: SetNodeAvailability) -> bool:
+    if action.availability is Availability.ACTIVE:
+        return False
+    node = ctx.snapshot.node_by_id.get(action.node_id)
+    if node is None or node.role is not NodeRole.MANAGER:
+        return False
+    others = [
+        n
+        for n in ctx.snapshot.nodes
+        if n.role is NodeRole.MANAGER and n.id != node.id and n.accepts_tasks
+    ]
+    return not others
+
+
+def apply_guards(
+    ctx: PlanContext, actions: tuple[Action, ...]
+) -> tuple[tuple[Action, ...], list[Decision]]:
+    budgets = ctx.policy.controller.budgets
+    kept: list[Action] = []
+    decisions: list[Decision] = []
+    per_node: Counter[str] = Counter()
+    per_service: Counter[str] = Counter()
+    disruptive = 0
+
+    def drop(action: Action, outcome: str, reason: str) -> None:
+        decisions.append(
+            Decision(
+                rule="guard",
+                subject=describe(action).split(":")[0],
+                outcome=outcome,
+                reason=reason,
+                action=describe(action),
+            )
+        )
+
+    for action in actions:
+        service_id = _service_of(action)
+        if service_id is not None and not ctx.is_managed(service_id):
+            drop(action, "refuse", "the service is not managed by the controller")
+            continue
+        if isinstance(action, SetNodeAvailability) and _drains_last_manager(ctx, action):
+            drop(action, "refuse", "it would leave no active manager")
+            continue
+        nodes = disrupted_nodes(action)
+        if nodes:
+            services = action.evicts if isinstance(action, SetNodeLabels) else (service_id or "",)
+            if disruptive >= budgets.actions_per_cycle:
+                drop(
+                    action,
+                    "defer",
+                    f"budget: {budgets.actions_per_cycle} disruptive actions per cycle",
+                )
+                continue
+            if any(per_node[n] >= budgets.actions_per_node for n in nodes):
+                drop(
+                    action,
+                    "defer",
+                    f"budget: {budgets.actions_per_node} disruptive actions per node",
+                )
+                continue
+            if any(per_service[s] >= budgets.actions_per_service for s in services):
+                drop(
+                    action,
+                    "defer",
+                    f"budget: {budgets.actions_per_service} disruptive actions per service",
+                )
+                continue
+            disruptive += 1
+            per_node.update(nodes)
+            per_service.update(services)
+        kept.append(action)
+    return tuple(kept), decisions

@@ -1,0 +1,206 @@
+"""The cluster as the planner sees it: frozen records built by the adapters.
+
+Only what placement needs is kept; everything is already normalised (enums, ints,
+seconds), so rules never touch Docker's JSON.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from functools import cached_property
+
+
+class NodeRole(StrEnum):
+    MANAGER = "manager"
+    WORKER = "worker"
+
+
+class Availability(StrEnum):
+    ACTIVE = "active"
+    PAUSE = "pause"
+    DRAIN = "drain"
+
+
+class NodeState(StrEnum):
+    UNKNOWN = "unknown"
+    DOWN = "down"
+    READY = "ready"
+    DISCONNECTED = "disconnected"
+
+
+class ServiceMode(StrEnum):
+    REPLICATED = "replicated"
+    GLOBAL = "global"
+    OTHER = "other"  # replicated-job / global-job: never planned
+
+
+@dataclass(frozen=True, slots=True)
+class Resources:
+    """CPU in nano-CPUs, memory in bytes, discrete generic resources by kind."""
+
+    nano_cpus: int = 0
+    memory_bytes: int = 0
+    generic: Mapping[str, int] = field(default_factory=dict)
+
+    def __add__(self, other: Resources) -> Resources:
+        generic = dict(self.generic)
+        for kind, amount in other.generic.items():
+            generic[kind] = generic.get(kind, 0) + amount
+        return Resources(
+            self.nano_cpus + other.nano_cpus, self.memory_bytes + other.memory_bytes, generic
+        )
+
+    def fits_within(self, capacity: Resources) -> bool:
+        return (
+            self.nano_cpus <= capacity.nano_cpus
+            and self.memory_bytes <= capacity.memory_bytes
+            and all(capacity.generic.get(k, 0) >= v for k, v in self.generic.items())
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    id: str
+    version: int
+    hostname: str
+    role: NodeRole
+    availability: Availability
+    state: NodeState
+    labels: Mapping[str, str] = field(default_factory=dict)
+    engine_labels: Mapping[str, str] = field(default_factory=dict)
+    addr: str = ""
+    leader: bool = False
+    manager_reachable: bool = False
+    capacity: Resources = field(default_factory=Resources)
+    platform_os: str = ""
+    platform_arch: str = ""
+
+    @property
+    def is_ready(self) -> bool:
+        return self.state is NodeState.READY
+
+    @property
+    def accepts_tasks(self) -> bool:
+        return self.is_ready and self.availability is Availability.ACTIVE
+
+
+@dataclass(frozen=True, slots=True)
+class Service:
+    id: str
+    version: int
+    name: str
+    labels: Mapping[str, str] = field(default_factory=dict)
+    mode: ServiceMode = ServiceMode.REPLICATED
+    replicas: int | None = None  # None for global services
+    constraints: tuple[str, ...] = ()
+    reservations: Resources = field(default_factory=Resources)
+    update_order: str = "stop-first"
+    restart_condition: str = "any"
+    max_replicas_per_node: int = 0
+    update_state: str | None = None  # UpdateStatus.State while Swarm rolls an update
+    stack: str | None = None
+
+    @property
+    def updating(self) -> bool:
+        return self.update_state in {"updating", "rollback_started"}
+
+
+class TaskState(StrEnum):
+    """Swarm's task states, in Swarm's order; `OTHER` absorbs states added later."""
+
+    NEW = "new"
+    PENDING = "pending"
+    ASSIGNED = "assigned"
+    ACCEPTED = "accepted"
+    PREPARING = "preparing"
+    READY = "ready"
+    STARTING = "starting"
+    RUNNING = "running"
+    COMPLETE = "complete"
+    SHUTDOWN = "shutdown"
+    FAILED = "failed"
+    REJECTED = "rejected"
+    REMOVE = "remove"
+    ORPHANED = "orphaned"
+    OTHER = "other"
+
+
+ACTIVE_TASK_STATES = frozenset(
+    {
+        TaskState.NEW,
+        TaskState.PENDING,
+        TaskState.ASSIGNED,
+        TaskState.ACCEPTED,
+        TaskState.PREPARING,
+        TaskState.READY,
+        TaskState.STARTING,
+        TaskState.RUNNING,
+    }
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Task:
+    id: str
+    service_id: str
+    node_id: str  # "" while unassigned
+    slot: int
+    desired_state: TaskState
+    state: TaskState
+    error: str = ""
+    updated_at: float = 0.0  # seconds since the epoch, from Status.Timestamp
+
+    @property
+    def is_running(self) -> bool:
+        return self.state is TaskState.RUNNING and self.desired_state is TaskState.RUNNING
+
+    @property
+    def is_pending(self) -> bool:
+        return self.desired_state is TaskState.RUNNING and self.state in {
+            TaskState.NEW,
+            TaskState.PENDING,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Unreadable:
+    """An object the adapters could not turn into a record; it is skipped, not guessed."""
+
+    kind: str  # "service" or "node"
+    id: str
+    name: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class ClusterSnapshot:
+    """Nodes, services and the tasks Swarm wants running, observed together."""
+
+    nodes: tuple[Node, ...]
+    services: tuple[Service, ...]
+    tasks: tuple[Task, ...]
+    unreadable: tuple[Unreadable, ...] = ()
+
+    @cached_property
+    def node_by_id(self) -> Mapping[str, Node]:
+        return {n.id: n for n in self.nodes}
+
+    @cached_property
+    def node_by_hostname(self) -> Mapping[str, Node]:
+        return {n.hostname: n for n in self.nodes}
+
+    @cached_property
+    def service_by_id(self) -> Mapping[str, Service]:
+        return {s.id: s for s in self.services}
+
+    @cached_property
+    def tasks_by_service(self) -> Mapping[str, tuple[Task, ...]]:
+        grouped: dict[str, list[Task]] = {}
+        for task in self.tasks:
+            grouped.setdefault(task.service_id, []).append(task)
+        return {sid: tuple(ts) for sid, ts in grouped.items()}
+
+    def tasks_of(self, service_id: str) -> tuple[Task, ...]:
+        return self.tasks_by_service.get(service_id, ())

@@ -1,0 +1,72 @@
+"""plan(): the functional core. Snapshot, policy, memory and time in; a Plan out.
+
+Rules run in registry order. Each object is written at most once per cycle: a later
+rule that wants an object an earlier one already changed is deferred to the next
+cycle, which the first write's event triggers at once. That keeps every write
+version-checked against what was observed, with no merging of intents.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from controller.core.actions import Action, describe, target_of
+from controller.core.context import PlanContext, Rule
+from controller.core.decisions import Decision
+from controller.core.guards import apply_guards
+from controller.core.memory import Memory
+from controller.core.model import ClusterSnapshot
+from controller.core.resolve import resolve_settings
+from controller.core.rules import RULES
+from controller.policy import Policy, ResolvedService
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    actions: tuple[Action, ...]
+    decisions: tuple[Decision, ...]
+    memory: Memory
+    resolved: Mapping[str, ResolvedService] = field(default_factory=dict)
+
+    @property
+    def is_empty(self) -> bool:
+        return not self.actions
+
+
+def plan(
+    *,
+    snapshot: ClusterSnapshot,
+    policy: Policy,
+    memory: Memory,
+    now: float,
+    rules: tuple[tuple[str, Rule], ...] | None = None,
+) -> Plan:
+    resolved, decisions = resolve_settings(snapshot, policy, memory.resolved)
+    memory = memory.observe(snapshot, now).with_resolved(resolved)
+    ctx = PlanContext(snapshot=snapshot, policy=policy, memory=memory, now=now, resolved=resolved)
+
+    actions: list[Action] = []
+    written: set[tuple[str, str]] = set()
+    for rule_name, rule in rules if rules is not None else RULES:
+        output = rule(ctx)
+        decisions.extend(output.decisions)
+        for action in output.actions:
+            target = target_of(action)
+            if target in written:
+                decisions.append(
+                    Decision(
+                        rule=rule_name,
+                        subject=f"{target[0]} {target[1]}",
+                        outcome="defer",
+                        reason="already changed this cycle; retried on the next one",
+                        action=describe(action),
+                    )
+                )
+                continue
+            written.add(target)
+            actions.append(action)
+
+    guarded, guard_decisions = apply_guards(ctx, tuple(actions))
+    decisions.extend(guard_decisions)
+    return Plan(actions=guarded, decisions=tuple(decisions), memory=memory, resolved=resolved)
