@@ -16,6 +16,7 @@ from controller import __version__
 # Command-group modules, imported lazily so `policy check` never loads docker.
 COMMAND_MODULES = (
     "controller.cli.sandbox_cmd",
+    "controller.cli.run_cmd",
 )
 
 EXIT_USAGE = 2

@@ -1,0 +1,109 @@
+"""One reconcile cycle: observe -> plan (with guards) -> execute, traced end to end.
+
+Cycles are synchronous (docker-py blocks) and run one at a time in a worker thread.
+A conflict ends the cycle at once and asks for another: the next plan is made from a
+fresh observation instead of retrying a write computed from a stale one.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import docker
+from opentelemetry import trace
+from opentelemetry.trace import Status, StatusCode
+
+from controller.adapters.docker_api import ConflictError, GoneError, observe_cluster
+from controller.adapters.writes import Executor, docker_executor
+from controller.core.actions import Action, describe
+from controller.core.guards import disrupted_nodes
+from controller.core.memory import Memory
+from controller.core.plan import Plan, plan
+from controller.policy import Policy
+from controller.runtime.tracing import DecisionLog, record_decision
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class CycleResult:
+    plan: Plan
+    executed: list[Action] = field(default_factory=list)
+    conflict: str | None = None
+
+    @property
+    def wants_another(self) -> bool:
+        return self.conflict is not None
+
+
+class Reconciler:
+    def __init__(
+        self,
+        *,
+        client: docker.DockerClient,
+        policy: Callable[[], Policy],
+        tracer: trace.Tracer,
+        decision_log: DecisionLog,
+        dry_run: bool = False,
+        executor: Executor | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._client = client
+        self._policy = policy
+        self._tracer = tracer
+        self._log = decision_log
+        self._dry_run = dry_run
+        self._execute = executor or docker_executor(client)
+        self._clock = clock
+        self.memory = Memory()
+        self.cycles = 0
+
+    def reconcile(self, reasons: set[str]) -> CycleResult:
+        self.cycles += 1
+        with self._tracer.start_as_current_span("reconcile") as span:
+            span.set_attribute("placement.cycle", self.cycles)
+            span.set_attribute("placement.reasons", sorted(reasons))
+            span.set_attribute("placement.dry_run", self._dry_run)
+            with self._tracer.start_as_current_span("observe") as observe_span:
+                snapshot = observe_cluster(self._client)
+                observe_span.set_attribute("placement.nodes", len(snapshot.nodes))
+                observe_span.set_attribute("placement.services", len(snapshot.services))
+                observe_span.set_attribute("placement.tasks", len(snapshot.tasks))
+            now = self._clock()
+            with self._tracer.start_as_current_span("plan") as plan_span:
+                result = plan(snapshot=snapshot, policy=self._policy(), memory=self.memory, now=now)
+                plan_span.set_attribute("placement.actions", len(result.actions))
+                for decision in result.decisions:
+                    record_decision(plan_span, decision)
+            self.memory = result.memory
+            self._log.write(result.decisions, now=now)
+            cycle = CycleResult(plan=result)
+            with self._tracer.start_as_current_span("execute") as execute_span:
+                execute_span.set_attribute("placement.dry_run", self._dry_run)
+                for action in result.actions:
+                    if self._dry_run:
+                        self._log.note(f"dry-run: would {describe(action)}", now=now)
+                        continue
+                    if not self._execute_one(action, cycle):
+                        break
+            if cycle.conflict:
+                span.set_attribute("placement.conflict", cycle.conflict)
+            return cycle
+
+    def _execute_one(self, action: Action, cycle: CycleResult) -> bool:
+        with self._tracer.start_as_current_span(f"action {action.kind}") as span:
+            span.set_attribute("placement.action", describe(action))
+            try:
+                self._execute(action)
+            except (ConflictError, GoneError) as exc:
+                span.set_status(Status(StatusCode.ERROR, str(exc)))
+                cycle.conflict = str(exc)
+                log.info("conflict, observing again: %s", exc)
+                return False
+            cycle.executed.append(action)
+            if disrupted_nodes(action) and hasattr(action, "service_id"):
+                self.memory = self.memory.record_move(action.service_id, self._clock())
+            return True

@@ -1,0 +1,118 @@
+"""OpenTelemetry set-up and the decision log.
+
+One span per reconcile with observe / plan / execute children and a span per action;
+every decision is a span event on the plan span and one logfmt (or JSON) line on stdout.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterable
+from datetime import UTC, datetime
+from typing import Literal, TextIO
+
+from opentelemetry import trace
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter
+
+from controller import __version__
+from controller.core.decisions import Decision
+
+Exporter = Literal["none", "console", "otlp"]
+LogFormat = Literal["logfmt", "json"]
+
+TRACER_NAME = "swarm-placement"
+
+
+def make_tracer_provider(
+    exporter: Exporter, *, extra: Iterable[SpanProcessor] = ()
+) -> TracerProvider:
+    """A provider of our own (not the global one), so tests can run several side by side."""
+    provider = TracerProvider(
+        resource=Resource.create(
+            {"service.name": "swarm-placement", "service.version": __version__}
+        )
+    )
+    if exporter == "console":
+        provider.add_span_processor(BatchSpanProcessor(ConsoleSpanExporter(out=sys.stderr)))
+    elif exporter == "otlp":
+        try:
+            from opentelemetry.exporter.otlp.proto.http.trace_exporter import (  # noqa: PLC0415
+                OTLPSpanExporter,
+            )
+        except ImportError as exc:  # an optional extra
+            raise RuntimeError(
+                "the OTLP exporter needs `pip install swarm-placement[otlp]`"
+            ) from exc
+        # Endpoint, headers and protocol come from the standard OTEL_* variables.
+        provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
+    for processor in extra:
+        provider.add_span_processor(processor)
+    return provider
+
+
+def get_tracer(provider: TracerProvider) -> trace.Tracer:
+    return provider.get_tracer(TRACER_NAME, __version__)
+
+
+def record_decision(span: trace.Span, decision: Decision) -> None:
+    attributes = {
+        "placement.rule": decision.rule,
+        "placement.subject": decision.subject,
+        "placement.outcome": decision.outcome,
+        "placement.reason": decision.reason,
+    }
+    if decision.action is not None:
+        attributes["placement.action"] = decision.action
+    span.add_event("decision", attributes)
+
+
+def _logfmt_value(value: str) -> str:
+    if value and all(ch.isalnum() or ch in "-_./:" for ch in value):
+        return value
+    return json.dumps(value)
+
+
+class DecisionLog:
+    """Writes each decision once: a decision repeated unchanged every cycle is logged
+    when it first appears, so an idle controller is quiet."""
+
+    def __init__(self, out: TextIO, fmt: LogFormat = "logfmt") -> None:
+        self._out = out
+        self._fmt = fmt
+        self._previous: set[Decision] = set()
+
+    def write(self, decisions: Iterable[Decision], *, now: float) -> None:
+        current = set()
+        stamp = datetime.fromtimestamp(now, UTC).isoformat(timespec="milliseconds")
+        for decision in decisions:
+            current.add(decision)
+            if decision in self._previous:
+                continue
+            self._out.write(self.format(decision, stamp) + "\n")
+        self._out.flush()
+        self._previous = current
+
+    def note(self, text: str, *, now: float) -> None:
+        stamp = datetime.fromtimestamp(now, UTC).isoformat(timespec="milliseconds")
+        if self._fmt == "json":
+            self._out.write(json.dumps({"event": "note", "time": stamp, "text": text}) + "\n")
+        else:
+            self._out.write(f"note time={stamp} text={_logfmt_value(text)}\n")
+        self._out.flush()
+
+    def format(self, decision: Decision, stamp: str) -> str:
+        fields = {
+            "time": stamp,
+            "rule": decision.rule,
+            "subject": decision.subject,
+            "outcome": decision.outcome,
+            "reason": decision.reason,
+        }
+        if decision.action is not None:
+            fields["action"] = decision.action
+        if self._fmt == "json":
+            return json.dumps({"event": "decision", **fields})
+        return "decision " + " ".join(f"{k}={_logfmt_value(v)}" for k, v in fields.items())
