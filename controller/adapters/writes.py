@@ -16,7 +16,7 @@ from tenacity import (
     retry,
     retry_if_exception_type,
     stop_after_attempt,
-    wait_exponential_jitter,
+    wait_random_exponential,
 )
 
 from controller.adapters.attrs import Attrs
@@ -90,7 +90,7 @@ def _check_version(kind: str, name: str, planned: int, current: int) -> None:
 _retry_transient = retry(
     retry=retry_if_exception_type(TransientError),
     stop=stop_after_attempt(4),
-    wait=wait_exponential_jitter(initial=0.1, max=2.0),
+    wait=wait_random_exponential(multiplier=0.1, max=2.0),
     reraise=True,
 )
 

@@ -26,7 +26,7 @@ from tenacity import (
     retry_if_exception_type,
     stop_after_attempt,
     stop_never,
-    wait_exponential_jitter,
+    wait_random_exponential,
 )
 
 from controller.adapters.docker_api import (
@@ -99,7 +99,7 @@ class Controller:
             # A one-shot run reports an unreachable engine; a long-running one waits for it.
             stop=stop_after_attempt(3) if self.config.once else stop_never,
             reraise=True,
-            wait=wait_exponential_jitter(initial=0.5, max=10.0),
+            wait=wait_random_exponential(multiplier=0.5, max=10.0),
             before_sleep=lambda state: self.say(
                 "cannot reach the Docker engine, retrying: "
                 f"{state.outcome and state.outcome.exception()}"

@@ -70,7 +70,7 @@ def record_decision(span: trace.Span, decision: Decision) -> None:
 
 
 def _logfmt_value(value: str) -> str:
-    if value and all(ch.isalnum() or ch in "-_./:" for ch in value):
+    if value and all(ch.isalnum() or ch in "-_./:+" for ch in value):
         return value
     return json.dumps(value)
 

@@ -16,7 +16,7 @@ import anyio
 import anyio.from_thread
 import anyio.to_thread
 import docker
-from tenacity import Retrying, retry_if_exception_type, wait_exponential_jitter
+from tenacity import Retrying, retry_if_exception_type, wait_random_exponential
 
 from controller.adapters.docker_api import DockerUnavailableError
 from controller.runtime.trigger import Trigger
@@ -64,7 +64,7 @@ class EventWatcher:
     def _watch_forever(self) -> None:
         retrying = Retrying(
             retry=retry_if_exception_type(Exception),
-            wait=wait_exponential_jitter(initial=0.2, max=self._max_backoff),
+            wait=wait_random_exponential(multiplier=0.2, max=self._max_backoff),
             before_sleep=lambda state: log.warning(
                 "event stream lost (%s); reconnecting", state.outcome and state.outcome.exception()
             ),
