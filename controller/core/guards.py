@@ -40,7 +40,10 @@ def _service_of(action: Action) -> str | None:
     return None
 
 
-def _drains_last_manager(ctx: PlanContext, action: SetNodeAvailability) -> bool:
+def _drains_last_manager(
+    ctx: PlanContext, action: SetNodeAvailability, taken_out: set[str]
+) -> bool:
+    """True if, with the nodes this plan already takes out, no manager stays active."""
     if action.availability is Availability.ACTIVE:
         return False
     node = ctx.snapshot.node_by_id.get(action.node_id)
@@ -49,7 +52,10 @@ def _drains_last_manager(ctx: PlanContext, action: SetNodeAvailability) -> bool:
     others = [
         n
         for n in ctx.snapshot.nodes
-        if n.role is NodeRole.MANAGER and n.id != node.id and n.accepts_tasks
+        if n.role is NodeRole.MANAGER
+        and n.id != node.id
+        and n.id not in taken_out
+        and n.accepts_tasks
     ]
     return not others
 
@@ -63,6 +69,7 @@ def apply_guards(
     per_node: Counter[str] = Counter()
     per_service: Counter[str] = Counter()
     disruptive = 0
+    taken_out: set[str] = set()  # nodes this plan pauses or drains
 
     def drop(action: Action, outcome: str, reason: str) -> None:
         decisions.append(
@@ -80,7 +87,7 @@ def apply_guards(
         if service_id is not None and not ctx.is_managed(service_id):
             drop(action, "refuse", "the service is not managed by the controller")
             continue
-        if isinstance(action, SetNodeAvailability) and _drains_last_manager(ctx, action):
+        if isinstance(action, SetNodeAvailability) and _drains_last_manager(ctx, action, taken_out):
             drop(action, "refuse", "it would leave no active manager")
             continue
         nodes = disrupted_nodes(action)
@@ -110,5 +117,10 @@ def apply_guards(
             disruptive += 1
             per_node.update(nodes)
             per_service.update(services)
+        if (
+            isinstance(action, SetNodeAvailability)
+            and action.availability is not Availability.ACTIVE
+        ):
+            taken_out.add(action.node_id)
         kept.append(action)
     return tuple(kept), decisions

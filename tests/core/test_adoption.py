@@ -1,0 +1,57 @@
+from __future__ import annotations
+
+from controller.core.actions import SetNodeLabels, SetServiceConstraints
+from controller.core.labels import deny_label, steering_constraint
+from controller.core.memory import Memory
+from controller.core.plan import plan
+from controller.policy import Policy
+
+from .builders import MANAGED, node, running, service, snapshot
+
+
+def _plan(snap):  # type: ignore[no-untyped-def]
+    return plan(snapshot=snap, policy=Policy.default(), memory=Memory(), now=1000.0)
+
+
+def test_a_managed_service_gets_the_steering_constraint_appended() -> None:
+    web = service("web", replicas=2, labels=MANAGED, constraints=["node.role==worker"])
+    result = _plan(snapshot([node(1, manager=True), node(2)], [web], [running(web, 2, 1)]))
+    assert result.actions == (
+        SetServiceConstraints(
+            service_id="s-web",
+            service_name="web",
+            version=100,
+            constraints=("node.role==worker", steering_constraint("web")),
+        ),
+    )
+    (adopt,) = [d for d in result.decisions if d.outcome == "adopt"]
+    assert adopt.rule == "adoption" and adopt.subject == "service web"
+    assert "no task restarts" in adopt.reason
+
+
+def test_an_unmanaged_service_is_never_written() -> None:
+    legacy = service("legacy", replicas=2)
+    off = service("off", labels={"placement.managed": "false"})
+    result = _plan(snapshot([node(1, manager=True)], [legacy, off]))
+    assert result.actions == ()
+
+
+def test_an_adopted_service_needs_nothing_more() -> None:
+    web = service("web", labels=MANAGED, constraints=[steering_constraint("web")])
+    assert _plan(snapshot([node(1, manager=True)], [web])).actions == ()
+
+
+def test_a_service_in_a_rolling_update_waits() -> None:
+    web = service("web", labels=MANAGED, update_state="updating")
+    result = _plan(snapshot([node(1, manager=True)], [web]))
+    assert result.actions == ()
+    assert [d.outcome for d in result.decisions if d.subject == "service web"] == ["wait"]
+
+
+def test_deny_labels_of_unmanaged_or_removed_services_are_released() -> None:
+    labels = {deny_label("gone"): "true", deny_label("web"): "true", "rack": "r1"}
+    web = service("web", labels=MANAGED, constraints=[steering_constraint("web")])
+    result = _plan(snapshot([node(1, manager=True, labels=labels)], [web]))
+    assert result.actions == (
+        SetNodeLabels(node_id="n1", hostname="node-1", version=11, remove=(deny_label("gone"),)),
+    )
