@@ -18,6 +18,8 @@ from pathlib import Path
 from typing import TextIO
 
 import anyio
+import anyio.from_thread
+import anyio.lowlevel
 import anyio.to_thread
 import docker
 from opentelemetry.sdk.trace import SpanProcessor
@@ -88,6 +90,8 @@ class Controller:
         self._clock = clock
         self.reconciler: Reconciler | None = None
         self.watcher = EventWatcher(client_factory, self.trigger)
+        self._scope: anyio.CancelScope | None = None
+        self._token: anyio.lowlevel.EventLoopToken | None = None
 
     def say(self, text: str) -> None:
         self._decision_log.note(text, now=self._clock())
@@ -112,11 +116,17 @@ class Controller:
         raise AssertionError("unreachable")  # AsyncRetrying without stop never gives up
 
     async def run(self) -> None:
+        self._token = anyio.lowlevel.current_token()
         try:
-            with anyio.move_on_after(self.config.duration or math.inf):
+            with anyio.move_on_after(self.config.duration or math.inf) as self._scope:
                 await self._run()
         finally:
             self._provider.shutdown()
+
+    def request_stop(self) -> None:
+        """Stop a controller running in another thread (as SIGTERM does in-process)."""
+        if self._scope is not None and self._token is not None:
+            anyio.from_thread.run_sync(self._scope.cancel, token=self._token)
 
     async def _run(self) -> None:
         client = await self._connect()

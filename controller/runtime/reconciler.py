@@ -60,6 +60,7 @@ class Reconciler:
         self._clock = clock
         self.memory = Memory()
         self.cycles = 0
+        self.conflicts = 0
 
     def reconcile(self, reasons: set[str]) -> CycleResult:
         self.cycles += 1
@@ -101,6 +102,7 @@ class Reconciler:
             except (ConflictError, GoneError) as exc:
                 span.set_status(Status(StatusCode.ERROR, str(exc)))
                 cycle.conflict = str(exc)
+                self.conflicts += 1
                 log.info("conflict, observing again: %s", exc)
                 return False
             cycle.executed.append(action)
