@@ -1,0 +1,161 @@
+"""Per-service settings as written: one model for the file's `defaults`/`services` and labels.
+
+A spec holds only what one layer sets (`model_fields_set`); `merge_layers` applies the
+layers over the built-in `ServiceSettings` and records where each value came from.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import fields, replace
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic_core import PydanticCustomError
+
+from controller.policy import value_types as t
+from controller.policy.settings import ServiceSettings
+from controller.policy.values import FailbackSetting
+
+
+def kebab(name: str) -> str:
+    return name.replace("_", "-")
+
+
+STRICT = ConfigDict(
+    extra="forbid",
+    frozen=True,
+    alias_generator=kebab,
+    field_title_generator=lambda name, info: kebab(name),
+)
+
+
+def syntax_of(model: type[BaseModel], field_name: str) -> t.Syntax | None:
+    for item in model.model_fields[field_name].metadata:
+        if isinstance(item, t.Syntax):
+            return item
+    return None
+
+
+class StrictSpec(BaseModel):
+    """Base of every file model: kebab-case names, unknown fields and nulls rejected."""
+
+    model_config = STRICT
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _reject_null(cls, value: object, info: ValidationInfo) -> object:
+        # An empty YAML value would otherwise mean "unset" silently; say what was expected.
+        if value is None and info.field_name is not None:
+            syntax = syntax_of(cls, info.field_name)
+            expected = f"expected {syntax.accepts}" if syntax else "expected a value, not null"
+            raise PydanticCustomError("policy_value", "{expected}", {"expected": expected})
+        return value
+
+
+class ServiceSettingsSpec(StrictSpec):
+    """Placement settings of a service; every field is optional in every layer."""
+
+    managed: t.Flag | None = Field(None, description="Whether the controller places this service.")
+    priority: t.Priority | None = Field(
+        None, description="Higher priority services are placed first and may preempt lower ones."
+    )
+    preferred_nodes: t.NameList | None = Field(
+        None,
+        description="Ordered preferred owners: hostnames, node IDs or group names, best first.",
+    )
+    possible_nodes: t.NameList | None = Field(
+        None, description="The only nodes the service may run on (hard); empty means any node."
+    )
+    failback: t.Failback | None = Field(
+        None,
+        description="When tasks go back to a preferred node that returns: never, at once, "
+        "or inside a daily window (in controller.timezone; it may wrap past midnight).",
+    )
+    failback_delay: t.Duration | None = Field(
+        None, description="How long a returned preferred node must stay ready before failback."
+    )
+    anti_affinity: t.NameList | None = Field(
+        None, description="Classes: tasks of services sharing a class avoid sharing a node."
+    )
+    anti_affinity_mode: t.AntiAffinityModeValue | None = Field(
+        None, description="soft: avoid when possible; hard: never share a node."
+    )
+    spread: t.SpreadLevel | None = Field(
+        None, description="Spread the tasks evenly over the domains of this fault-domain level."
+    )
+    preemptible: t.Flag | None = Field(
+        None, description="Whether higher-priority services may scale this one down for room."
+    )
+    max_unavailable: t.MaxUnavailable | None = Field(
+        None,
+        description="Most tasks the controller takes down at once by its own moves; "
+        "0: it never stops a task of this service (Swarm's own failover still runs).",
+    )
+    failover_threshold: t.Threshold | None = Field(
+        None,
+        description="Move the service off a node after this many task failures there within "
+        "the period; none: Swarm's own behaviour.",
+    )
+    rebalance: t.Flag | None = Field(
+        None, description="Whether rebalancing may move this service's tasks to even out load."
+    )
+
+
+SETTING_NAMES: tuple[str, ...] = tuple(kebab(name) for name in ServiceSettingsSpec.model_fields)
+_FIELD_OF = {kebab(name): name for name in ServiceSettingsSpec.model_fields}
+# Settings whose resolved field has another name, or which set two resolved fields.
+_RESOLVED_FIELDS: Mapping[str, tuple[str, ...]] = {
+    "failback": ("failback", "failback_window"),
+    "failback-delay": ("failback_delay_seconds",),
+}
+
+
+def resolved_fields(setting: str) -> tuple[str, ...]:
+    """The `ServiceSettings` fields that one setting name decides."""
+    return _RESOLVED_FIELDS.get(setting, (_FIELD_OF[setting],))
+
+
+def overrides_of(spec: ServiceSettingsSpec) -> dict[str, object]:
+    """What this layer sets: setting name -> parsed value, in catalogue order."""
+    return {
+        kebab(name): getattr(spec, name)
+        for name in ServiceSettingsSpec.model_fields
+        if name in spec.model_fields_set
+    }
+
+
+def _changes(setting: str, value: object) -> dict[str, Any]:
+    if setting == "failback":
+        assert isinstance(value, FailbackSetting)
+        return {"failback": value.mode, "failback_window": value.window}
+    return {resolved_fields(setting)[0]: value}
+
+
+def setting_value(setting: str, settings: ServiceSettings) -> object:
+    """The parsed-value form of one setting in resolved settings (inverse of `_changes`)."""
+    if setting == "failback":
+        return FailbackSetting(settings.failback, settings.failback_window)
+    return getattr(settings, resolved_fields(setting)[0])
+
+
+def format_setting(setting: str, value: object) -> str:
+    """A parsed value in label syntax, e.g. `window 22:00-06:00` or `node-2,node-3`."""
+    syntax = syntax_of(ServiceSettingsSpec, _FIELD_OF[setting])
+    assert syntax is not None, setting
+    return syntax.render(value)
+
+
+def merge_layers(
+    layers: Sequence[tuple[str, Mapping[str, object]]],
+) -> tuple[ServiceSettings, dict[str, str]]:
+    """Apply (source, overrides) layers in order over the built-in defaults; later wins."""
+    settings = ServiceSettings()
+    sources = {f.name: "default" for f in fields(ServiceSettings)}
+    for source, overrides in layers:
+        for setting, value in overrides.items():
+            changes = _changes(setting, value)
+            settings = replace(settings, **changes)
+            for name in resolved_fields(setting):
+                sources[name] = source
+    return settings, sources
