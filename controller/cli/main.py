@@ -17,6 +17,7 @@ from controller import __version__
 COMMAND_MODULES = (
     "controller.cli.sandbox_cmd",
     "controller.cli.run_cmd",
+    "controller.cli.policy_cmd",
 )
 
 EXIT_USAGE = 2
