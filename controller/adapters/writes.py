@@ -8,7 +8,7 @@ change is sent; transient failures are retried per call with backoff.
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import docker
@@ -40,8 +40,20 @@ from controller.core.actions import (
 JsonDict = dict[str, Any]
 
 
+def _with_labels(
+    labels: Mapping[str, str] | None, to_set: Mapping[str, str], to_remove: tuple[str, ...]
+) -> dict[str, str]:
+    out = {k: v for k, v in (labels or {}).items() if k not in to_remove}
+    out.update(to_set)
+    return out
+
+
 def service_spec_with(spec: Attrs, action: Action) -> JsonDict:
-    """The engine's service spec with exactly the action's field changed."""
+    """The engine's service spec with exactly the action's fields changed.
+
+    Service labels ride in the same update as the change they describe, so the record
+    and the change land together or not at all.
+    """
     new: JsonDict = copy.deepcopy(dict(spec))
     match action:
         case SetServiceConstraints(constraints=constraints):
@@ -52,14 +64,16 @@ def service_spec_with(spec: Attrs, action: Action) -> JsonDict:
             if replicated is None:
                 raise ValueError("only replicated services have a replica count")
             replicated["Replicas"] = replicas
-        case SetServiceLabels(set=to_set, remove=to_remove):
-            labels = dict(new.get("Labels") or {})
-            for key in to_remove:
-                labels.pop(key, None)
-            labels.update(to_set)
-            new["Labels"] = labels
+        case SetServiceLabels():
+            pass
         case _:
             raise TypeError(f"not a service action: {action!r}")
+    if isinstance(action, SetServiceLabels):
+        to_set, to_remove = action.set, action.remove
+    else:
+        to_set, to_remove = action.set_labels, action.remove_labels
+    if to_set or to_remove:
+        new["Labels"] = _with_labels(new.get("Labels"), to_set, to_remove)
     return new
 
 
@@ -68,11 +82,7 @@ def node_spec_with(spec: Attrs, action: Action) -> JsonDict:
     new: JsonDict = copy.deepcopy(dict(spec))
     match action:
         case SetNodeLabels(set=to_set, remove=to_remove):
-            labels = dict(new.get("Labels") or {})
-            for key in to_remove:
-                labels.pop(key, None)
-            labels.update(to_set)
-            new["Labels"] = labels
+            new["Labels"] = _with_labels(new.get("Labels"), to_set, to_remove)
         case SetNodeAvailability(availability=availability):
             new["Availability"] = availability.value
         case _:

@@ -20,6 +20,9 @@ class SetServiceConstraints:
     constraints: tuple[str, ...]
     # Nodes whose tasks this change evicts; empty when no task moves.
     evicts_from: tuple[str, ...] = ()
+    # Service labels written in the same update: the record of what the change means.
+    set_labels: Mapping[str, str] = field(default_factory=dict)
+    remove_labels: tuple[str, ...] = ()
 
     kind = "set-constraints"
 
@@ -30,6 +33,8 @@ class SetReplicas:
     service_name: str
     version: int
     replicas: int
+    set_labels: Mapping[str, str] = field(default_factory=dict)
+    remove_labels: tuple[str, ...] = ()
 
     kind = "set-replicas"
 
@@ -84,8 +89,9 @@ def target_of(action: Action) -> tuple[str, str]:
 
 def describe(action: Action) -> str:
     match action:
-        case SetServiceConstraints(service_name=name, constraints=cs):
-            return f"service {name}: constraints = {list(cs)}"
+        case SetServiceConstraints(service_name=name, constraints=cs, evicts_from=nodes):
+            moving = f", evicting from {list(nodes)}" if nodes else ""
+            return f"service {name}: constraints = {list(cs)}{moving}"
         case SetReplicas(service_name=name, replicas=n):
             return f"service {name}: replicas = {n}"
         case SetServiceLabels(service_name=name, set=s, remove=r):

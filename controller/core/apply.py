@@ -31,10 +31,12 @@ def _merged(
 def _apply_to_service(service: Service, action: Action) -> Service:
     bumped = service.version + 1
     match action:
-        case SetServiceConstraints(constraints=constraints):
-            return replace(service, version=bumped, constraints=constraints)
-        case SetReplicas(replicas=replicas):
-            return replace(service, version=bumped, replicas=replicas)
+        case SetServiceConstraints(constraints=constraints, set_labels=s, remove_labels=r):
+            labels = _merged(dict(service.labels), dict(s), r)
+            return replace(service, version=bumped, constraints=constraints, labels=labels)
+        case SetReplicas(replicas=replicas, set_labels=s, remove_labels=r):
+            labels = _merged(dict(service.labels), dict(s), r)
+            return replace(service, version=bumped, replicas=replicas, labels=labels)
         case SetServiceLabels(set=set_, remove=remove):
             labels = _merged(dict(service.labels), dict(set_), remove)
             return replace(service, version=bumped, labels=labels)

@@ -7,6 +7,8 @@ can never collide and an operator can see at a glance what is ours.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
+
 OWN_PREFIX = "swarm-placement."
 
 # Service label: set once the controller has added its steering constraint.
@@ -29,3 +31,41 @@ def steering_constraint(service_name: str) -> str:
 
 def is_own_label(key: str) -> bool:
     return key.startswith(OWN_PREFIX)
+
+
+# Node label family for hard possible owners: the service's constraint requires it, so a
+# node the controller has not labelled (a new one included) can never run the service.
+POSSIBLE_LABEL_PREFIX = OWN_PREFIX + "possible."
+POSSIBLE_VALUE = "true"
+
+# Service label: the node IDs the controller currently excludes with `node.id!=ID`.
+# Recorded in the same write as the constraints, so ours are always told from the
+# operator's, even after a crash.
+EXCLUDED_LABEL = OWN_PREFIX + "excluded"
+
+
+def possible_label(service_name: str) -> str:
+    return POSSIBLE_LABEL_PREFIX + service_name
+
+
+def possible_constraint(service_name: str) -> str:
+    return f"node.labels.{possible_label(service_name)}=={POSSIBLE_VALUE}"
+
+
+def exclusion_constraint(node_id: str) -> str:
+    return f"node.id!={node_id}"
+
+
+def recorded_exclusions(labels: Mapping[str, str]) -> tuple[str, ...]:
+    raw = labels.get(EXCLUDED_LABEL, "")
+    return tuple(sorted(part for part in raw.split(",") if part))
+
+
+def format_exclusions(node_ids: Iterable[str]) -> str:
+    return ",".join(sorted(set(node_ids)))
+
+
+def is_own_constraint(text: str, service_name: str, labels: Mapping[str, str]) -> bool:
+    own = {steering_constraint(service_name), possible_constraint(service_name)}
+    own.update(exclusion_constraint(i) for i in recorded_exclusions(labels))
+    return text in own

@@ -76,6 +76,7 @@ class Node:
     capacity: Resources = field(default_factory=Resources)
     platform_os: str = ""
     platform_arch: str = ""
+    updated_at: float = 0.0  # last change of the node object (status changes included)
 
     @property
     def is_ready(self) -> bool:

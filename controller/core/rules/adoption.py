@@ -8,10 +8,10 @@ steers that service alone.
 
 from __future__ import annotations
 
-from controller.core.actions import Action, SetNodeLabels, SetServiceConstraints, describe
+from controller.core.actions import Action, SetServiceConstraints, describe
 from controller.core.context import PlanContext, RuleOutput
 from controller.core.decisions import Decision
-from controller.core.labels import DENY_LABEL_PREFIX, steering_constraint
+from controller.core.labels import steering_constraint
 
 RULE = "adoption"
 
@@ -45,42 +45,6 @@ def adopt_services(ctx: PlanContext) -> RuleOutput:
                 "adopt",
                 "placement.managed is true: adding the steering constraint, which every "
                 "current node satisfies, so no task restarts",
-                action=describe(action),
-            )
-        )
-    return RuleOutput(tuple(actions), tuple(decisions))
-
-
-def release_node_labels(ctx: PlanContext) -> RuleOutput:
-    """Remove deny labels for services that are gone or no longer managed.
-
-    Removing a deny label only widens where a service may run, so it never stops a task;
-    leaving it would keep steering a service the operator took back.
-    """
-    managed_names = {s.name for s in ctx.managed_services()}
-    actions: list[Action] = []
-    decisions: list[Decision] = []
-    for node in ctx.snapshot.nodes:
-        stale = tuple(
-            sorted(
-                key
-                for key in node.labels
-                if key.startswith(DENY_LABEL_PREFIX)
-                and key.removeprefix(DENY_LABEL_PREFIX) not in managed_names
-            )
-        )
-        if not stale:
-            continue
-        action = SetNodeLabels(
-            node_id=node.id, hostname=node.hostname, version=node.version, remove=stale
-        )
-        actions.append(action)
-        decisions.append(
-            Decision(
-                "release",
-                f"node {node.hostname}",
-                "release",
-                "deny labels of services that are not managed any more",
                 action=describe(action),
             )
         )

@@ -1,0 +1,1 @@
+"""Where each managed service should run, and how to steer Swarm there."""

@@ -1,0 +1,53 @@
+"""From a desired placement to the constraints that make Swarm realise it.
+
+Steering is by exclusion: `node.id!=X` for every node the service should not use now.
+- While moving, only the nodes that keep or receive tasks stay allowed, so Swarm's
+  replacements (start-first where the service allows) land exactly on the targets.
+- At rest, one standby node stays allowed besides the targets, so when a node fails
+  Swarm fails over natively and at once to the node the policy would have chosen.
+A service with no placement preference is not steered at all: Swarm's own failover
+(fewest tasks of the service first) is already what the policy wants.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from controller.core.labels import exclusion_constraint, possible_constraint, steering_constraint
+from controller.core.placement.assign import Assignment
+
+
+@dataclass(frozen=True, slots=True)
+class Steering:
+    constraints: tuple[str, ...]
+    excluded: frozenset[str]
+    vacate: tuple[str, ...]  # nodes whose tasks the new constraints evict
+    reduce: tuple[str, ...]  # nodes that keep some tasks but should hold fewer
+
+
+def steer(
+    *,
+    service_name: str,
+    operator_constraints: Iterable[str],
+    assignment: Assignment,
+    current: Mapping[str, int],
+    all_nodes: Iterable[str],
+    steered: bool,
+    require_possible_label: bool,
+) -> Steering:
+    desired = assignment.desired
+    vacate = tuple(sorted(n for n, c in current.items() if c and not desired.get(n)))
+    reduce = tuple(sorted(n for n, c in current.items() if desired.get(n, 0) and c > desired[n]))
+    if steered:
+        allowed = {n for n, c in desired.items() if c}
+        if not vacate and not reduce and assignment.standby is not None:
+            allowed.add(assignment.standby)
+        excluded = frozenset(n for n in all_nodes if n not in allowed)
+    else:
+        excluded = frozenset(vacate)
+    constraints = [*operator_constraints, steering_constraint(service_name)]
+    if require_possible_label:
+        constraints.append(possible_constraint(service_name))
+    constraints.extend(exclusion_constraint(n) for n in sorted(excluded))
+    return Steering(constraints=tuple(constraints), excluded=excluded, vacate=vacate, reduce=reduce)

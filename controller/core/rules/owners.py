@@ -1,0 +1,299 @@
+"""Possible and preferred owners, failback, anti-affinity and fault-domain spread.
+
+Services are planned one at a time, highest priority first, so a service sees where
+the ones planned before it will be (for anti-affinity) rather than where they were.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from controller.core.actions import Action, SetServiceConstraints, describe
+from controller.core.clock import format_minute, minute_of_day
+from controller.core.constraints import ConstraintError
+from controller.core.context import PlanContext, RuleOutput
+from controller.core.decisions import Decision
+from controller.core.labels import EXCLUDED_LABEL, format_exclusions, possible_label
+from controller.core.model import ACTIVE_TASK_STATES, Service, ServiceMode, TaskState
+from controller.core.placement.assign import FAILBACK, Assignment, PlacementInputs, assign
+from controller.core.placement.candidates import (
+    Candidates,
+    domain_of,
+    find_candidates,
+    operator_constraints,
+)
+from controller.core.placement.steer import steer
+from controller.policy import AntiAffinityMode, FailbackMode, ServiceSettings
+
+RULE = "owners"
+
+
+@dataclass
+class _Projection:
+    """Where services planned so far in this cycle will run: class -> node -> tasks."""
+
+    by_class: dict[str, Counter[str]] = field(default_factory=dict)
+
+    def mates(self, classes: tuple[str, ...]) -> Counter[str]:
+        total: Counter[str] = Counter()
+        for name in classes:
+            total.update(self.by_class.get(name, Counter()))
+        return total
+
+    def add(self, classes: tuple[str, ...], placement: Mapping[str, int]) -> None:
+        for name in classes:
+            self.by_class.setdefault(name, Counter()).update(placement)
+
+
+def current_counts(ctx: PlanContext, service: Service) -> dict[str, int]:
+    """Active tasks per ready node (tasks on a down node are Swarm's to replace)."""
+    counts: Counter[str] = Counter()
+    for task in ctx.snapshot.tasks_of(service.id):
+        node = ctx.snapshot.node_by_id.get(task.node_id)
+        if (
+            node is not None
+            and node.is_ready
+            and task.desired_state is TaskState.RUNNING
+            and task.state in ACTIVE_TASK_STATES
+        ):
+            counts[task.node_id] += 1
+    return dict(counts)
+
+
+def _needs_owners(settings: ServiceSettings) -> bool:
+    return bool(
+        settings.preferred_nodes
+        or settings.possible_nodes
+        or settings.spread
+        or settings.anti_affinity
+    )
+
+
+def _failback_ready(
+    ctx: PlanContext, service: Service, settings: ServiceSettings, cands: Candidates
+) -> tuple[frozenset[str], str | None]:
+    """Preferred owners a task may fail back to now, or why none may."""
+    if settings.failback is FailbackMode.NEVER:
+        return frozenset(), "failback is never"
+    if settings.failback is FailbackMode.WINDOW and settings.failback_window is not None:
+        tz = ctx.policy.controller.timezone
+        minute = minute_of_day(ctx.now, tz)
+        window = settings.failback_window
+        if not window.contains(minute):
+            return frozenset(), (
+                f"failback window {format_minute(window.start_minute)}-"
+                f"{format_minute(window.end_minute)} is closed (now {format_minute(minute)} {tz})"
+            )
+    since = ctx.memory.node_ready_since
+    ready = frozenset(
+        n
+        for n in cands.preferred
+        if n in since and ctx.now - since[n] >= settings.failback_delay_seconds
+    )
+    return ready, None
+
+
+def _busy(ctx: PlanContext, service: Service) -> str | None:
+    """Why this service must not be written now: a move or failover is in flight.
+
+    Pending tasks (no node yet) do not count: they may be waiting for the controller to
+    allow a node, and waiting for them would deadlock.
+    """
+    if service.updating:
+        return f"Swarm is rolling an update ({service.update_state})"
+    unsettled = [
+        t
+        for t in ctx.snapshot.tasks_of(service.id)
+        if t.desired_state is TaskState.RUNNING
+        and t.state is not TaskState.RUNNING
+        and t.node_id in ctx.snapshot.node_by_id
+        and ctx.snapshot.node_by_id[t.node_id].is_ready
+    ]
+    if unsettled:
+        return f"{len(unsettled)} task(s) starting"
+    return None
+
+
+def _cooling(ctx: PlanContext, service: Service) -> str | None:
+    last = ctx.memory.last_move.get(service.id)
+    cooldown = ctx.policy.controller.move_cooldown_seconds
+    if last is not None and ctx.now - last < cooldown:
+        return f"moved {ctx.now - last:.0f} s ago (cooldown {cooldown:.0f} s)"
+    return None
+
+
+def plan_owners(ctx: PlanContext) -> RuleOutput:
+    actions: list[Action] = []
+    decisions: list[Decision] = []
+    projection = _Projection()
+    services = sorted(
+        (s for s in ctx.managed_services() if s.mode is ServiceMode.REPLICATED),
+        key=lambda s: (-ctx.settings(s.id).priority, s.name),
+    )
+    for service in services:
+        settings = ctx.settings(service.id)
+        if not _needs_owners(settings):
+            continue
+        action, notes, placement = _plan_service(ctx, service, settings, projection)
+        decisions.extend(notes)
+        if action is not None:
+            actions.append(action)
+        projection.add(settings.anti_affinity, placement)
+    return RuleOutput(tuple(actions), tuple(decisions))
+
+
+def _hard_excluded(
+    ctx: PlanContext, settings: ServiceSettings, projection: _Projection
+) -> frozenset[str]:
+    if settings.anti_affinity_mode is not AntiAffinityMode.HARD:
+        return frozenset()
+    return frozenset(n for n, c in projection.mates(settings.anti_affinity).items() if c)
+
+
+def _plan_service(
+    ctx: PlanContext, service: Service, settings: ServiceSettings, projection: _Projection
+) -> tuple[Action | None, list[Decision], Mapping[str, int]]:
+    subject = f"service {service.name}"
+    notes: list[Decision] = []
+    current = current_counts(ctx, service)
+    try:
+        constraints = operator_constraints(service)
+    except ConstraintError as exc:
+        notes.append(Decision(RULE, subject, "skip", f"cannot read its constraints: {exc}"))
+        return None, notes, current
+    cands = find_candidates(
+        service,
+        settings,
+        ctx.snapshot.nodes,
+        ctx.policy,
+        constraints=constraints,
+        hard_excluded=_hard_excluded(ctx, settings, projection),
+    )
+    failback_ready, failback_blocked = _failback_ready(ctx, service, settings, cands)
+    busy = _busy(ctx, service)
+    if busy is not None:
+        notes.append(Decision(RULE, subject, "wait", busy))
+        return None, notes, current
+    waiting = _cooling(ctx, service)
+    soft_mates = (
+        projection.mates(settings.anti_affinity)
+        if settings.anti_affinity_mode is AntiAffinityMode.SOFT
+        else Counter()
+    )
+    nodes = ctx.snapshot.node_by_id
+    level = settings.spread
+    load: Counter[str] = Counter(t.node_id for t in ctx.snapshot.tasks if t.node_id)
+    inputs = PlacementInputs(
+        replicas=service.replicas or 0,
+        current=current,
+        candidates=cands,
+        domain=(lambda n: domain_of(nodes[n], level, ctx.policy)) if level else None,
+        mates=soft_mates,
+        load=load,
+        hostname={n.id: n.hostname for n in ctx.snapshot.nodes},
+        failback_ready=failback_ready,
+        max_moves=0 if waiting else max(settings.max_unavailable, 0),
+    )
+    result = assign(inputs)
+    notes.extend(
+        _explain(
+            ctx,
+            service,
+            result=result,
+            cands=cands,
+            inputs=inputs,
+            waiting=waiting,
+            failback_blocked=failback_blocked,
+        )
+    )
+
+    possible_ready = cands.possible is not None and all(
+        nodes[n].labels.get(possible_label(service.name)) == "true" for n in cands.possible
+    )
+    if cands.possible is not None and not possible_ready:
+        notes.append(Decision(RULE, subject, "wait", "possible-owner labels are being written"))
+    steering = steer(
+        service_name=service.name,
+        operator_constraints=[str(c) for c in constraints],
+        assignment=result,
+        current=current,
+        all_nodes=sorted(nodes),
+        steered=bool(settings.preferred_nodes or settings.spread or settings.anti_affinity),
+        require_possible_label=possible_ready,
+    )
+    if steering.constraints == service.constraints:
+        return None, notes, result.desired
+    action = SetServiceConstraints(
+        service_id=service.id,
+        service_name=service.name,
+        version=service.version,
+        constraints=steering.constraints,
+        evicts_from=steering.vacate,
+        set_labels={EXCLUDED_LABEL: format_exclusions(steering.excluded)},
+    )
+    why = (
+        "steer Swarm to the desired placement"
+        if steering.vacate
+        else ("keep Swarm's failover on the policy's nodes (no task moves)")
+    )
+    notes.append(Decision(RULE, subject, "steer", why, action=describe(action)))
+    return action, notes, result.desired
+
+
+def _explain(
+    ctx: PlanContext,
+    service: Service,
+    *,
+    result: Assignment,
+    cands: Candidates,
+    inputs: PlacementInputs,
+    waiting: str | None,
+    failback_blocked: str | None,
+) -> list[Decision]:
+    subject = f"service {service.name}"
+    host = inputs.hostname
+    notes: list[Decision] = []
+    for move in result.moves:
+        frm, to = host.get(move.from_node, move.from_node), host.get(move.to_node, move.to_node)
+        detail = {
+            FAILBACK: f"failback to preferred owner #{cands.rank(move.to_node) + 1} {to}",
+            "spread": f"restore spread over {ctx.settings(service.id).spread}",
+            "anti-affinity": "separate from services of the same anti-affinity class",
+        }[move.reason]
+        notes.append(Decision(RULE, subject, "move", f"a task from {frm} to {to}: {detail}"))
+    for node, count in result.evicted.items():
+        notes.append(
+            Decision(
+                RULE,
+                subject,
+                "evict",
+                f"{count} task(s) on {host.get(node, node)} may not stay there",
+            )
+        )
+    if result.unplaced:
+        notes.append(
+            Decision(
+                RULE,
+                subject,
+                "pending",
+                f"{result.unplaced} replica(s) have no allowed node (possible owners, "
+                "constraints and hard anti-affinity leave none): they stay pending",
+            )
+        )
+    better = [n for n in cands.preferred if n in cands.placeable and not result.desired.get(n)]
+    worse = [n for n in result.desired if cands.rank(n) >= len(cands.preferred)]
+    if better and worse and not result.moves:
+        reason = (
+            failback_blocked or waiting or "the preferred owner is not ready for failback-delay yet"
+        )
+        notes.append(
+            Decision(
+                RULE,
+                subject,
+                "keep",
+                f"{host.get(better[0], better[0])} is preferred, but {reason}",
+            )
+        )
+    return notes

@@ -1,0 +1,230 @@
+"""The owners rule: preferred and possible owners, failback, anti-affinity, spread."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import replace
+
+from controller.core.actions import SetNodeLabels, SetServiceConstraints
+from controller.core.labels import (
+    EXCLUDED_LABEL,
+    exclusion_constraint,
+    possible_constraint,
+    possible_label,
+    steering_constraint,
+)
+from controller.core.memory import Memory
+from controller.core.model import ClusterSnapshot, NodeState, Service, TaskState
+from controller.core.plan import Plan, plan
+from controller.core.rules.owners import plan_owners
+from controller.policy import Policy
+
+from .builders import node, running, service, snapshot
+
+NOW = 1_000_000.0
+STABLE = Memory(node_ready_since={f"n{i}": 0.0 for i in range(1, 9)}, started=True)
+
+
+def managed(name: str, replicas: int, **settings: str) -> Service:
+    labels = {"placement.managed": "true"}
+    labels.update({f"placement.{k.replace('_', '-')}": v for k, v in settings.items()})
+    svc = service(name, replicas=replicas, labels=labels)
+    return replace(svc, constraints=(steering_constraint(name),))
+
+
+def owners_only(snap: ClusterSnapshot, memory: Memory = STABLE, now: float = NOW) -> Plan:
+    return plan(
+        snapshot=snap,
+        policy=Policy.default(),
+        memory=memory,
+        now=now,
+        rules=(("owners", plan_owners),),
+    )
+
+
+def excluded_hosts(action: SetServiceConstraints) -> set[str]:
+    return {
+        c.removeprefix("node.id!=").replace("n", "node-")
+        for c in action.constraints
+        if c.startswith("node.id!=")
+    }
+
+
+def only_constraints(result: Plan) -> SetServiceConstraints:
+    (action,) = result.actions
+    assert isinstance(action, SetServiceConstraints)
+    return action
+
+
+def four_nodes(**labels: Mapping[str, str]) -> list:  # type: ignore[type-arg]
+    return [node(1, manager=True), node(2), node(3), node(4)]
+
+
+def test_preferred_owners_at_rest_keep_one_standby_and_move_nothing() -> None:
+    db = managed("db", 2, preferred_nodes="node-2,node-3")
+    snap = snapshot(four_nodes(), [db], [running(db, 2, 1), running(db, 3, 2)])
+    action = only_constraints(owners_only(snap))
+    assert action.evicts_from == ()
+    # node-1 is the standby (fewest tasks, then hostname); node-4 is kept out.
+    assert excluded_hosts(action) == {"node-4"}
+    assert action.set_labels == {EXCLUDED_LABEL: "n4"}
+
+
+def test_a_replica_off_its_preferred_owner_moves_back_when_failback_is_immediate() -> None:
+    db = managed("db", 2, preferred_nodes="node-2,node-3", failback="immediate")
+    snap = snapshot(four_nodes(), [db], [running(db, 1, 1), running(db, 3, 2)])
+    result = owners_only(snap)
+    action = only_constraints(result)
+    assert action.evicts_from == ("n1",)
+    assert excluded_hosts(action) == {"node-1", "node-4"}  # no standby while moving
+    (move,) = [d for d in result.decisions if d.outcome == "move"]
+    assert move.reason == "a task from node-1 to node-2: failback to preferred owner #1 node-2"
+
+
+def test_failback_waits_for_failback_delay_after_the_node_returns() -> None:
+    db = managed("db", 1, preferred_nodes="node-2", failback="immediate", failback_delay="60s")
+    snap = snapshot(four_nodes(), [db], [running(db, 1, 1)])
+    just_back = replace(STABLE, node_ready_since={**STABLE.node_ready_since, "n2": NOW - 30})
+    result = owners_only(snap, memory=just_back)
+    assert all(not a.evicts_from for a in result.actions if isinstance(a, SetServiceConstraints))
+    assert any(d.outcome == "keep" for d in result.decisions)
+    later = owners_only(snap, memory=just_back, now=NOW + 31)
+    assert only_constraints(later).evicts_from == ("n1",)
+
+
+def test_failback_never_keeps_the_task_where_it_failed_over_to() -> None:
+    db = managed("db", 1, preferred_nodes="node-2", failback="never")
+    snap = snapshot(four_nodes(), [db], [running(db, 1, 1)])
+    result = owners_only(snap)
+    assert all(not a.evicts_from for a in result.actions if isinstance(a, SetServiceConstraints))
+    (keep,) = [d for d in result.decisions if d.outcome == "keep"]
+    assert "failback is never" in keep.reason
+
+
+def test_failback_window_closed_then_open() -> None:
+    db = managed("db", 1, preferred_nodes="node-2", failback="window 01:00-05:00")
+    snap = snapshot(four_nodes(), [db], [running(db, 1, 1)])
+    noon = 1_700_049_600.0  # 2023-11-15 12:00 UTC
+    closed = owners_only(snap, now=noon)
+    assert all(not a.evicts_from for a in closed.actions if isinstance(a, SetServiceConstraints))
+    assert any("window 01:00-05:00 is closed (now 12:00 UTC)" in d.reason for d in closed.decisions)
+    two_am = noon + 14 * 3600
+    assert only_constraints(owners_only(snap, now=two_am)).evicts_from == ("n1",)
+
+
+def test_no_moves_while_the_service_is_settling_or_cooling_down() -> None:
+    db = managed("db", 1, preferred_nodes="node-2", failback="immediate")
+    snap = snapshot(four_nodes(), [db], [running(db, 1, 1)])
+    cooling = STABLE.record_move(db.id, NOW - 10)
+    result = owners_only(snap, memory=cooling)
+    assert all(not a.evicts_from for a in result.actions if isinstance(a, SetServiceConstraints))
+    assert any("cooldown" in d.reason for d in result.decisions)
+
+
+def test_a_lost_preferred_owner_is_excluded_and_the_standby_is_the_next_preferred() -> None:
+    db = managed("db", 1, preferred_nodes="node-2,node-3")
+    down2 = node(2, state=NodeState.DOWN)
+    snap = snapshot([node(1, manager=True), down2, node(3), node(4)], [db], [running(db, 3, 1)])
+    action = only_constraints(owners_only(snap))
+    assert action.evicts_from == ()
+    # Runs on node-3; standby is node-1 (next by load and name); node-2 and node-4 out.
+    assert excluded_hosts(action) == {"node-2", "node-4"}
+
+
+def test_possible_owners_wait_for_their_labels_then_constrain() -> None:
+    web = managed("web", 2, possible_nodes="node-2,node-3")
+    snap = snapshot(four_nodes(), [web], [running(web, 2, 1), running(web, 3, 2)])
+    full = plan(snapshot=snap, policy=Policy.default(), memory=STABLE, now=NOW)
+    labels = [a for a in full.actions if isinstance(a, SetNodeLabels)]
+    assert sorted(a.hostname for a in labels) == ["node-2", "node-3"]
+    assert all(a.set == {possible_label("web"): "true"} for a in labels)
+    assert not any(
+        isinstance(a, SetServiceConstraints) and possible_constraint("web") in a.constraints
+        for a in full.actions
+    )
+    labelled = snapshot(
+        [
+            node(1, manager=True),
+            node(2, labels={possible_label("web"): "true"}),
+            node(3, labels={possible_label("web"): "true"}),
+            node(4),
+        ],
+        [web],
+        snap.tasks,
+    )
+    action = only_constraints(owners_only(labelled))
+    assert possible_constraint("web") in action.constraints
+    assert action.evicts_from == ()
+
+
+def test_every_possible_owner_down_leaves_replicas_pending() -> None:
+    web = managed("web", 1, possible_nodes="node-2")
+    snap = snapshot(
+        [
+            node(1, manager=True),
+            node(2, state=NodeState.DOWN, labels={possible_label("web"): "true"}),
+        ],
+        [web],
+    )
+    result = owners_only(snap)
+    (pending,) = [d for d in result.decisions if d.outcome == "pending"]
+    assert "stay pending" in pending.reason
+
+
+def test_soft_anti_affinity_separates_and_tolerates() -> None:
+    a = managed("a", 1, anti_affinity="front")
+    b = managed("b", 1, anti_affinity="front")
+    together = snapshot(four_nodes(), [a, b], [running(a, 2, 1), running(b, 2, 1)])
+    result = owners_only(together)
+    moved = [x for x in result.actions if isinstance(x, SetServiceConstraints) and x.evicts_from]
+    assert [x.service_name for x in moved] == ["b"]  # same priority: the later name moves
+    # With only one node left, soft mates share it and nothing is pending.
+    alone = snapshot(
+        [node(1, manager=True, state=NodeState.DOWN), node(2)],
+        [a, b],
+        [running(a, 2, 1), running(b, 2, 1)],
+    )
+    result = owners_only(alone)
+    assert not any(d.outcome == "pending" for d in result.decisions)
+
+
+def test_hard_anti_affinity_never_shares_a_node_and_leaves_one_pending() -> None:
+    a = managed("a", 1, anti_affinity="front", anti_affinity_mode="hard")
+    b = managed("b", 1, anti_affinity="front", anti_affinity_mode="hard")
+    snap = snapshot(
+        [node(1, manager=True, state=NodeState.DOWN), node(2)], [a, b], [running(a, 2, 1)]
+    )
+    result = owners_only(snap)
+    (b_action,) = [
+        x for x in result.actions if isinstance(x, SetServiceConstraints) and x.service_name == "b"
+    ]
+    assert exclusion_constraint("n2") in b_action.constraints
+    assert any(d.subject == "service b" and d.outcome == "pending" for d in result.decisions)
+
+
+def test_spread_over_racks_moves_the_fewest_tasks() -> None:
+    racks = {1: "r1", 2: "r1", 3: "r2", 4: "r2"}
+    nodes = [node(i, manager=i == 1, labels={"rack": racks[i]}) for i in range(1, 5)]
+    web = managed("web", 2, spread="rack")
+    snap = snapshot(nodes, [web], [running(web, 1, 1), running(web, 2, 2)])
+    result = owners_only(snap)
+    action = only_constraints(result)
+    assert len(action.evicts_from) == 1  # max-unavailable 1: one move per cycle
+    (move,) = [d for d in result.decisions if d.outcome == "move"]
+    assert "restore spread over rack" in move.reason
+
+
+def test_nothing_is_written_while_a_move_is_in_flight() -> None:
+    db = managed("db", 1, preferred_nodes="node-2", failback="immediate")
+    moving = replace(
+        db, constraints=(*db.constraints, "node.id!=n1"), labels={**db.labels, EXCLUDED_LABEL: "n1"}
+    )
+    starting = replace(running(db, 2, 2), state=TaskState.STARTING)
+    snap = snapshot(four_nodes(), [moving], [running(db, 1, 1), starting])
+    result = owners_only(snap)
+    assert result.actions == ()
+    assert [d.outcome for d in result.decisions] == ["wait"]
+    updating = snapshot(
+        four_nodes(), [replace(moving, update_state="updating")], [running(db, 1, 1)]
+    )
+    assert owners_only(updating).actions == ()
