@@ -34,6 +34,7 @@ def steer(
     current: Mapping[str, int],
     all_nodes: Iterable[str],
     steered: bool,
+    possible: frozenset[str] | None,
     require_possible_label: bool,
 ) -> Steering:
     desired = assignment.desired
@@ -46,6 +47,9 @@ def steer(
         excluded = frozenset(n for n in all_nodes if n not in allowed)
     else:
         excluded = frozenset(vacate)
+    if possible is not None:
+        # Until the positive constraint is in place, every other known node is excluded.
+        excluded |= frozenset(n for n in all_nodes if n not in possible)
     constraints = [*operator_constraints, steering_constraint(service_name)]
     if require_possible_label:
         constraints.append(possible_constraint(service_name))

@@ -12,6 +12,8 @@ from controller.core.actions import Action, SetServiceConstraints, describe
 from controller.core.context import PlanContext, RuleOutput
 from controller.core.decisions import Decision
 from controller.core.labels import steering_constraint
+from controller.core.model import ServiceMode
+from controller.core.rules.owners import needs_owners
 
 RULE = "adoption"
 
@@ -24,6 +26,8 @@ def adopt_services(ctx: PlanContext) -> RuleOutput:
         wanted = steering_constraint(service.name)
         if wanted in service.constraints:
             continue
+        if service.mode is ServiceMode.REPLICATED and needs_owners(ctx.settings(service.id)):
+            continue  # the owners rule adopts it in the same write that steers it
         if service.updating:
             decisions.append(
                 Decision(

@@ -32,9 +32,27 @@ RULE = "owners"
 
 @dataclass
 class _Projection:
-    """Where services planned so far in this cycle will run: class -> node -> tasks."""
+    """Where services planned so far in this cycle will run: class -> node -> tasks.
+
+    `pending` holds, per class, the current tasks of members not planned yet, so hard
+    anti-affinity also keeps clear of them (a tie on one node goes to the member
+    planned first: the higher priority).
+    """
 
     by_class: dict[str, Counter[str]] = field(default_factory=dict)
+    pending: dict[str, dict[str, Counter[str]]] = field(default_factory=dict)
+
+    def not_yet_planned(self, classes: tuple[str, ...], service_id: str) -> Counter[str]:
+        total: Counter[str] = Counter()
+        for name in classes:
+            for other, counts in self.pending.get(name, {}).items():
+                if other != service_id:
+                    total.update(counts)
+        return total
+
+    def planned(self, classes: tuple[str, ...], service_id: str) -> None:
+        for name in classes:
+            self.pending.get(name, {}).pop(service_id, None)
 
     def mates(self, classes: tuple[str, ...]) -> Counter[str]:
         total: Counter[str] = Counter()
@@ -62,7 +80,7 @@ def current_counts(ctx: PlanContext, service: Service) -> dict[str, int]:
     return dict(counts)
 
 
-def _needs_owners(settings: ServiceSettings) -> bool:
+def needs_owners(settings: ServiceSettings) -> bool:
     return bool(
         settings.preferred_nodes
         or settings.possible_nodes
@@ -133,23 +151,40 @@ def plan_owners(ctx: PlanContext) -> RuleOutput:
         key=lambda s: (-ctx.settings(s.id).priority, s.name),
     )
     for service in services:
+        for name in ctx.settings(service.id).anti_affinity:
+            projection.pending.setdefault(name, {})[service.id] = Counter(
+                current_counts(ctx, service)
+            )
+    for service in services:
         settings = ctx.settings(service.id)
-        if not _needs_owners(settings):
+        projection.planned(settings.anti_affinity, service.id)
+        if not needs_owners(settings):
             continue
         action, notes, placement = _plan_service(ctx, service, settings, projection)
         decisions.extend(notes)
         if action is not None:
             actions.append(action)
-        projection.add(settings.anti_affinity, placement)
+        # Mates keep clear of where this service will be and of where it still is.
+        current = current_counts(ctx, service)
+        projection.add(
+            settings.anti_affinity,
+            {n: max(placement.get(n, 0), current.get(n, 0)) for n in {*placement, *current}},
+        )
     return RuleOutput(tuple(actions), tuple(decisions))
 
 
 def _hard_excluded(
-    ctx: PlanContext, settings: ServiceSettings, projection: _Projection
+    service: Service, settings: ServiceSettings, projection: _Projection, current: Mapping[str, int]
 ) -> frozenset[str]:
     if settings.anti_affinity_mode is not AntiAffinityMode.HARD:
         return frozenset()
-    return frozenset(n for n, c in projection.mates(settings.anti_affinity).items() if c)
+    planned = {n for n, c in projection.mates(settings.anti_affinity).items() if c}
+    later = {
+        n
+        for n, c in projection.not_yet_planned(settings.anti_affinity, service.id).items()
+        if c and not current.get(n)
+    }
+    return frozenset(planned | later)
 
 
 def _plan_service(
@@ -169,7 +204,7 @@ def _plan_service(
         ctx.snapshot.nodes,
         ctx.policy,
         constraints=constraints,
-        hard_excluded=_hard_excluded(ctx, settings, projection),
+        hard_excluded=_hard_excluded(service, settings, projection, current),
     )
     failback_ready, failback_blocked = _failback_ready(ctx, service, settings, cands)
     busy = _busy(ctx, service)
@@ -221,6 +256,7 @@ def _plan_service(
         current=current,
         all_nodes=sorted(nodes),
         steered=bool(settings.preferred_nodes or settings.spread or settings.anti_affinity),
+        possible=cands.possible,
         require_possible_label=possible_ready,
     )
     if steering.constraints == service.constraints:
