@@ -25,6 +25,10 @@ Position = tuple[int, int]  # 0-based line and column, as ruamel counts
 # Bounds on what a policy file may hold: deeper or larger means a mistake or an alias bomb.
 MAX_DEPTH = 32
 MAX_NODES = 50_000
+MAX_BYTES = 1 << 20
+# ruamel's parser slows down quadratically with flow nesting (`[[[[...`): refuse deep
+# brackets before parsing. Brackets inside quoted strings count too; no real file nears this.
+MAX_FLOW_DEPTH = 64
 
 
 class PolicyFileError(Exception):
@@ -90,6 +94,8 @@ class _Tree:
         for key, value in node.items():
             name = _key_text(key)
             key_pos, value_pos = _key_positions(node, key, self.values[loc])
+            if value is None:
+                value_pos = key_pos  # ruamel places an empty value at the next token
             if name in result:
                 self.problems.append((key_pos, f"{_path(loc, name)}: duplicate key {name!r}"))
             self.keys[(*loc, name)] = key_pos
@@ -147,20 +153,39 @@ def _line_col(text: str, offset: int) -> Position:
     return before.count("\n"), offset - (before.rfind("\n") + 1)
 
 
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _check_flow_depth(text: str, source: str) -> None:
+    depth = 0
+    for offset, char in enumerate(text):
+        if char in "[{":
+            depth += 1
+            if depth > MAX_FLOW_DEPTH:
+                where = _at(source, _line_col(text, offset))
+                raise PolicyFileError([f"{where}: too deep or too large for a policy file"])
+        elif char in "]}" and depth:
+            depth -= 1
+
+
 def _parse_yaml(text: str, source: str) -> Any:
+    if len(text) > MAX_BYTES:
+        raise PolicyFileError([f"{source}: larger than {MAX_BYTES} bytes: not a policy file"])
+    _check_flow_depth(text, source)
     try:
         return YAML(typ="rt").load(text)
     except MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         where = _at(source, (mark.line, mark.column)) if mark else source
-        what = ": ".join(part for part in (exc.context, exc.problem) if part)
+        what = _one_line(": ".join(part for part in (exc.context, exc.problem) if part))
         raise PolicyFileError([f"{where}: YAML syntax error: {what}"]) from None
     except ReaderError as exc:
         where = _at(source, _line_col(text, exc.position))
-        raise PolicyFileError([f"{where}: not readable as YAML: {exc.reason}"]) from None
+        raise PolicyFileError([f"{where}: not readable as YAML: {_one_line(exc.reason)}"]) from None
     except (YAMLError, ValueError, RecursionError) as exc:
         # ruamel raises plain errors for some inputs (an integer of 5000 digits, say).
-        raise PolicyFileError([f"{source}: not readable as YAML: {exc}"]) from None
+        raise PolicyFileError([f"{source}: not readable as YAML: {_one_line(str(exc))}"]) from None
 
 
 def load_policy_text(data: str | bytes, *, source: str = "<policy>") -> Policy:

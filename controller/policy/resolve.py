@@ -61,9 +61,12 @@ def parse_placement_labels(
         if name in SETTING_NAMES:
             known[name] = value
             continue
-        close = difflib.get_close_matches(key, LABEL_KEYS, n=1)
+        # Compare bare names: the shared prefix would make every key look close.
+        close = difflib.get_close_matches(name, SETTING_NAMES, n=1)
         known_keys = (
-            f"did you mean {close[0]}?" if close else f"expected one of: {', '.join(LABEL_KEYS)}"
+            f"did you mean {LABEL_PREFIX}{close[0]}?"
+            if close
+            else f"expected one of: {', '.join(LABEL_KEYS)}"
         )
         problems.append(LabelProblem(key, value, f"unknown label; {known_keys}"))
     try:

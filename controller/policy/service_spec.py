@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import fields, replace
-from typing import Any
+from types import UnionType
+from typing import Annotated, Any, Union, get_args, get_origin
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 from pydantic_core import PydanticCustomError
@@ -31,10 +32,14 @@ STRICT = ConfigDict(
 
 
 def syntax_of(model: type[BaseModel], field_name: str) -> t.Syntax | None:
-    for item in model.model_fields[field_name].metadata:
-        if isinstance(item, t.Syntax):
-            return item
-    return None
+    """The `Syntax` of a field, also when it is wrapped as `X | None`."""
+    info = model.model_fields[field_name]
+    candidates = list(info.metadata)
+    if get_origin(info.annotation) in (Union, UnionType):
+        for arg in get_args(info.annotation):
+            if get_origin(arg) is Annotated:
+                candidates += get_args(arg)[1:]
+    return next((item for item in candidates if isinstance(item, t.Syntax)), None)
 
 
 class StrictSpec(BaseModel):

@@ -258,5 +258,5 @@ RebalanceModeValue = Annotated[
     RebalanceMode,
     _validator(lambda x: RebalanceMode(v.parse_keyword(x, tuple(RebalanceMode)))),
     WithJsonSchema({"type": "string", "pattern": _any_case(*RebalanceMode)}),
-    Syntax(", ".join(RebalanceMode), _render_str),
+    Syntax("off, on-join or periodic", _render_str),
 ]

@@ -56,7 +56,7 @@ EXPECTED_NAMES = "a list of names (in a label: comma-separated, e.g. node-2,node
 EXPECTED_NAME = "a name of letters, digits, '.', '_' or '-'"
 EXPECTED_FAILBACK = "never, immediate or window HH:MM-HH:MM"
 EXPECTED_DURATION = "a duration such as 30s, 10m, 2h or 1h30m (plain numbers in the file: seconds)"
-EXPECTED_POSITIVE_DURATION = f"a duration above zero: {EXPECTED_DURATION.removeprefix('a ')}"
+EXPECTED_POSITIVE_DURATION = EXPECTED_DURATION.replace("a duration", "a duration above zero,")
 EXPECTED_THRESHOLD = "FAILURES/PERIOD such as 3/10m (3 failures within 10 minutes), or none"
 EXPECTED_FRACTION = "a fraction above 0 and at most 1, such as 0.25 or 25%"
 EXPECTED_TIMEZONE = "an IANA time zone name such as UTC or Europe/Paris"
@@ -134,7 +134,7 @@ def parse_names(value: object) -> tuple[str, ...]:
 def parse_keyword(value: object, choices: tuple[str, ...]) -> str:
     if isinstance(value, str) and value.strip().lower() in choices:
         return value.strip().lower()
-    raise PolicyValueError("expected " + " or ".join(choices))
+    raise PolicyValueError(f"expected {', '.join(choices[:-1])} or {choices[-1]}")
 
 
 def parse_duration(value: object, *, positive: bool = False) -> float:
