@@ -60,7 +60,7 @@ class ServiceRuleSpec(ServiceSettingsSpec):
 class GroupSpec(StrictSpec):
     hostnames: t.NameList | None = Field(None, description="Hostnames of the member nodes.")
     labels: dict[t.LabelKey, t.Text] | None = Field(
-        None, description="Node labels (exact values) that make a node a member; all must match."
+        None, description="Node labels (exact values): a node carrying any one is a member."
     )
 
     @model_validator(mode="after")

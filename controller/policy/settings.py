@@ -6,6 +6,7 @@ the loader. Durations are seconds, times of day are minutes after midnight.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -90,11 +91,20 @@ class QuarantineSettings:
 
 @dataclass(frozen=True, slots=True)
 class NodeGroup:
-    """Nodes selected by hostname or by node label (`key=value`)."""
+    """Nodes selected by hostname or by node label (`key=value`).
+
+    Every selector adds nodes: a node is a member when its hostname is listed or when it
+    carries any one of the listed labels with that exact value.
+    """
 
     name: str
     hostnames: tuple[str, ...] = ()
     labels: tuple[tuple[str, str], ...] = ()
+
+    def contains(self, *, hostname: str, labels: Mapping[str, str]) -> bool:
+        return hostname in self.hostnames or any(
+            labels.get(key) == value for key, value in self.labels
+        )
 
 
 @dataclass(frozen=True, slots=True)

@@ -318,3 +318,15 @@ def test_unreadable_file(tmp_path: Path) -> None:
     assert caught.value.errors == [
         f"{tmp_path / 'missing.yaml'}: cannot read: No such file or directory"
     ]
+
+
+def test_a_node_group_is_the_union_of_its_selectors() -> None:
+    text = (
+        "apiVersion: placement/v1\n"
+        "nodes: {groups: {fast: {hostnames: [n1], labels: {disk: ssd, net: 100g}}}}\n"
+    )
+    group = load_policy_text(text).groups["fast"]
+    assert group.contains(hostname="n1", labels={})
+    assert group.contains(hostname="n2", labels={"disk": "ssd"})
+    assert group.contains(hostname="n3", labels={"net": "100g", "disk": "hdd"})
+    assert not group.contains(hostname="n4", labels={"disk": "hdd"})
