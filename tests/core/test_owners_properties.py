@@ -141,14 +141,17 @@ def test_hard_anti_affinity_mates_never_both_allow_an_occupied_node(snap: Cluste
 
 @settings(max_examples=200, deadline=None)
 @given(swarms())
-def test_replanning_after_applying_yields_no_actions(snap: ClusterSnapshot) -> None:
-    first = _plan(snap)
-    after = apply_actions(snap, first.actions)
-    # Node labels land first; a possible-owner constraint follows once they are there.
-    second = _plan(after, first.memory)
-    after2 = apply_actions(after, second.actions)
-    third = _plan(after2, second.memory)
-    assert third.actions == (), [a for a in third.actions]
+def test_replanning_after_applying_converges_to_no_actions(snap: ClusterSnapshot) -> None:
+    """Applying each plan and planning again reaches a plan with no actions. It may take
+    a few rounds: node labels land before the constraint that needs them, and budgets
+    defer some writes to the next cycle; it must never oscillate."""
+    memory = STABLE
+    for _ in range(8):
+        result = _plan(snap, memory)
+        if not result.actions:
+            return
+        snap, memory = apply_actions(snap, result.actions), result.memory
+    raise AssertionError(f"still acting after 8 rounds: {result.actions}")
 
 
 def test_possible_nodes_from_builders_are_resolved_by_hostname() -> None:

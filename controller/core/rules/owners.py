@@ -25,6 +25,7 @@ from controller.core.placement.candidates import (
     operator_constraints,
 )
 from controller.core.placement.steer import steer
+from controller.core.rules.failover import is_in_flight
 from controller.policy import AntiAffinityMode, FailbackMode, ServiceSettings
 
 RULE = "owners"
@@ -121,6 +122,8 @@ def _busy(ctx: PlanContext, service: Service) -> str | None:
     """
     if service.updating:
         return f"Swarm is rolling an update ({service.update_state})"
+    if is_in_flight(service):
+        return "a replica surge is in flight"
     unsettled = [
         t
         for t in ctx.snapshot.tasks_of(service.id)

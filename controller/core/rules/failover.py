@@ -1,0 +1,149 @@
+"""Failover: beat Swarm's restart delay, and hold services that must not fail over.
+
+When a node goes down Swarm replaces its tasks only after the restart policy's delay
+(5 s by default). Raising the replica count instead places new tasks at once; once
+Swarm's delayed replacements run, the count is trimmed back and Swarm removes the
+extras from the busiest nodes. Both writes carry the replica record, so a crash between
+them is finished by the next controller.
+
+A service with priority `none` (0) is not failed over: its lost replicas are scaled
+away and recorded, until an operator runs `swarm-placement start SERVICE`.
+"""
+
+from __future__ import annotations
+
+from controller.core.actions import Action, describe
+from controller.core.context import PlanContext, RuleOutput
+from controller.core.decisions import Decision
+from controller.core.model import Service, ServiceMode
+from controller.core.replicas import (
+    HOLD,
+    REBALANCE,
+    SURGE,
+    RecordError,
+    ReplicaRecord,
+    change_replicas,
+    forget_record,
+    operator_changed,
+    read_record,
+    restore_replicas,
+)
+from controller.policy import PRIORITY_NONE
+
+RULE = "failover"
+
+# Trim even if some delayed replacements never start (no room): the service then has
+# its desired count running, which is all a surge promised.
+TRIM_AFTER_SECONDS = 30.0
+
+
+def running_count(ctx: PlanContext, service: Service) -> int:
+    ready = {n.id for n in ctx.snapshot.nodes if n.is_ready}
+    return sum(1 for t in ctx.snapshot.tasks_of(service.id) if t.node_id in ready and t.is_running)
+
+
+def active_count(ctx: PlanContext, service: Service) -> int:
+    return sum(ctx.memory.placement.get(service.id, {}).values())
+
+
+def plan_failover(ctx: PlanContext) -> RuleOutput:
+    actions: list[Action] = []
+    decisions: list[Decision] = []
+    for service in ctx.managed_services():
+        if service.mode is not ServiceMode.REPLICATED:
+            continue
+        action, note = _plan_service(ctx, service)
+        if note is not None:
+            decisions.append(note if action is None else _with_action(note, action))
+        if action is not None:
+            actions.append(action)
+    return RuleOutput(tuple(actions), tuple(decisions))
+
+
+def _with_action(note: Decision, action: Action) -> Decision:
+    return Decision(note.rule, note.subject, note.outcome, note.reason, action=describe(action))
+
+
+def _plan_service(ctx: PlanContext, service: Service) -> tuple[Action | None, Decision | None]:
+    subject = f"service {service.name}"
+    try:
+        record = read_record(service.labels)
+    except RecordError as exc:
+        return None, Decision(RULE, subject, "skip", f"{exc}; fix or remove the label by hand")
+    if record is not None and operator_changed(service, record):
+        return forget_record(service), Decision(
+            RULE,
+            subject,
+            "forget",
+            f"scaled to {service.replicas} by an operator while the controller had "
+            f"{record.written} ({record.operation}): the operator's count stands",
+        )
+    if record is not None and record.operation in {SURGE, REBALANCE}:
+        return _trim(ctx, service, record)
+    if record is not None:
+        return None, None  # held or preempted: other rules and commands own it
+    lost = ctx.memory.lost.get(service.id)
+    if lost is None:
+        return None, None
+    count, since = lost
+    replicas = service.replicas or 0
+    missing = min(count, replicas - active_count(ctx, service))
+    if missing <= 0:
+        return None, None
+    if ctx.settings(service.id).priority == PRIORITY_NONE:
+        action = change_replicas(
+            service,
+            replicas=replicas - missing,
+            operation=HOLD,
+            now=ctx.now,
+            detail=f"{missing} replica(s) lost with a node",
+        )
+        return action, Decision(
+            RULE,
+            subject,
+            "hold",
+            f"priority none: the {missing} replica(s) lost with a node are not failed over; "
+            f"`swarm-placement start {service.name}` brings them back",
+        )
+    action = change_replicas(
+        service,
+        replicas=replicas + missing,
+        operation=SURGE,
+        now=ctx.now,
+        detail=f"{missing} replica(s) lost with a node at {since:.3f}",
+    )
+    return action, Decision(
+        RULE,
+        subject,
+        "surge",
+        f"{missing} replica(s) lost with a node: start them now rather than after "
+        "Swarm's restart delay, and trim once its replacements run",
+    )
+
+
+def _trim(
+    ctx: PlanContext, service: Service, record: ReplicaRecord
+) -> tuple[Action | None, Decision | None]:
+    subject = f"service {service.name}"
+    base, written = record.base, record.written
+    running = running_count(ctx, service)
+    if running >= written or (running >= base and ctx.now - record.since >= TRIM_AFTER_SECONDS):
+        return restore_replicas(service, record), Decision(
+            RULE,
+            subject,
+            "trim",
+            f"{running} running for {base} wanted: back to {base}, Swarm removes the extras "
+            "from the busiest nodes",
+        )
+    return None, Decision(
+        RULE, subject, "wait", f"{record.operation}: {running} of {written} running"
+    )
+
+
+def is_in_flight(service: Service) -> bool:
+    """A surge or rebalance is under way: placement steering must wait for it."""
+    try:
+        record = read_record(service.labels)
+    except RecordError:
+        return True
+    return record is not None and record.operation in {SURGE, REBALANCE}

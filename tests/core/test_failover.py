@@ -1,0 +1,110 @@
+"""Failover surge and trim, the operator-wins rule, and holding priority-none services."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from controller.core.actions import SetReplicas
+from controller.core.memory import Memory
+from controller.core.model import NodeState, TaskState
+from controller.core.plan import plan
+from controller.core.replicas import BASE_LABEL, RECORD_LABELS, read_record
+from controller.core.rules.failover import plan_failover
+from controller.policy import Policy
+
+from .builders import MANAGED, node, running, service, snapshot
+
+RULES = (("failover", plan_failover),)
+
+
+def run(snap, memory: Memory, now: float):  # type: ignore[no-untyped-def]
+    return plan(snapshot=snap, policy=Policy.default(), memory=memory, now=now, rules=RULES)
+
+
+def nodes(down: int | None = None):  # type: ignore[no-untyped-def]
+    return [
+        node(i, manager=i == 1, state=NodeState.DOWN if i == down else NodeState.READY)
+        for i in (1, 2, 3)
+    ]
+
+
+def test_a_node_loss_surges_by_the_tasks_it_held_then_trims_once_replacements_run() -> None:
+    web = service("web", replicas=3, labels=MANAGED)
+    tasks = [running(web, 1, 1), running(web, 2, 2), running(web, 3, 3)]
+    before = run(snapshot(nodes(), [web], tasks), Memory(), now=100.0)
+    assert before.actions == ()
+
+    after_loss = snapshot(nodes(down=3), [web], tasks[:2])
+    surged = run(after_loss, before.memory, now=101.0)
+    (action,) = surged.actions
+    assert isinstance(action, SetReplicas) and action.replicas == 4
+    record = read_record(action.set_labels)
+    assert record is not None and (record.base, record.written, record.operation) == (3, 4, "surge")
+
+    # Swarm now runs the surged task; its delayed replacement is not running yet: wait.
+    web4 = replace(web, replicas=4, labels={**web.labels, **action.set_labels}, version=101)
+    three = [running(web4, 1, 1), running(web4, 2, 2), running(web4, 1, 4)]
+    waiting = run(snapshot(nodes(down=3), [web4], three), surged.memory, now=103.0)
+    assert waiting.actions == ()
+    four = [*three, running(web4, 2, 3)]
+    trimmed = run(snapshot(nodes(down=3), [web4], four), surged.memory, now=107.0)
+    (trim,) = trimmed.actions
+    assert isinstance(trim, SetReplicas) and trim.replicas == 3
+    assert set(trim.remove_labels) == set(RECORD_LABELS)
+
+
+def test_a_surge_is_trimmed_after_a_while_even_if_a_replacement_never_starts() -> None:
+    web = service("web", replicas=2, labels={**MANAGED})
+    surge = {
+        BASE_LABEL: "2",
+        "swarm-placement.replicas-set": "3",
+        "swarm-placement.operation": "surge",
+        "swarm-placement.operation-since": "100",
+    }
+    web3 = replace(web, replicas=3, labels={**web.labels, **surge})
+    two = [running(web3, 1, 1), running(web3, 2, 2)]
+    assert run(snapshot(nodes(), [web3], two), Memory(), now=110.0).actions == ()
+    (trim,) = run(snapshot(nodes(), [web3], two), Memory(), now=131.0).actions
+    assert isinstance(trim, SetReplicas) and trim.replicas == 2
+
+
+def test_the_operator_wins_when_they_scaled_during_an_operation() -> None:
+    surge = {
+        BASE_LABEL: "2",
+        "swarm-placement.replicas-set": "3",
+        "swarm-placement.operation": "surge",
+        "swarm-placement.operation-since": "100",
+    }
+    web = service("web", replicas=7, labels={**MANAGED, **surge})
+    result = run(snapshot(nodes(), [web]), Memory(), now=101.0)
+    (action,) = result.actions
+    assert isinstance(action, SetReplicas) and action.replicas == 7
+    assert set(action.remove_labels) == set(RECORD_LABELS)
+    assert any(d.outcome == "forget" for d in result.decisions)
+
+
+def test_priority_none_is_not_failed_over_but_held_and_recorded() -> None:
+    batch = service("batch", replicas=3, labels={**MANAGED, "placement.priority": "none"})
+    tasks = [running(batch, 1, 1), running(batch, 2, 2), running(batch, 3, 3)]
+    before = run(snapshot(nodes(), [batch], tasks), Memory(), now=100.0)
+    held = run(snapshot(nodes(down=2), [batch], [tasks[0], tasks[2]]), before.memory, now=101.0)
+    (action,) = held.actions
+    assert isinstance(action, SetReplicas) and action.replicas == 2
+    record = read_record(action.set_labels)
+    assert record is not None and (record.base, record.operation) == (3, "hold")
+    assert any("swarm-placement start batch" in d.reason for d in held.decisions)
+
+
+def test_a_restart_on_a_live_node_is_not_a_node_loss() -> None:
+    web = service("web", replicas=2, labels=MANAGED)
+    tasks = [running(web, 1, 1), running(web, 2, 2)]
+    before = run(snapshot(nodes(), [web], tasks), Memory(), now=100.0)
+    crashed = [tasks[0], replace(tasks[1], state=TaskState.FAILED)]
+    assert run(snapshot(nodes(), [web], crashed), before.memory, now=101.0).actions == ()
+
+
+def test_a_garbled_record_is_reported_and_left_alone() -> None:
+    web = service("web", replicas=2, labels={**MANAGED, BASE_LABEL: "two"})
+    result = run(snapshot(nodes(), [web]), Memory(), now=1.0)
+    assert result.actions == ()
+    assert any("unreadable replica record" in d.reason for d in result.decisions)
