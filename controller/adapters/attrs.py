@@ -115,6 +115,7 @@ def node_from_attrs(attrs: Attrs) -> Node:
         capacity=resources_from_attrs(_get(attrs, "Description", "Resources")),
         platform_os=_get(attrs, "Description", "Platform", "OS", default=""),
         platform_arch=_get(attrs, "Description", "Platform", "Architecture", default=""),
+        updated_at=timestamp_from_attrs(attrs.get("UpdatedAt")),
     )
 
 

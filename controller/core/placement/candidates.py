@@ -17,16 +17,10 @@ from controller.core.model import Availability, Node, Service
 from controller.policy import NodeGroup, Policy, ServiceSettings
 
 
-def node_in_group(node: Node, group: NodeGroup) -> bool:
-    return node.hostname in group.hostnames or any(
-        node.labels.get(key) == value for key, value in group.labels
-    )
-
-
 def entry_matches(node: Node, entry: str, groups: Mapping[str, NodeGroup]) -> bool:
     """An owner-list entry names a hostname, a node ID or a group."""
     if entry in groups:
-        return node_in_group(node, groups[entry])
+        return groups[entry].contains(hostname=node.hostname, labels=node.labels)
     return entry in {node.hostname, node.id}
 
 
