@@ -213,7 +213,7 @@ def policy_from_document(doc: PolicyDocument) -> Policy:
                 name: NodeGroup(
                     name=name,
                     hostnames=group.hostnames or (),
-                    labels=tuple((group.labels or {}).items()),
+                    labels=tuple(sorted((group.labels or {}).items())),
                 )
                 for name, group in doc.nodes.groups.items()
             }
@@ -231,7 +231,7 @@ def policy_from_document(doc: PolicyDocument) -> Policy:
                 match=ServiceMatch(
                     name=rule.match.name,
                     stack=rule.match.stack,
-                    labels=tuple((rule.match.labels or {}).items()),
+                    labels=tuple(sorted((rule.match.labels or {}).items())),
                 ),
                 overrides=_frozen(overrides_of(rule)),
             )

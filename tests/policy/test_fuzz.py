@@ -167,7 +167,9 @@ yaml_like_text = st.text(alphabet=st.sampled_from(YAML_CHARS), max_size=120)
 
 def _dump(data: Any) -> str:
     out = io.StringIO()
-    YAML(typ="safe", pure=True).dump(data, out)
+    yaml = YAML(typ="safe", pure=True)
+    yaml.sort_base_mapping_type_on_output = False
+    yaml.dump(data, out)
     return out.getvalue()
 
 
