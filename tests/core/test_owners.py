@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import replace
 
-from controller.core.actions import SetNodeLabels, SetServiceConstraints
+from controller.core.actions import SetNodeLabels, SetReplicas, SetServiceConstraints
 from controller.core.labels import (
     EXCLUDED_LABEL,
     exclusion_constraint,
@@ -25,9 +25,12 @@ NOW = 1_000_000.0
 STABLE = Memory(node_ready_since={f"n{i}": 0.0 for i in range(1, 9)}, started=True)
 
 
-def managed(name: str, replicas: int, **settings: str) -> Service:
+def managed(name: str, replicas: int, *, steered: bool = True, **settings: str) -> Service:
+    """A managed service; `steered` means the controller has steered it before."""
     labels = {"placement.managed": "true"}
     labels.update({f"placement.{k.replace('_', '-')}": v for k, v in settings.items()})
+    if steered:
+        labels[EXCLUDED_LABEL] = ""
     svc = service(name, replicas=replicas, labels=labels)
     return replace(svc, constraints=(steering_constraint(name),))
 
@@ -228,3 +231,22 @@ def test_nothing_is_written_while_a_move_is_in_flight() -> None:
         four_nodes(), [replace(moving, update_state="updating")], [running(db, 1, 1)]
     )
     assert owners_only(updating).actions == ()
+
+
+def test_a_never_steered_service_is_placed_on_its_preferred_owners_whatever_failback_says() -> None:
+    db = managed("db", 1, steered=False, preferred_nodes="node-2", failback="never")
+    snap = snapshot(four_nodes(), [db], [running(db, 1, 1)])
+    assert only_constraints(owners_only(snap)).evicts_from == ("n1",)
+
+
+def test_spread_surplus_on_a_node_that_keeps_tasks_is_moved_by_surge_and_trim() -> None:
+    racks = {1: "r1", 2: "r1", 3: "r2", 4: "r2"}
+    nodes = [node(i, manager=i == 1, labels={"rack": racks[i]}) for i in range(1, 5)]
+    web = managed("web", 4, spread="rack", max_unavailable="2")
+    tasks = [running(web, 1, 1), running(web, 1, 2), running(web, 2, 3), running(web, 2, 4)]
+    # All four nodes are targets, so the constraints already allow exactly them: no
+    # node is vacated (nodes 1 and 2 keep a task each) and the surge goes out at once.
+    (surge,) = owners_only(snapshot(nodes, [web], tasks)).actions
+    assert isinstance(surge, SetReplicas) and surge.replicas == 6
+    assert surge.set_labels["swarm-placement.replicas"] == "4"
+    assert surge.set_labels["swarm-placement.operation"] == "rebalance"

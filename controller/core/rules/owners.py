@@ -25,6 +25,7 @@ from controller.core.placement.candidates import (
     operator_constraints,
 )
 from controller.core.placement.steer import steer
+from controller.core.replicas import REBALANCE, change_replicas
 from controller.core.rules.failover import is_in_flight
 from controller.policy import AntiAffinityMode, FailbackMode, ServiceSettings
 
@@ -93,7 +94,13 @@ def needs_owners(settings: ServiceSettings) -> bool:
 def _failback_ready(
     ctx: PlanContext, service: Service, settings: ServiceSettings, cands: Candidates
 ) -> tuple[frozenset[str], str | None]:
-    """Preferred owners a task may fail back to now, or why none may."""
+    """Preferred owners a task may fail back to now, or why none may.
+
+    A service the controller never steered is being placed, not failed back: it goes to
+    its preferred owners whatever the failback mode says.
+    """
+    if EXCLUDED_LABEL not in service.labels:
+        return frozenset(n for n in cands.preferred if n in cands.placeable), None
     if settings.failback is FailbackMode.NEVER:
         return frozenset(), "failback is never"
     if settings.failback is FailbackMode.WINDOW and settings.failback_window is not None:
@@ -263,6 +270,12 @@ def _plan_service(
         require_possible_label=possible_ready,
     )
     if steering.constraints == service.constraints:
+        if steering.reduce and not steering.vacate:
+            return (
+                _surge_to_reduce(ctx, service, steering.reduce, current, result),
+                notes,
+                result.desired,
+            )
         return None, notes, result.desired
     action = SetServiceConstraints(
         service_id=service.id,
@@ -279,6 +292,27 @@ def _plan_service(
     )
     notes.append(Decision(RULE, subject, "steer", why, action=describe(action)))
     return action, notes, result.desired
+
+
+def _surge_to_reduce(
+    ctx: PlanContext,
+    service: Service,
+    reduce: tuple[str, ...],
+    current: Mapping[str, int],
+    result: Assignment,
+) -> Action:
+    """Surge by the surplus: Swarm places the new tasks on the emptiest allowed nodes (the
+    targets, since the constraints already allow only those), and the trim that follows
+    removes tasks from the busiest ones (the surplus nodes). Only the moved tasks restart."""
+    surplus = sum(current[n] - result.desired.get(n, 0) for n in reduce)
+    hosts = ", ".join(ctx.snapshot.node_by_id[n].hostname for n in reduce)
+    return change_replicas(
+        service,
+        replicas=(service.replicas or 0) + surplus,
+        operation=REBALANCE,
+        now=ctx.now,
+        detail=f"move {surplus} task(s) off {hosts}",
+    )
 
 
 def _explain(
