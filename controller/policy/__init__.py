@@ -46,6 +46,7 @@ from controller.policy.settings import (
     QuarantineSettings,
     RebalanceMode,
     ServiceSettings,
+    SteeringMode,
 )
 
 __all__ = [
@@ -77,6 +78,7 @@ __all__ = [
     "ServiceMatch",
     "ServiceRule",
     "ServiceSettings",
+    "SteeringMode",
     "format_setting",
     "parse_placement_labels",
     "placement_labels",

@@ -143,6 +143,15 @@ class ControllerSpec(StrictSpec):
     move_cooldown: t.Duration = Field(
         _CONTROLLER.move_cooldown_seconds, description="Least time between two moves of a service."
     )
+    steering: t.SteeringModeValue = Field(
+        _CONTROLLER.steering,
+        description=(
+            "Nodes a service with preferred owners may use at rest besides its targets: "
+            "one standby (Swarm fails over at once to the next owner), none (strict: the "
+            "controller widens the set on failure) or all (open: the controller corrects "
+            "after Swarm's own failover)."
+        ),
+    )
     timezone: t.TimeZone = Field(_CONTROLLER.timezone, description="Time zone of failback windows.")
 
 
@@ -205,6 +214,7 @@ def policy_from_document(doc: PolicyDocument) -> Policy:
             rebalance_interval_seconds=controller.rebalance_interval,
             aggressiveness=controller.aggressiveness,
             move_cooldown_seconds=controller.move_cooldown,
+            steering=controller.steering,
             timezone=controller.timezone,
         ),
         fault_domains=_frozen(doc.nodes.fault_domains),

@@ -27,6 +27,14 @@ class AntiAffinityMode(StrEnum):
     HARD = "hard"
 
 
+class SteeringMode(StrEnum):
+    """What a service with preferred owners may use at rest, besides its targets."""
+
+    STANDBY = "standby"  # one standby node: Swarm fails over natively to the next owner
+    STRICT = "strict"  # nothing: a lost replica waits for the controller to widen the set
+    OPEN = "open"  # every node: Swarm fails over anywhere, the controller corrects later
+
+
 class RebalanceMode(StrEnum):
     OFF = "off"
     ON_JOIN = "on-join"
@@ -115,4 +123,5 @@ class ControllerSettings:
     rebalance_interval_seconds: float = 300.0
     aggressiveness: int = 3
     move_cooldown_seconds: float = 300.0
+    steering: SteeringMode = SteeringMode.STANDBY
     timezone: str = "UTC"

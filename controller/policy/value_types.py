@@ -16,7 +16,12 @@ from pydantic import PlainValidator, ValidationInfo, WithJsonSchema
 from pydantic_core import PydanticCustomError
 
 from controller.policy import values as v
-from controller.policy.settings import AntiAffinityMode, FailoverThreshold, RebalanceMode
+from controller.policy.settings import (
+    AntiAffinityMode,
+    FailoverThreshold,
+    RebalanceMode,
+    SteeringMode,
+)
 
 T = TypeVar("T")
 
@@ -254,6 +259,13 @@ TimeZone = Annotated[
     WithJsonSchema({"type": "string"}),
     Syntax(v.EXPECTED_TIMEZONE, _render_str),
 ]
+SteeringModeValue = Annotated[
+    SteeringMode,
+    _validator(lambda x: SteeringMode(v.parse_keyword(x, tuple(SteeringMode)))),
+    WithJsonSchema({"type": "string", "pattern": _any_case(*SteeringMode)}),
+    Syntax("standby, strict or open", _render_str),
+]
+
 RebalanceModeValue = Annotated[
     RebalanceMode,
     _validator(lambda x: RebalanceMode(v.parse_keyword(x, tuple(RebalanceMode)))),

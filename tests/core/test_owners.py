@@ -17,7 +17,7 @@ from controller.core.memory import Memory
 from controller.core.model import ClusterSnapshot, NodeState, Service, TaskState
 from controller.core.plan import Plan, plan
 from controller.core.rules.owners import plan_owners
-from controller.policy import Policy
+from controller.policy import ControllerSettings, Policy, SteeringMode
 
 from .builders import node, running, service, snapshot
 
@@ -250,3 +250,19 @@ def test_spread_surplus_on_a_node_that_keeps_tasks_is_moved_by_surge_and_trim() 
     assert isinstance(surge, SetReplicas) and surge.replicas == 6
     assert surge.set_labels["swarm-placement.replicas"] == "4"
     assert surge.set_labels["swarm-placement.operation"] == "rebalance"
+
+
+def test_steering_modes_at_rest() -> None:
+    db = managed("db", 1, preferred_nodes="node-2,node-3")
+    snap = snapshot(four_nodes(), [db], [running(db, 2, 1)])
+
+    def excluded(mode: SteeringMode) -> set[str]:
+        policy = replace(Policy.default(), controller=ControllerSettings(steering=mode))
+        result = plan(
+            snapshot=snap, policy=policy, memory=STABLE, now=NOW, rules=(("owners", plan_owners),)
+        )
+        return excluded_hosts(only_constraints(result))
+
+    assert excluded(SteeringMode.STANDBY) == {"node-1", "node-4"}  # node-3 is the standby
+    assert excluded(SteeringMode.STRICT) == {"node-1", "node-3", "node-4"}
+    assert excluded(SteeringMode.OPEN) == set()

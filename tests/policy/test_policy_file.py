@@ -19,6 +19,7 @@ from controller.policy import (
     NodeGroup,
     QuarantineSettings,
     RebalanceMode,
+    SteeringMode,
 )
 
 MANY_PROBLEMS = """\
@@ -79,7 +80,7 @@ def test_all_problems_at_once_in_file_order() -> None:
         "such as 30s, 10m, 2h or 1h30m (plain numbers in the file: seconds)",
         'policy.yaml:22:3: controller.colour = "blue": unknown field; expected one of: budgets, '
         "resync-interval, rebalance-mode, rebalance-interval, aggressiveness, move-cooldown, "
-        "timezone",
+        "steering, timezone",
     ]
 
 
@@ -249,6 +250,7 @@ controller:
   rebalance-interval: 1h
   aggressiveness: 5
   move-cooldown: 0s
+  steering: Strict
   timezone: Europe/Paris
 """
     policy = load_policy_text(text)
@@ -264,6 +266,7 @@ controller:
         rebalance_interval_seconds=3600.0,
         aggressiveness=5,
         move_cooldown_seconds=0.0,
+        steering=SteeringMode.STRICT,
         timezone="Europe/Paris",
     )
 
@@ -274,6 +277,7 @@ controller:
         ("controller: {aggressiveness: 0}", "expected an integer of at least 1 and at most 5"),
         ("controller: {aggressiveness: 6}", "expected an integer of at least 1 and at most 5"),
         ("controller: {rebalance-mode: sometimes}", "expected off, on-join or periodic"),
+        ("controller: {steering: loose}", "expected standby, strict or open"),
         ("controller: {timezone: ../etc/passwd}", "expected an IANA time zone name"),
         ("controller: {timezone: ''}", "expected an IANA time zone name"),
         ("nodes: {quarantine: {failures: 0}}", "expected an integer of at least 1"),

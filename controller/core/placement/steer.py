@@ -7,6 +7,9 @@ Steering is by exclusion: `node.id!=X` for every node the service should not use
   Swarm fails over natively and at once to the node the policy would have chosen.
 A service with no placement preference is not steered at all: Swarm's own failover
 (fewest tasks of the service first) is already what the policy wants.
+`controller.steering` trades these off: `standby` (the default, above), `strict` (no
+standby: a lost replica waits until the controller allows its next owner) and `open`
+(nothing excluded at rest: Swarm fails over anywhere and the controller moves it after).
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from dataclasses import dataclass
 
 from controller.core.labels import exclusion_constraint, possible_constraint, steering_constraint
 from controller.core.placement.assign import Assignment
+from controller.policy import SteeringMode
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,15 +38,17 @@ def steer(
     current: Mapping[str, int],
     all_nodes: Iterable[str],
     steered: bool,
+    mode: SteeringMode,
     possible: frozenset[str] | None,
     require_possible_label: bool,
 ) -> Steering:
     desired = assignment.desired
     vacate = tuple(sorted(n for n, c in current.items() if c and not desired.get(n)))
     reduce = tuple(sorted(n for n, c in current.items() if desired.get(n, 0) and c > desired[n]))
-    if steered:
+    at_rest = not vacate and not reduce
+    if steered and not (at_rest and mode is SteeringMode.OPEN):
         allowed = {n for n, c in desired.items() if c}
-        if not vacate and not reduce and assignment.standby is not None:
+        if at_rest and mode is SteeringMode.STANDBY and assignment.standby is not None:
             allowed.add(assignment.standby)
         excluded = frozenset(n for n in all_nodes if n not in allowed)
     else:

@@ -266,6 +266,7 @@ def _plan_service(
         current=current,
         all_nodes=sorted(nodes),
         steered=bool(settings.preferred_nodes or settings.spread or settings.anti_affinity),
+        mode=ctx.policy.controller.steering,
         possible=cands.possible,
         require_possible_label=possible_ready,
     )
