@@ -152,6 +152,11 @@ class ControllerSpec(StrictSpec):
             "after Swarm's own failover)."
         ),
     )
+    preemption_gap: t.PriorityGap = Field(
+        _CONTROLLER.preemption_gap,
+        description="How much lower a service's priority must be for a pending service to "
+        "preempt it (1000: one named level).",
+    )
     timezone: t.TimeZone = Field(_CONTROLLER.timezone, description="Time zone of failback windows.")
 
 
@@ -215,6 +220,7 @@ def policy_from_document(doc: PolicyDocument) -> Policy:
             aggressiveness=controller.aggressiveness,
             move_cooldown_seconds=controller.move_cooldown,
             steering=controller.steering,
+            preemption_gap=controller.preemption_gap,
             timezone=controller.timezone,
         ),
         fault_domains=_frozen(doc.nodes.fault_domains),

@@ -124,4 +124,7 @@ class ControllerSettings:
     aggressiveness: int = 3
     move_cooldown_seconds: float = 300.0
     steering: SteeringMode = SteeringMode.STANDBY
+    # A service may preempt only services whose priority is lower by at least this much;
+    # one named level by default, so finer numeric priorities order without evicting.
+    preemption_gap: int = 1000
     timezone: str = "UTC"

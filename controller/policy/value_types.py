@@ -240,6 +240,12 @@ Aggressiveness = Annotated[
     WithJsonSchema(_int_schema(1, 5)),
     Syntax("an integer from 1 (gentle) to 5 (eager)", _render_int),
 ]
+PriorityGap = Annotated[
+    int,
+    _validator(partial(v.parse_int, minimum=1, maximum=v.PRIORITY_MAX)),
+    WithJsonSchema(_int_schema(1, v.PRIORITY_MAX)),
+    Syntax(f"an integer from 1 to {v.PRIORITY_MAX}", _render_int),
+]
 Fraction = Annotated[
     float,
     _validator(v.parse_fraction),

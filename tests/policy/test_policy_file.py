@@ -80,7 +80,7 @@ def test_all_problems_at_once_in_file_order() -> None:
         "such as 30s, 10m, 2h or 1h30m (plain numbers in the file: seconds)",
         'policy.yaml:22:3: controller.colour = "blue": unknown field; expected one of: budgets, '
         "resync-interval, rebalance-mode, rebalance-interval, aggressiveness, move-cooldown, "
-        "steering, timezone",
+        "steering, preemption-gap, timezone",
     ]
 
 
@@ -251,6 +251,7 @@ controller:
   aggressiveness: 5
   move-cooldown: 0s
   steering: Strict
+  preemption-gap: "1"
   timezone: Europe/Paris
 """
     policy = load_policy_text(text)
@@ -267,6 +268,7 @@ controller:
         aggressiveness=5,
         move_cooldown_seconds=0.0,
         steering=SteeringMode.STRICT,
+        preemption_gap=1,
         timezone="Europe/Paris",
     )
 
@@ -278,6 +280,8 @@ controller:
         ("controller: {aggressiveness: 6}", "expected an integer of at least 1 and at most 5"),
         ("controller: {rebalance-mode: sometimes}", "expected off, on-join or periodic"),
         ("controller: {steering: loose}", "expected standby, strict or open"),
+        ("controller: {preemption-gap: 0}", "expected an integer of at least 1 and at most 3000"),
+        ("controller: {preemption-gap: high}", "expected an integer of at least 1 and at most"),
         ("controller: {timezone: ../etc/passwd}", "expected an IANA time zone name"),
         ("controller: {timezone: ''}", "expected an IANA time zone name"),
         ("nodes: {quarantine: {failures: 0}}", "expected an integer of at least 1"),
