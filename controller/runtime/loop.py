@@ -78,8 +78,12 @@ class Controller:
         span_processors: Iterable[SpanProcessor] = (),
         executor: Callable[[docker.DockerClient], Executor] | None = None,
         clock: Callable[[], float] = time.time,
+        handle_signals: bool = True,
     ) -> None:
         self.config = config
+        # Signal handlers can only be installed in the main thread; a controller run in
+        # a thread (tests, embedding) is stopped with request_stop() instead.
+        self._handle_signals = handle_signals
         self.policy = policy
         self.trigger = Trigger()
         self._out = out
@@ -146,7 +150,8 @@ class Controller:
             tg.start_soon(self.watcher.run)
             tg.start_soon(self._resync_timer)
             tg.start_soon(self._policy_watch)
-            tg.start_soon(self._signals, tg.cancel_scope)
+            if self._handle_signals:
+                tg.start_soon(self._signals, tg.cancel_scope)
             self.trigger.fire("start")
             await self._worker()
 

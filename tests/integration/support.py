@@ -34,6 +34,7 @@ class ControllerThread:
         resync: float = 1.0,
         executor: Callable[[docker.DockerClient], Executor] | None = None,
         span_processors: Iterable[SpanProcessor] = (),
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self.out = io.StringIO()
         self.docker_host = docker_host
@@ -53,6 +54,8 @@ class ControllerThread:
             client_factory=factory,
             span_processors=span_processors,
             executor=executor,
+            clock=clock,
+            handle_signals=False,
         )
         self.error: BaseException | None = None
         self._thread = threading.Thread(target=self._main, daemon=True)
@@ -127,3 +130,79 @@ def all_versions(client: docker.DockerClient) -> dict[str, int]:
     }
     versions.update({f"node {n['ID']}": n["Version"]["Index"] for n in client.api.nodes()})
     return versions
+
+
+def running_by_node(client: docker.DockerClient, service: str) -> dict[str, int]:
+    """Hostname -> running tasks of the service, as `docker service ps` would show."""
+    hosts = {n["ID"]: n["Description"]["Hostname"] for n in client.api.nodes()}
+    out: dict[str, int] = {}
+    for task in client.api.tasks(filters={"service": service, "desired-state": "running"}):
+        if task["Status"]["State"] == "running" and task.get("NodeID") in hosts:
+            host = hosts[task["NodeID"]]
+            out[host] = out.get(host, 0) + 1
+    return out
+
+
+def task_ids_by_node(client: docker.DockerClient, service: str) -> dict[str, set[str]]:
+    hosts = {n["ID"]: n["Description"]["Hostname"] for n in client.api.nodes()}
+    out: dict[str, set[str]] = {}
+    for task in client.api.tasks(filters={"service": service, "desired-state": "running"}):
+        if task["Status"]["State"] == "running" and task.get("NodeID") in hosts:
+            out.setdefault(hosts[task["NodeID"]], set()).add(task["ID"])
+    return out
+
+
+class RunningSampler:
+    """Samples a service's running task count in the background: the minimum seen is
+    the disruption an operation really caused."""
+
+    def __init__(self, docker_host: str, service: str, interval: float = 0.2) -> None:
+        self._client = docker.DockerClient(base_url=docker_host, version="auto", timeout=10)
+        self._service = service
+        self._interval = interval
+        self._stop = threading.Event()
+        self.samples: list[int] = []
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            with contextlib.suppress(docker.errors.DockerException):  # a hiccup is no sample
+                self.samples.append(len(running_task_ids(self._client, self._service)))
+            self._stop.wait(self._interval)
+
+    def __enter__(self) -> RunningSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+        self._client.close()
+
+    @property
+    def minimum(self) -> int:
+        assert self.samples, "no sample was taken"
+        return min(self.samples)
+
+
+class OffsetClock:
+    """A wall clock that a test can move forward (failback windows)."""
+
+    def __init__(self) -> None:
+        self.offset = 0.0
+
+    def __call__(self) -> float:
+        return time.time() + self.offset
+
+
+def clean_swarm(client: docker.DockerClient) -> None:
+    """Remove every service and the controller's own node labels: a clean slate."""
+    for svc in client.api.services():
+        client.api.remove_service(svc["ID"])
+    wait_until(lambda: not client.api.tasks(filters={"desired-state": "running"}), 60, "no tasks")
+    for attrs in client.api.nodes():
+        labels = attrs["Spec"].get("Labels") or {}
+        own = {k for k in labels if k.startswith("swarm-placement.")}
+        if own:
+            spec = {**attrs["Spec"], "Labels": {k: v for k, v in labels.items() if k not in own}}
+            client.api.update_node(attrs["ID"], attrs["Version"]["Index"], spec)
