@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from controller.core.actions import SetReplicas
+from controller.core.labels import EXCLUDED_LABEL, exclusion_constraint
 from controller.core.memory import Memory
 from controller.core.model import NodeState, TaskState
 from controller.core.plan import plan
@@ -28,7 +29,7 @@ def nodes(down: int | None = None):  # type: ignore[no-untyped-def]
     ]
 
 
-def test_a_node_loss_surges_by_the_tasks_it_held_then_trims_once_replacements_run() -> None:
+def test_a_node_loss_surges_by_the_tasks_it_held_then_trims_once_they_run() -> None:
     web = service("web", replicas=3, labels=MANAGED)
     tasks = [running(web, 1, 1), running(web, 2, 2), running(web, 3, 3)]
     before = run(snapshot(nodes(), [web], tasks), Memory(), now=100.0)
@@ -41,24 +42,26 @@ def test_a_node_loss_surges_by_the_tasks_it_held_then_trims_once_replacements_ru
     record = read_record(action.set_labels)
     assert record is not None and (record.base, record.written, record.operation) == (3, 4, "surge")
 
-    # Swarm now runs the surged task; its delayed replacement is not running yet: wait.
+    # The surged task is not running yet: wait. Once it runs (3 running for a base of
+    # 3) the count goes back at once, before Swarm's delayed replacement gets a node.
     web4 = replace(web, replicas=4, labels={**web.labels, **action.set_labels}, version=101)
-    three = [running(web4, 1, 1), running(web4, 2, 2), running(web4, 1, 4)]
-    waiting = run(snapshot(nodes(down=3), [web4], three), surged.memory, now=103.0)
+    starting = replace(running(web4, 1, 4), state=TaskState.STARTING)
+    two = [running(web4, 1, 1), running(web4, 2, 2), starting]
+    waiting = run(snapshot(nodes(down=3), [web4], two), surged.memory, now=101.5)
     assert waiting.actions == ()
-    four = [*three, running(web4, 2, 3)]
-    trimmed = run(snapshot(nodes(down=3), [web4], four), surged.memory, now=107.0)
+    three = [*two[:2], running(web4, 1, 4)]
+    trimmed = run(snapshot(nodes(down=3), [web4], three), surged.memory, now=102.0)
     (trim,) = trimmed.actions
     assert isinstance(trim, SetReplicas) and trim.replicas == 3
     assert set(trim.remove_labels) == set(RECORD_LABELS)
 
 
-def test_a_surge_is_trimmed_after_a_while_even_if_a_replacement_never_starts() -> None:
+def test_a_rebalance_is_trimmed_after_a_while_even_if_a_surged_task_never_starts() -> None:
     web = service("web", replicas=2, labels={**MANAGED})
     surge = {
         BASE_LABEL: "2",
         "swarm-placement.replicas-set": "3",
-        "swarm-placement.operation": "surge",
+        "swarm-placement.operation": "rebalance",
         "swarm-placement.operation-since": "100",
     }
     web3 = replace(web, replicas=3, labels={**web.labels, **surge})
@@ -108,3 +111,17 @@ def test_a_garbled_record_is_reported_and_left_alone() -> None:
     result = run(snapshot(nodes(), [web]), Memory(), now=1.0)
     assert result.actions == ()
     assert any("unreadable replica record" in d.reason for d in result.decisions)
+
+
+def test_no_surge_until_the_constraints_allow_a_free_node() -> None:
+    # Strict steering: only node-2 and node-3 allowed; node-3 is lost, node-2 busy,
+    # and node-1 is free but excluded by the controller: widen first, then surge.
+    web = replace(
+        service("web", replicas=2, labels={**MANAGED, EXCLUDED_LABEL: "n1"}),
+        constraints=(exclusion_constraint("n1"),),
+    )
+    tasks = [running(web, 2, 1), running(web, 3, 2)]
+    before = run(snapshot(nodes(), [web], tasks), Memory(), now=100.0)
+    result = run(snapshot(nodes(down=3), [web], tasks[:1]), before.memory, now=101.0)
+    assert result.actions == ()
+    assert any("widened first" in d.reason for d in result.decisions)

@@ -1,10 +1,11 @@
 """Failover: beat Swarm's restart delay, and hold services that must not fail over.
 
 When a node goes down Swarm replaces its tasks only after the restart policy's delay
-(5 s by default). Raising the replica count instead places new tasks at once; once
-Swarm's delayed replacements run, the count is trimmed back and Swarm removes the
-extras from the busiest nodes. Both writes carry the replica record, so a crash between
-them is finished by the next controller.
+(5 s by default). Raising the replica count instead places new tasks at once. As soon
+as they run, the count goes back: Swarm's scale-down removes unassigned slots first
+(swarmkit sorts tasks without a node last), and the delayed replacements have no node
+yet, so exactly they are dropped and no running task is touched. Both writes carry the
+replica record, so a crash between them is finished by the next controller.
 
 A service with priority `none` (0) is not failed over: its lost replicas are scaled
 away and recorded, until an operator runs `swarm-placement start SERVICE`.
@@ -13,8 +14,10 @@ away and recorded, until an operator runs `swarm-placement start SERVICE`.
 from __future__ import annotations
 
 from controller.core.actions import Action, describe
+from controller.core.constraints import ConstraintError, node_satisfies, parse_constraint
 from controller.core.context import PlanContext, RuleOutput
 from controller.core.decisions import Decision
+from controller.core.labels import exclusion_constraint, recorded_exclusions
 from controller.core.model import Service, ServiceMode
 from controller.core.replicas import (
     HOLD,
@@ -32,8 +35,8 @@ from controller.policy import PRIORITY_NONE
 
 RULE = "failover"
 
-# Trim even if some delayed replacements never start (no room): the service then has
-# its desired count running, which is all a surge promised.
+# A rebalance is trimmed once every surged task runs, or after this long with at least
+# the base count running (a surged task that cannot start must not hold the count up).
 TRIM_AFTER_SECONDS = 30.0
 
 
@@ -44,6 +47,24 @@ def running_count(ctx: PlanContext, service: Service) -> int:
 
 def active_count(ctx: PlanContext, service: Service) -> int:
     return sum(ctx.memory.placement.get(service.id, {}).values())
+
+
+def free_nodes(ctx: PlanContext, service: Service) -> tuple[int, int]:
+    """Ready, active nodes holding none of the service's tasks (where a surged task goes
+    without doubling up): (allowed by its constraints now, allowed without the
+    controller's own exclusions)."""
+    ours = {exclusion_constraint(n) for n in recorded_exclusions(service.labels)}
+    try:
+        everything = tuple(parse_constraint(c) for c in service.constraints)
+        theirs = tuple(parse_constraint(c) for c in service.constraints if c not in ours)
+    except ConstraintError:
+        return 0, 0
+    occupied = set(ctx.memory.placement.get(service.id, {}))
+    free = [n for n in ctx.snapshot.nodes if n.accepts_tasks and n.id not in occupied]
+    return (
+        sum(1 for n in free if node_satisfies(n, everything)),
+        sum(1 for n in free if node_satisfies(n, theirs)),
+    )
 
 
 def plan_failover(ctx: PlanContext) -> RuleOutput:
@@ -105,6 +126,15 @@ def _plan_service(ctx: PlanContext, service: Service) -> tuple[Action | None, De
             f"priority none: the {missing} replica(s) lost with a node are not failed over; "
             f"`swarm-placement start {service.name}` brings them back",
         )
+    free, could_be = free_nodes(ctx, service)
+    if free < missing and could_be > free:
+        return None, Decision(
+            RULE,
+            subject,
+            "wait",
+            f"{missing} replica(s) lost with a node, but the constraints allow only {free} "
+            "free node(s): the placement is widened first, the surge follows",
+        )
     action = change_replicas(
         service,
         replicas=replicas + missing,
@@ -117,7 +147,7 @@ def _plan_service(ctx: PlanContext, service: Service) -> tuple[Action | None, De
         subject,
         "surge",
         f"{missing} replica(s) lost with a node: start them now rather than after "
-        "Swarm's restart delay, and trim once its replacements run",
+        "Swarm's restart delay, and trim before its delayed replacements get a node",
     )
 
 
@@ -127,13 +157,19 @@ def _trim(
     subject = f"service {service.name}"
     base, written = record.base, record.written
     running = running_count(ctx, service)
-    if running >= written or (running >= base and ctx.now - record.since >= TRIM_AFTER_SECONDS):
+    if record.operation == SURGE:
+        done = running >= base  # while the delayed replacements still have no node
+    else:
+        done = running >= written or (
+            running >= base and ctx.now - record.since >= TRIM_AFTER_SECONDS
+        )
+    if done:
         return restore_replicas(service, record), Decision(
             RULE,
             subject,
             "trim",
-            f"{running} running for {base} wanted: back to {base}, Swarm removes the extras "
-            "from the busiest nodes",
+            f"{running} running for {base} wanted: back to {base}; Swarm drops unassigned "
+            "slots first, then tasks on the busiest nodes",
         )
     return None, Decision(
         RULE, subject, "wait", f"{record.operation}: {running} of {written} running"
