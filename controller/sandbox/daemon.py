@@ -206,10 +206,10 @@ def kill_dockerd(node: NodeState) -> None:
         processes.kill([node.dockerd_pid or 0])
 
 
-def stop_dockerd(node: NodeState) -> None:
-    """SIGTERM the node's dockerd and wait for a clean exit (SIGKILL after a bound)."""
+def stop_dockerd(node: NodeState, *, grace: float = STOP_GRACE_SECONDS) -> None:
+    """SIGTERM the node's dockerd and wait for a clean exit (SIGKILL after `grace`)."""
     if dockerd_running(node):
-        processes.terminate([node.dockerd_pid or 0], grace=STOP_GRACE_SECONDS)
+        processes.terminate([node.dockerd_pid or 0], grace=grace)
 
 
 def stop_containerd(node: NodeState) -> None:

@@ -26,7 +26,8 @@ from controller.sandbox.state import (
     sandbox_dir,
 )
 
-LEAVE_TIMEOUT_SECONDS = 5
+LEAVE_TIMEOUT_SECONDS = 3
+DAEMON_GRACE_SECONDS = 3.0
 
 
 @dataclass
@@ -94,13 +95,19 @@ def teardown_sandbox(name: str, *, leave_swarm: bool = True) -> Leftovers:
     # otherwise wait out each one's stop grace period.
     for node in nodes:
         daemon.kill_containers(node)
-    if leave_swarm and state and state.phase == "up":
+    # Leaving a swarm some of whose nodes are cut off only waits out timeouts.
+    if leave_swarm and state and state.phase == "up" and not any(n.failure for n in nodes):
         _leave_swarm(nodes)
 
-    # Daemons first, so that they stop their containers and unmount cleanly.
+    # Then the daemons, so that they unmount what they mounted. A manager that cannot
+    # reach every node may take many seconds over a clean shutdown: nothing of it is
+    # kept, so it gets a short grace before SIGKILL.
     def stop(node: NodeState) -> None:
-        daemon.stop_dockerd(node)
-        daemon.stop_containerd(node)
+        # Whatever fails here, the sweep below still finds the processes.
+        with contextlib.suppress(Exception):
+            daemon.stop_dockerd(node, grace=DAEMON_GRACE_SECONDS)
+        with contextlib.suppress(Exception):
+            daemon.stop_containerd(node)
 
     if nodes:
         with ThreadPoolExecutor(max_workers=min(8, len(nodes))) as pool:
