@@ -1,0 +1,290 @@
+"""Preemption: a service pending for resources takes room from lower-priority services.
+
+Trigger: a managed service has tasks Swarm left unassigned for insufficient resources
+(the scheduler's reason in `Status.Err`). Victims: managed, preemptible services whose
+priority is lower by at least `controller.preemption-gap`.
+
+Lever: the victim's replica count, lowered in a raw spec write that carries the replica
+record (`operation=preempt`, the operator's count as base), so the change and what it
+means land together and survive a crash. Swarm chooses which tasks a scale-down stops
+(see `capacity.scale_down`); a preemption is planned only if it makes room for the
+pending tasks whichever of its tied choices Swarm makes. That rules out evicting from
+one named node by constraint or node label: those make Swarm *replace* the victim's
+tasks elsewhere, where they would take room or go pending, and the owners rule owns a
+service's constraints. The price is that room needed on one node whose victims are not
+Swarm's first pick costs more tasks; the search then takes more or reports it cannot
+help.
+
+Victims: lowest priority first, a victim's tasks one at a time until the pending tasks
+fit; then higher-priority victims are spared again where the room still suffices (as
+the Kubernetes scheduler's reprieve). Nothing is touched when no victim set helps, and
+a decision says why. One pending service is served per cycle: its writes trigger the
+next cycle at once, which then sees the room those writes freed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from controller.core.actions import Action, describe
+from controller.core.capacity import (
+    Room,
+    copies_fitting,
+    demand,
+    describe_resources,
+    eligible_nodes,
+    is_short_of_resources,
+    observe_room,
+    scale_down,
+    worst_case,
+)
+from controller.core.constraints import ConstraintError
+from controller.core.context import PlanContext, RuleOutput
+from controller.core.decisions import Decision
+from controller.core.model import Resources, Service, ServiceMode
+from controller.core.replicas import (
+    HOLD,
+    PREEMPT,
+    REBALANCE,
+    RecordError,
+    change_replicas,
+    operator_changed,
+    read_record,
+)
+
+RULE = "preemption"
+
+
+@dataclass(frozen=True, slots=True)
+class _Outcome:
+    actions: tuple[Action, ...] = ()
+    decisions: tuple[Decision, ...] = ()
+
+
+def by_priority(ctx: PlanContext) -> list[Service]:
+    """Every replicated service, highest priority first, then by name."""
+    return sorted(
+        (s for s in ctx.snapshot.services if s.mode is ServiceMode.REPLICATED),
+        key=lambda s: (-ctx.settings(s.id).priority, s.name),
+    )
+
+
+def plan_preemption(ctx: PlanContext) -> RuleOutput:
+    room = observe_room(ctx.snapshot)
+    decisions: list[Decision] = []
+    for service in by_priority(ctx):
+        try:
+            eligible = eligible_nodes(ctx.snapshot, service)
+        except ConstraintError as exc:
+            if ctx.is_managed(service.id) and _is_triggered(ctx, service):
+                decisions.append(
+                    Decision(RULE, f"service {service.name}", "skip", f"{exc}: cannot plan room")
+                )
+            continue
+        if ctx.is_managed(service.id) and _is_triggered(ctx, service):
+            outcome = _preempt_for(ctx, service, room, eligible)
+            decisions.extend(outcome.decisions)
+            if outcome.actions:
+                return RuleOutput(outcome.actions, tuple(decisions))
+        # Its pending tasks claim free room before any lower-priority service may.
+        room = room.place(service, eligible, demand(ctx.snapshot, service))
+    return RuleOutput((), tuple(decisions))
+
+
+def _is_triggered(ctx: PlanContext, service: Service) -> bool:
+    return any(is_short_of_resources(t) for t in ctx.snapshot.tasks_of(service.id)) and (
+        demand(ctx.snapshot, service) > 0
+    )
+
+
+def _victims(ctx: PlanContext, pending: Service) -> tuple[list[Service], list[str]]:
+    """Services that may be preempted for `pending`, lowest priority first, and notes on
+    those left out for now."""
+    ceiling = ctx.settings(pending.id).priority - ctx.policy.controller.preemption_gap
+    victims: list[Service] = []
+    skipped: list[str] = []
+    for service in ctx.managed_services():
+        settings = ctx.settings(service.id)
+        if (
+            service.id == pending.id
+            or service.mode is not ServiceMode.REPLICATED
+            or not settings.preemptible
+            or settings.priority > ceiling
+            or not service.replicas
+        ):
+            continue
+        why = _not_now(service)
+        if why is not None:
+            skipped.append(f"{service.name} ({why})")
+            continue
+        victims.append(service)
+    victims.sort(key=lambda s: (ctx.settings(s.id).priority, s.name))
+    return victims, skipped
+
+
+def _not_now(service: Service) -> str | None:
+    if service.updating:
+        return f"Swarm is rolling an update ({service.update_state})"
+    try:
+        record = read_record(service.labels)
+    except RecordError as exc:
+        return str(exc)
+    if record is None:
+        return None
+    if operator_changed(service, record):
+        return "an operator scaled it; its record is being cleared"
+    if record.operation == REBALANCE:
+        return "a rebalancing move is in flight"
+    return None
+
+
+def _preempt_for(
+    ctx: PlanContext, pending: Service, room: Room, eligible: tuple[str, ...]
+) -> _Outcome:
+    subject = f"service {pending.name}"
+    need = demand(ctx.snapshot, pending)
+    priority = ctx.settings(pending.id).priority
+    per_task = describe_resources(pending.reservations)
+
+    def note(outcome: str, reason: str) -> _Outcome:
+        return _Outcome(decisions=(Decision(RULE, subject, outcome, reason),))
+
+    if not eligible:
+        return note("cannot-help", "no node it may run on accepts tasks: preempting frees none")
+    already = room.fit_count(pending, eligible)
+    if already >= need:
+        return note(
+            "wait",
+            f"{need} task(s) pending for resources, but the observed state has room for them "
+            "(tasks are stopping, or Swarm has not retried yet): waiting for its scheduler",
+        )
+    nodes = ctx.snapshot.node_by_id
+    if not any(copies_fitting(nodes[n].capacity, pending.reservations) for n in eligible):
+        largest = max((nodes[n].capacity for n in eligible), key=_size)
+        return note(
+            "cannot-help",
+            f"a task reserves {per_task}, more than any node it may run on has even when "
+            f"empty (largest: {describe_resources(largest)}): nothing is preempted",
+        )
+    victims, skipped = _victims(ctx, pending)
+    left_out = f"; left out for now: {', '.join(skipped)}" if skipped else ""
+    if not victims:
+        gap = ctx.policy.controller.preemption_gap
+        return note(
+            "cannot-help",
+            f"{need} task(s) pending for resources, and no preemptible managed service has "
+            f"a priority of at most {priority - gap} (its {priority} minus the preemption "
+            f"gap {gap}){left_out}",
+        )
+    plan, fit = _search(
+        ctx, pending, room=room, eligible=eligible, victims=victims, need=need, already=already
+    )
+    if fit <= already:
+        return note(
+            "cannot-help",
+            f"{need} task(s) pending for resources ({per_task} each), and stopping every "
+            f"task of the preemptible services ({', '.join(v.name for v in victims)}) would "
+            f"still leave no room on any node it may run on: nothing is preempted{left_out}",
+        )
+    return _write(ctx, pending, victims, plan, need=need, fit=fit)
+
+
+def _size(r: Resources) -> tuple[int, int, int]:
+    return (sum(r.generic.values()), r.nano_cpus, r.memory_bytes)
+
+
+def _search(
+    ctx: PlanContext,
+    pending: Service,
+    *,
+    room: Room,
+    eligible: tuple[str, ...],
+    victims: list[Service],
+    need: int,
+    already: int,
+) -> tuple[dict[str, int], int]:
+    """The victim tasks to stop (service id -> count) and how many pending tasks then fit."""
+
+    def fits(plan: Mapping[str, int]) -> int:
+        downs = [(v, scale_down(ctx.snapshot, v, plan[v.id])) for v in victims if plan.get(v.id)]
+        return min(need, worst_case(room, downs, service=pending, eligible=eligible))
+
+    best, best_plan = already, {}
+    plan: dict[str, int] = {}
+    for victim in victims:
+        for count in range(1, (victim.replicas or 0) + 1):
+            plan[victim.id] = count
+            fit = fits(plan)
+            if fit > best:
+                best, best_plan = fit, dict(plan)
+            if fit >= need:
+                break
+        if best >= need:
+            break
+    # Reprieve: spare higher-priority victims first, as long as the room still suffices.
+    for victim in reversed(victims):
+        while best_plan.get(victim.id, 0) > 0:
+            trial = {**best_plan, victim.id: best_plan[victim.id] - 1}
+            if fits(trial) < best:
+                break
+            best_plan = trial
+    return {k: v for k, v in best_plan.items() if v}, best
+
+
+def _write(
+    ctx: PlanContext,
+    pending: Service,
+    victims: list[Service],
+    plan: Mapping[str, int],
+    *,
+    need: int,
+    fit: int,
+) -> _Outcome:
+    priority = ctx.settings(pending.id).priority
+    actions: list[Action] = []
+    decisions: list[Decision] = []
+    for victim in victims:
+        count = plan.get(victim.id, 0)
+        if not count:
+            continue
+        record = read_record(victim.labels)
+        # A held service stays held: only `swarm-placement start` brings it back.
+        operation = HOLD if record is not None and record.operation == HOLD else PREEMPT
+        base = record.base if record is not None else victim.replicas
+        action = change_replicas(
+            victim,
+            replicas=(victim.replicas or 0) - count,
+            operation=operation,
+            now=ctx.now,
+            detail=f"{count} task(s) for {pending.name}",
+        )
+        actions.append(action)
+        back = (
+            f"`swarm-placement start {victim.name}`"
+            if operation == HOLD
+            else "when capacity returns"
+        )
+        decisions.append(
+            Decision(
+                RULE,
+                f"service {victim.name}",
+                "preempt",
+                f"{count} task(s) stopped (priority {ctx.settings(victim.id).priority}) to make "
+                f"room for {pending.name} (priority {priority}); its count {base} is recorded "
+                f"on the service and comes back {back}",
+                action=describe(action),
+            )
+        )
+    names = ", ".join(f"{v.name} -{plan[v.id]}" for v in victims if plan.get(v.id))
+    decisions.insert(
+        0,
+        Decision(
+            RULE,
+            f"service {pending.name}",
+            "preempt",
+            f"{need} task(s) pending for resources: stopping {names} makes room for {fit} "
+            "whichever tasks Swarm stops",
+        ),
+    )
+    return _Outcome(tuple(actions), tuple(decisions))

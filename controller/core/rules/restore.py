@@ -1,0 +1,122 @@
+"""Restore: preempted services get their tasks back as capacity returns.
+
+Capacity returns when a node comes back, or when a higher-priority service is scaled
+down or removed. Priority levels are served from the highest: at each level the tasks
+still pending claim free room first, then preempted services of that level take back
+what fits, so a restore never takes room a service of the same or higher priority is
+waiting for. A service gets back as many tasks as fit, never more than its recorded
+count; the write that reaches the recorded count removes the record with it, so the
+count is applied once and the record never outlives it.
+"""
+
+from __future__ import annotations
+
+from itertools import groupby
+
+from controller.core.actions import Action, describe
+from controller.core.capacity import demand, eligible_nodes, observe_room
+from controller.core.constraints import ConstraintError
+from controller.core.context import PlanContext, RuleOutput
+from controller.core.decisions import Decision
+from controller.core.model import Service
+from controller.core.replicas import (
+    PREEMPT,
+    RecordError,
+    ReplicaRecord,
+    change_replicas,
+    operator_changed,
+    read_record,
+    restore_replicas,
+)
+from controller.core.rules.preemption import by_priority
+
+RULE = "restore"
+
+
+def _preempted(service: Service) -> ReplicaRecord | None:
+    try:
+        record = read_record(service.labels)
+    except RecordError:
+        return None  # reported by the failover rule
+    if record is None or record.operation != PREEMPT or operator_changed(service, record):
+        return None  # the failover rule forgets a record the operator overrode
+    return record
+
+
+def plan_restores(ctx: PlanContext) -> RuleOutput:
+    room = observe_room(ctx.snapshot)
+    actions: list[Action] = []
+    decisions: list[Decision] = []
+    for _, level in groupby(by_priority(ctx), key=lambda s: ctx.settings(s.id).priority):
+        services: list[tuple[Service, tuple[str, ...]]] = []
+        for service in level:
+            try:
+                services.append((service, eligible_nodes(ctx.snapshot, service)))
+            except ConstraintError as exc:
+                if _preempted(service) is not None:
+                    decisions.append(
+                        Decision(RULE, f"service {service.name}", "skip", f"{exc}: cannot plan")
+                    )
+        for service, eligible in services:
+            room = room.place(service, eligible, demand(ctx.snapshot, service))
+        for service, eligible in services:
+            record = _preempted(service)
+            if record is None:
+                continue
+            if not ctx.is_managed(service.id):
+                decisions.append(
+                    Decision(
+                        RULE,
+                        f"service {service.name}",
+                        "keep",
+                        f"preempted from {record.base} to {record.written} but no longer "
+                        "managed: scale it back by hand",
+                    )
+                )
+                continue
+            missing = record.base - (service.replicas or 0)
+            back = min(missing, room.fit_count(service, eligible))
+            action, decision = _restore(ctx, service, record, missing=missing, back=back)
+            decisions.append(decision)
+            if action is not None:
+                actions.append(action)
+                room = room.place(service, eligible, back)
+    return RuleOutput(tuple(actions), tuple(decisions))
+
+
+def _restore(
+    ctx: PlanContext, service: Service, record: ReplicaRecord, *, missing: int, back: int
+) -> tuple[Action | None, Decision]:
+    subject = f"service {service.name}"
+    if missing <= 0 or back >= missing:
+        action = restore_replicas(service, record)
+        return action, Decision(
+            RULE,
+            subject,
+            "restore",
+            f"room for its {max(missing, 0)} preempted task(s): back to its recorded count "
+            f"{record.base}, record removed",
+            action=describe(action),
+        )
+    if back <= 0:
+        return None, Decision(
+            RULE,
+            subject,
+            "wait",
+            f"{missing} task(s) preempted (recorded count {record.base}): no room for them yet",
+        )
+    action = change_replicas(
+        service,
+        replicas=(service.replicas or 0) + back,
+        operation=PREEMPT,
+        now=ctx.now,
+        detail=record.detail,
+    )
+    return action, Decision(
+        RULE,
+        subject,
+        "restore",
+        f"room for {back} of its {missing} preempted task(s); the rest wait, recorded count "
+        f"{record.base} kept",
+        action=describe(action),
+    )

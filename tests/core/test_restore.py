@@ -1,0 +1,90 @@
+"""Restore: preempted services come back as room returns, highest priority first."""
+
+from __future__ import annotations
+
+from controller.core.actions import SetReplicas
+from controller.core.replicas import BASE_LABEL, RECORD_LABELS, read_record
+
+from .builders import snapshot
+from .capacity_builders import on, pending, run, slot_nodes, svc
+
+
+def preempted(base: int, written: int) -> dict[str, str]:
+    return {
+        BASE_LABEL: str(base),
+        "swarm-placement.replicas-set": str(written),
+        "swarm-placement.operation": "preempt",
+        "swarm-placement.operation-since": "900",
+        "swarm-placement.operation-detail": "2 task(s) for high",
+    }
+
+
+def test_room_back_restores_the_recorded_count_and_removes_the_record() -> None:
+    low = svc("low", 4, priority="low", labels=preempted(6, 4))
+    result = run(snapshot(slot_nodes(2, 2, 2), [low], on(low, 1, 1, 2, 3)))
+    (action,) = result.actions
+    assert isinstance(action, SetReplicas) and action.replicas == 6
+    assert set(action.remove_labels) == set(RECORD_LABELS) and not action.set_labels
+
+
+def test_part_of_the_room_back_restores_part_and_keeps_the_record() -> None:
+    low = svc("low", 4, priority="low", labels=preempted(6, 4))
+    other = svc("other", 1, priority="low", preemptible=False)
+    result = run(snapshot(slot_nodes(2, 2, 2), [low, other], on(low, 1, 1, 2, 3) + on(other, 2)))
+    (action,) = result.actions
+    assert isinstance(action, SetReplicas) and action.replicas == 5
+    record = read_record(action.set_labels)
+    assert record is not None and (record.base, record.written, record.operation) == (
+        6,
+        5,
+        "preempt",
+    )
+
+
+def test_no_restore_into_room_a_higher_priority_service_is_waiting_for() -> None:
+    low = svc("low", 4, priority="low", labels=preempted(6, 4))
+    high = svc("high", 2, priority="high")
+    result = run(snapshot(slot_nodes(2, 2, 2), [low, high], on(low, 1, 1, 2, 3) + pending(high, 2)))
+    assert result.actions == ()
+    assert any(d.rule == "restore" and d.outcome == "wait" for d in result.decisions)
+
+
+def test_highest_priority_is_restored_first() -> None:
+    medium = svc("medium", 2, priority="medium", labels=preempted(3, 2))
+    low = svc("low", 2, priority="low", labels=preempted(3, 2))
+    filler = svc("filler", 1, priority="high")
+    tasks = on(medium, 1, 2) + on(low, 1, 3, first_slot=10) + on(filler, 2, first_slot=20)
+    result = run(snapshot(slot_nodes(2, 2, 2), [medium, low, filler], tasks))
+    assert [(a.service_name, a.replicas) for a in result.actions] == [("medium", 3)]  # type: ignore[union-attr]
+    assert any(d.subject == "service low" and d.outcome == "wait" for d in result.decisions)
+
+
+def test_a_count_the_operator_changed_is_not_restored_but_forgotten() -> None:
+    low = svc("low", 3, priority="low", labels=preempted(6, 4))
+    result = run(snapshot(slot_nodes(2, 2, 2), [low], on(low, 1, 2, 3)))
+    (action,) = result.actions
+    assert isinstance(action, SetReplicas) and action.replicas == 3  # the failover rule's forget
+    assert not any(d.rule == "restore" for d in result.decisions)
+
+
+def test_a_service_no_longer_managed_keeps_its_record_and_says_so() -> None:
+    low = svc("low", 4, priority="low", labels=preempted(6, 4), managed=False)
+    result = run(snapshot(slot_nodes(2, 2, 2), [low], on(low, 1, 1, 2, 3)))
+    assert result.actions == ()
+    assert any(d.rule == "restore" and d.outcome == "keep" for d in result.decisions)
+
+
+def test_a_held_service_is_not_restored_by_capacity() -> None:
+    hold = {**preempted(6, 4), "swarm-placement.operation": "hold"}
+    batch = svc("batch", 4, priority="none", labels=hold)
+    assert run(snapshot(slot_nodes(2, 2, 2), [batch], on(batch, 1, 1, 2, 3))).actions == ()
+
+
+def test_constraints_limit_where_restored_tasks_fit() -> None:
+    low = svc(
+        "low", 1, priority="low", labels=preempted(3, 1), constraints=["node.hostname==node-3"]
+    )
+    filler = svc("filler", 4, priority="high")
+    tasks = on(low, 3) + on(filler, 1, 1, 2, 2, first_slot=10)
+    (action,) = run(snapshot(slot_nodes(2, 2, 2), [low, filler], tasks)).actions
+    assert isinstance(action, SetReplicas) and action.replicas == 2
