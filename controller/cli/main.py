@@ -18,6 +18,7 @@ COMMAND_MODULES = (
     "controller.cli.sandbox_cmd",
     "controller.cli.run_cmd",
     "controller.cli.policy_cmd",
+    "controller.cli.start_cmd",
 )
 
 EXIT_USAGE = 2

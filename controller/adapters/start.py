@@ -1,0 +1,75 @@
+"""`start`: give a held service (priority `none`) back the replicas the controller held.
+
+The failover rule scales a priority-`none` service's lost replicas away and records its
+count (`operation=hold`). Starting it is one version-checked raw write that puts the
+recorded count back and removes the record together, so a start that races the
+controller either lands whole or is retried from a fresh read.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import docker
+
+from controller.adapters.attrs import AttrsError, service_from_attrs
+from controller.adapters.docker_api import ConflictError, GoneError, inspect_service
+from controller.adapters.docker_read import ServiceNotFoundError
+from controller.adapters.writes import execute_action
+from controller.core.replicas import (
+    HOLD,
+    RecordError,
+    operator_changed,
+    read_record,
+    restore_replicas,
+)
+
+ATTEMPTS = 3
+
+
+class NothingToStartError(LookupError):
+    """The service holds no replicas the controller could give back."""
+
+
+@dataclass(frozen=True, slots=True)
+class Started:
+    name: str
+    before: int
+    after: int
+
+
+def start_service(client: docker.DockerClient, name: str) -> Started:
+    """Restore the held count of service `name` (name or ID)."""
+    for attempt in range(ATTEMPTS):
+        try:
+            attrs = inspect_service(client, name)
+        except GoneError:
+            raise ServiceNotFoundError(f"no service named {name!r}") from None
+        try:
+            service = service_from_attrs(attrs)
+            record = read_record(service.labels)
+        except (AttrsError, RecordError) as exc:
+            raise NothingToStartError(f"service {name} cannot be read: {exc}") from exc
+        if record is None:
+            raise NothingToStartError(f"service {service.name} is not held: nothing to start")
+        if record.operation != HOLD:
+            raise NothingToStartError(
+                f"service {service.name} is not held but under a controller operation "
+                f"({record.operation}, count {record.base} recorded): the controller "
+                "restores it itself"
+            )
+        if operator_changed(service, record):
+            raise NothingToStartError(
+                f"service {service.name} was scaled to {service.replicas} by hand after it "
+                f"was held at {record.written}: that count stands, nothing to start"
+            )
+        try:
+            execute_action(client, restore_replicas(service, record))
+        except ConflictError:
+            if attempt == ATTEMPTS - 1:
+                raise
+            continue  # changed since read: read again
+        except GoneError:
+            raise ServiceNotFoundError(f"no service named {name!r}") from None
+        return Started(name=service.name, before=service.replicas or 0, after=record.base)
+    raise AssertionError("unreachable")
