@@ -23,6 +23,7 @@ from controller.core.guards import disrupted_nodes
 from controller.core.memory import Memory
 from controller.core.plan import Plan, plan
 from controller.policy import Policy
+from controller.runtime.pause_hook import pause_if_asked, step_of
 from controller.runtime.tracing import DecisionLog, record_decision
 
 log = logging.getLogger(__name__)
@@ -90,6 +91,9 @@ class Reconciler:
                         continue
                     if not self._execute_one(action, cycle):
                         break
+                    pause_if_asked(
+                        step_of(action, result.decisions), lambda t: self._log.note(t, now=now)
+                    )
             if cycle.conflict:
                 span.set_attribute("placement.conflict", cycle.conflict)
             return cycle

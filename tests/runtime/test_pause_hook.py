@@ -1,0 +1,53 @@
+"""The crash-test hook: parks the worker after the named step, and only then."""
+
+from __future__ import annotations
+
+import pytest
+
+from controller.core.actions import SetReplicas, describe
+from controller.core.decisions import Decision
+from controller.runtime import pause_hook
+
+LOW = SetReplicas("s1", "low", 7, 4)
+HIGH = SetReplicas("s2", "high", 9, 2)
+DECISIONS = (
+    Decision("preemption", "service high", "preempt", "pending"),
+    Decision("preemption", "service low", "preempt", "stopped", action=describe(LOW)),
+    Decision("restore", "service high", "restore", "room", action=describe(HIGH)),
+)
+
+
+def test_the_step_is_the_outcome_of_the_decision_that_made_the_action() -> None:
+    assert pause_hook.step_of(LOW, DECISIONS) == "preempt"
+    assert pause_hook.step_of(HIGH, DECISIONS) == "restore"
+    assert pause_hook.step_of(SetReplicas("s3", "other", 1, 1), DECISIONS) is None
+
+
+class ParkedError(Exception):
+    pass
+
+
+class FakeEvent:
+    def wait(self) -> None:
+        raise ParkedError
+
+
+@pytest.mark.parametrize(
+    ("wanted", "parks"), [(None, False), ("restore", False), ("preempt", True)]
+)
+def test_pauses_only_after_the_named_step(
+    monkeypatch: pytest.MonkeyPatch, wanted: str | None, parks: bool
+) -> None:
+    if wanted is None:
+        monkeypatch.delenv(pause_hook.PAUSE_ENV, raising=False)
+    else:
+        monkeypatch.setenv(pause_hook.PAUSE_ENV, wanted)
+    monkeypatch.setattr(pause_hook.threading, "Event", FakeEvent)
+    said: list[str] = []
+    if parks:
+        with pytest.raises(ParkedError):
+            pause_hook.pause_if_asked("preempt", said.append)
+        assert said == ["test hook: paused after preempt (PLACEMENT_TEST_PAUSE_AFTER)"]
+    else:
+        pause_hook.pause_if_asked("preempt", said.append)
+        assert said == []
