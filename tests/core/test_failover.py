@@ -125,3 +125,16 @@ def test_no_surge_until_the_constraints_allow_a_free_node() -> None:
     result = run(snapshot(nodes(down=3), [web], tasks[:1]), before.memory, now=101.0)
     assert result.actions == ()
     assert any("widened first" in d.reason for d in result.decisions)
+
+
+def test_no_surge_when_no_node_may_take_the_lost_replicas() -> None:
+    # Only node-3 is allowed, and it is the node that went down.
+    web = replace(
+        service("web", replicas=1, labels=MANAGED),
+        constraints=("node.hostname==node-3",),
+    )
+    tasks = [running(web, 3, 1)]
+    before = run(snapshot(nodes(), [web], tasks), Memory(), now=100.0)
+    result = run(snapshot(nodes(down=3), [web], []), before.memory, now=101.0)
+    assert result.actions == ()
+    assert any(d.outcome == "pending" and "stay pending" in d.reason for d in result.decisions)

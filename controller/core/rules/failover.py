@@ -49,19 +49,21 @@ def active_count(ctx: PlanContext, service: Service) -> int:
     return sum(ctx.memory.placement.get(service.id, {}).values())
 
 
-def free_nodes(ctx: PlanContext, service: Service) -> tuple[int, int]:
-    """Ready, active nodes holding none of the service's tasks (where a surged task goes
-    without doubling up): (allowed by its constraints now, allowed without the
-    controller's own exclusions)."""
+def free_nodes(ctx: PlanContext, service: Service) -> tuple[int, int, int]:
+    """Where surged tasks could go: (nodes the constraints allow at all, of those the ones
+    holding none of the service's tasks, and how many such free nodes there would be
+    without the controller's own exclusions). Only ready, active nodes count."""
     ours = {exclusion_constraint(n) for n in recorded_exclusions(service.labels)}
     try:
         everything = tuple(parse_constraint(c) for c in service.constraints)
         theirs = tuple(parse_constraint(c) for c in service.constraints if c not in ours)
     except ConstraintError:
-        return 0, 0
+        return 0, 0, 0
     occupied = set(ctx.memory.placement.get(service.id, {}))
-    free = [n for n in ctx.snapshot.nodes if n.accepts_tasks and n.id not in occupied]
+    usable = [n for n in ctx.snapshot.nodes if n.accepts_tasks]
+    free = [n for n in usable if n.id not in occupied]
     return (
+        sum(1 for n in usable if node_satisfies(n, everything)),
         sum(1 for n in free if node_satisfies(n, everything)),
         sum(1 for n in free if node_satisfies(n, theirs)),
     )
@@ -126,7 +128,15 @@ def _plan_service(ctx: PlanContext, service: Service) -> tuple[Action | None, De
             f"priority none: the {missing} replica(s) lost with a node are not failed over; "
             f"`swarm-placement start {service.name}` brings them back",
         )
-    free, could_be = free_nodes(ctx, service)
+    allowed, free, could_be = free_nodes(ctx, service)
+    if not allowed:
+        return None, Decision(
+            RULE,
+            subject,
+            "pending",
+            f"{missing} replica(s) lost with a node, and no node may take them "
+            "(constraints and possible owners): they stay pending",
+        )
     if free < missing and could_be > free:
         return None, Decision(
             RULE,
