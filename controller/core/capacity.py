@@ -68,8 +68,15 @@ def copies_fitting(free: Resources, need: Resources) -> int:
     return max(0, min(limits)) if limits else UNLIMITED
 
 
-def describe_resources(r: Resources) -> str:
-    parts = [f"{k}={v}" for k, v in sorted(r.generic.items()) if v]
+def describe_resources(r: Resources, *, only: Resources | None = None) -> str:
+    """`slot=2, cpu=1.5, memory=512MiB`; with `only`, just the kinds `only` asks for."""
+    if only is not None:
+        r = Resources(
+            r.nano_cpus if only.nano_cpus else 0,
+            r.memory_bytes if only.memory_bytes else 0,
+            {k: r.generic.get(k, 0) for k, v in only.generic.items() if v},
+        )
+    parts = [f"{k}={v}" for k, v in sorted(r.generic.items())]
     if r.nano_cpus:
         parts.append(f"cpu={r.nano_cpus / 1e9:g}")
     if r.memory_bytes:

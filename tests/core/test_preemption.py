@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from controller.core.actions import SetReplicas
+from controller.core.model import Resources
 from controller.core.replicas import BASE_LABEL, read_record
 from controller.policy import ControllerSettings, Policy
 
@@ -79,11 +80,14 @@ def test_an_unmanaged_service_is_never_a_victim() -> None:
 def test_a_task_larger_than_any_node_preempts_nothing_and_says_why() -> None:
     low = svc("low", 6, priority="low")
     big = svc("big", 1, priority="high", reserve=3)
-    snap = snapshot(slot_nodes(2, 2, 2), [big, low], on(low, 1, 1, 2, 2, 3, 3) + pending(big, 1))
+    # Nodes also report CPUs and memory; the reason names only what the task reserves.
+    cpus = Resources(nano_cpus=4_000_000_000, memory_bytes=1 << 30, generic={"slot": 2})
+    nodes = [replace(n, capacity=cpus) for n in slot_nodes(2, 2, 2)]
+    snap = snapshot(nodes, [big, low], on(low, 1, 1, 2, 2, 3, 3) + pending(big, 1))
     result = run(snap)
     assert result.actions == ()
     (reason,) = _reasons(result, "cannot-help")
-    assert "reserves slot=3" in reason and "even when empty (largest: slot=2)" in reason
+    assert "reserves slot=3" in reason and "even when empty (largest: slot=2):" in reason
 
 
 def test_room_needed_where_no_victim_runs_preempts_nothing() -> None:

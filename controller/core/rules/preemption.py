@@ -161,11 +161,14 @@ def _preempt_for(
         )
     nodes = ctx.snapshot.node_by_id
     if not any(copies_fitting(nodes[n].capacity, pending.reservations) for n in eligible):
-        largest = max((nodes[n].capacity for n in eligible), key=_size)
+        largest = max(
+            (nodes[n].capacity for n in eligible), key=lambda c: _size(c, pending.reservations)
+        )
         return note(
             "cannot-help",
             f"a task reserves {per_task}, more than any node it may run on has even when "
-            f"empty (largest: {describe_resources(largest)}): nothing is preempted",
+            f"empty (largest: {describe_resources(largest, only=pending.reservations)}): "
+            "nothing is preempted",
         )
     victims, skipped = _victims(ctx, pending)
     left_out = f"; left out for now: {', '.join(skipped)}" if skipped else ""
@@ -190,8 +193,13 @@ def _preempt_for(
     return _write(ctx, pending, victims, plan, need=need, fit=fit)
 
 
-def _size(r: Resources) -> tuple[int, int, int]:
-    return (sum(r.generic.values()), r.nano_cpus, r.memory_bytes)
+def _size(capacity: Resources, need: Resources) -> tuple[int, int, int]:
+    """How large a node is in the resources a task needs, for naming the largest."""
+    return (
+        sum(capacity.generic.get(k, 0) for k, v in need.generic.items() if v),
+        capacity.nano_cpus if need.nano_cpus else 0,
+        capacity.memory_bytes if need.memory_bytes else 0,
+    )
 
 
 def _search(
