@@ -138,3 +138,20 @@ def test_no_surge_when_no_node_may_take_the_lost_replicas() -> None:
     result = run(snapshot(nodes(down=3), [web], []), before.memory, now=101.0)
     assert result.actions == ()
     assert any(d.outcome == "pending" and "stay pending" in d.reason for d in result.decisions)
+
+
+def test_a_surge_is_withdrawn_when_no_node_may_take_its_tasks_any_more() -> None:
+    surge = {
+        BASE_LABEL: "1",
+        "swarm-placement.replicas-set": "2",
+        "swarm-placement.operation": "surge",
+        "swarm-placement.operation-since": "100",
+    }
+    web = replace(
+        service("web", replicas=2, labels={**MANAGED, **surge}),
+        constraints=("node.hostname==node-3",),
+    )
+    result = run(snapshot(nodes(down=3), [web]), Memory(), now=101.0)
+    (action,) = result.actions
+    assert isinstance(action, SetReplicas) and action.replicas == 1
+    assert any(d.outcome == "pending" for d in result.decisions)

@@ -167,12 +167,20 @@ def _trim(
     subject = f"service {service.name}"
     base, written = record.base, record.written
     running = running_count(ctx, service)
+    aged = ctx.now - record.since >= TRIM_AFTER_SECONDS
     if record.operation == SURGE:
-        done = running >= base  # while the delayed replacements still have no node
+        if not free_nodes(ctx, service)[0]:
+            return restore_replicas(service, record), Decision(
+                RULE,
+                subject,
+                "pending",
+                "no node may take its replicas any more (constraints and possible owners): "
+                "the surge is withdrawn and the replicas stay pending",
+            )
+        # Trim while the delayed replacements still have no node; give up after a while.
+        done = running >= base or aged
     else:
-        done = running >= written or (
-            running >= base and ctx.now - record.since >= TRIM_AFTER_SECONDS
-        )
+        done = running >= written or (running >= base and aged)
     if done:
         return restore_replicas(service, record), Decision(
             RULE,
