@@ -18,6 +18,8 @@ from controller.policy import value_types as t
 from controller.policy.settings import ServiceSettings
 from controller.policy.values import FailbackSetting
 
+DEFAULTS_SOURCE = "file:defaults"
+
 
 def kebab(name: str) -> str:
     return name.replace("_", "-")
@@ -61,7 +63,11 @@ class StrictSpec(BaseModel):
 class ServiceSettingsSpec(StrictSpec):
     """Placement settings of a service; every field is optional in every layer."""
 
-    managed: t.Flag | None = Field(None, description="Whether the controller places this service.")
+    managed: t.Flag | None = Field(
+        None,
+        description="Whether the controller places this service; `rebalance` set for the "
+        "service (by label or file rule) implies it.",
+    )
     priority: t.Priority | None = Field(
         None, description="Higher priority services are placed first and may preempt lower ones."
     )
@@ -103,7 +109,9 @@ class ServiceSettingsSpec(StrictSpec):
         "the period; none: Swarm's own behaviour.",
     )
     rebalance: t.Flag | None = Field(
-        None, description="Whether rebalancing may move this service's tasks to even out load."
+        None,
+        description="Whether rebalancing may move this service's tasks to even out task "
+        "counts and node load (docs/rebalancing.md).",
     )
 
 
@@ -163,4 +171,13 @@ def merge_layers(
             settings = replace(settings, **changes)
             for name in resolved_fields(setting):
                 sources[name] = source
+    # `rebalance` set for this service (a label or a file rule, not the file's defaults)
+    # opts it in on its own: moving its tasks needs the controller to manage it.
+    if (
+        settings.rebalance
+        and sources["managed"] == "default"
+        and sources["rebalance"] != DEFAULTS_SOURCE
+    ):
+        settings = replace(settings, managed=True)
+        sources["managed"] = f"implied by rebalance ({sources['rebalance']})"
     return settings, sources
