@@ -35,6 +35,9 @@ class SetReplicas:
     replicas: int
     set_labels: Mapping[str, str] = field(default_factory=dict)
     remove_labels: tuple[str, ...] = ()
+    # Nodes a surge-and-trim will take tasks off when it is trimmed: the write stops
+    # nothing itself, but it starts a move that counts against the disruption budgets.
+    evicts_from: tuple[str, ...] = ()
 
     kind = "set-replicas"
 
@@ -92,8 +95,9 @@ def describe(action: Action) -> str:
         case SetServiceConstraints(service_name=name, constraints=cs, evicts_from=nodes):
             moving = f", evicting from {list(nodes)}" if nodes else ""
             return f"service {name}: constraints = {list(cs)}{moving}"
-        case SetReplicas(service_name=name, replicas=n):
-            return f"service {name}: replicas = {n}"
+        case SetReplicas(service_name=name, replicas=n, evicts_from=nodes):
+            trimming = f", then trim from {list(nodes)}" if nodes else ""
+            return f"service {name}: replicas = {n}{trimming}"
         case SetServiceLabels(service_name=name, set=s, remove=r):
             return f"service {name}: labels set {dict(s)} remove {list(r)}"
         case SetNodeLabels(hostname=host, set=s, remove=r):

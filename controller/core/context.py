@@ -42,6 +42,8 @@ class PlanContext:
 class RuleOutput:
     actions: tuple[Action, ...] = ()
     decisions: tuple[Decision, ...] = ()
+    # What the rule wants remembered for the next cycle (hysteresis), as a pure update.
+    remember: Callable[[Memory], Memory] | None = None
 
 
 Rule = Callable[[PlanContext], RuleOutput]

@@ -25,7 +25,7 @@ from controller.core.model import Availability, NodeRole
 def disrupted_nodes(action: Action) -> tuple[str, ...]:
     """Nodes on which the action stops tasks; empty for non-disruptive writes."""
     match action:
-        case SetServiceConstraints(evicts_from=nodes):
+        case SetServiceConstraints(evicts_from=nodes) | SetReplicas(evicts_from=nodes):
             return nodes
         case SetNodeLabels(node_id=node, evicts=services) if services:
             return (node,)

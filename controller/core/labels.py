@@ -42,6 +42,9 @@ POSSIBLE_VALUE = "true"
 # Recorded in the same write as the constraints, so ours are always told from the
 # operator's, even after a crash.
 EXCLUDED_LABEL = OWN_PREFIX + "excluded"
+# Service label: when the rebalancer excluded a node to take load off it (epoch seconds);
+# the exclusion is lifted once move-cooldown has passed.
+EXCLUDED_SINCE_LABEL = OWN_PREFIX + "excluded-since"
 
 
 def possible_label(service_name: str) -> str:

@@ -16,6 +16,8 @@ from controller.policy import ResolvedService
 # How long a node loss is remembered for failover: past this, Swarm has long replaced
 # the tasks itself and surging would only add replicas.
 LOST_MEMORY_SECONDS = 60.0
+# How long a node's down transitions are remembered: rebalancing damps nodes that flap.
+FLAP_MEMORY_SECONDS = 600.0
 
 
 def active_placement(snapshot: ClusterSnapshot) -> dict[str, dict[str, int]]:
@@ -34,6 +36,18 @@ def active_placement(snapshot: ClusterSnapshot) -> dict[str, dict[str, int]]:
 
 
 @dataclass(frozen=True, slots=True)
+class RebalanceMemory:
+    """What rebalancing remembers between cycles: all of it only makes it more patient."""
+
+    # Imbalance key ("count:<service>", "load:<node>") -> (consecutive cycles seen, since).
+    streaks: Mapping[str, tuple[int, float]] = field(default_factory=dict)
+    # Node id -> (the ready-since of the return that triggered a rebalance, when it did).
+    join_used: Mapping[str, tuple[float, float]] = field(default_factory=dict)
+    # When the last periodic round ran; None until the first cycle starts the clock.
+    last_round: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Memory:
     # Node id -> when it was last seen turning ready; a flap restarts the clock.
     node_ready_since: Mapping[str, float] = field(default_factory=dict)
@@ -47,6 +61,12 @@ class Memory:
     placement: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
     # Service id -> (tasks lost with nodes that went down, when first lost).
     lost: Mapping[str, tuple[int, float]] = field(default_factory=dict)
+    # Node id -> when it went down, within FLAP_MEMORY_SECONDS (flap damping).
+    node_downs: Mapping[str, tuple[float, ...]] = field(default_factory=dict)
+    # Service id -> (nodes a controller move took its tasks off, when): never straight back.
+    left: Mapping[str, tuple[tuple[str, ...], float]] = field(default_factory=dict)
+    # Rebalancing's own hysteresis, kept by the rebalance rule (see core/balance/triggers).
+    rebalance: RebalanceMemory = field(default_factory=RebalanceMemory)
 
     def observe(self, snapshot: ClusterSnapshot, now: float) -> Memory:
         """Track when each node turned ready. At the first observation a ready node is
@@ -71,16 +91,32 @@ class Memory:
             if count:
                 before, since = lost.get(service_id, (0, now))
                 lost[service_id] = (before + count, since)
+        downs = {
+            node_id: kept
+            for node_id, times in self.node_downs.items()
+            if (kept := tuple(t for t in times if now - t < FLAP_MEMORY_SECONDS))
+        }
+        for node_id in sorted(went_down):
+            downs[node_id] = (*downs.get(node_id, ()), now)
         return replace(
             self,
             node_ready_since=ready_since,
             started=True,
             placement=active_placement(snapshot),
             lost=lost,
+            node_downs=downs,
         )
 
-    def record_move(self, service_id: str, now: float) -> Memory:
-        return replace(self, last_move={**self.last_move, service_id: now})
+    def record_move(self, service_id: str, now: float, left: tuple[str, ...] = ()) -> Memory:
+        """A disruptive write went out: start the service's cooldown, and remember the
+        nodes its tasks are leaving so the next move does not take them straight back."""
+        moved = replace(self, last_move={**self.last_move, service_id: now})
+        if left:
+            moved = replace(moved, left={**self.left, service_id: (left, now)})
+        return moved
+
+    def with_rebalance(self, rebalance: RebalanceMemory) -> Memory:
+        return replace(self, rebalance=rebalance)
 
     def with_resolved(self, resolved: Mapping[str, ResolvedService]) -> Memory:
         return replace(self, resolved=resolved)

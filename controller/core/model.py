@@ -166,6 +166,17 @@ class Task:
 
 
 @dataclass(frozen=True, slots=True)
+class NodeUsage:
+    """Measured load of one node as fractions of its capacity (1.0: fully used).
+
+    Reported by the node agent; nodes without a report are loaded by reservations.
+    """
+
+    cpu: float
+    memory: float
+
+
+@dataclass(frozen=True, slots=True)
 class Unreadable:
     """An object the adapters could not turn into a record; it is skipped, not guessed."""
 
@@ -183,6 +194,8 @@ class ClusterSnapshot:
     services: tuple[Service, ...]
     tasks: tuple[Task, ...]
     unreadable: tuple[Unreadable, ...] = ()
+    # Node id -> measured usage, where an agent reports it (empty: reservations only).
+    usage: Mapping[str, NodeUsage] = field(default_factory=dict)
 
     @cached_property
     def node_by_id(self) -> Mapping[str, Node]:

@@ -51,6 +51,8 @@ def plan(
     for rule_name, rule in rules if rules is not None else RULES:
         output = rule(ctx)
         decisions.extend(output.decisions)
+        if output.remember is not None:
+            memory = output.remember(memory)
         for action in output.actions:
             target = target_of(action)
             if target in written:

@@ -110,6 +110,7 @@ class Reconciler:
                 log.info("conflict, observing again: %s", exc)
                 return False
             cycle.executed.append(action)
-            if disrupted_nodes(action) and hasattr(action, "service_id"):
-                self.memory = self.memory.record_move(action.service_id, self._clock())
+            left = disrupted_nodes(action)
+            if left and hasattr(action, "service_id"):
+                self.memory = self.memory.record_move(action.service_id, self._clock(), left)
             return True

@@ -12,6 +12,7 @@ from controller.core.rules.failover import plan_failover
 from controller.core.rules.node_labels import plan_node_labels
 from controller.core.rules.owners import plan_owners
 from controller.core.rules.preemption import plan_preemption
+from controller.core.rules.rebalance import plan_rebalance
 from controller.core.rules.restore import plan_restores
 
 RULES: tuple[tuple[str, Rule], ...] = (
@@ -23,4 +24,5 @@ RULES: tuple[tuple[str, Rule], ...] = (
     ("adoption", adopt_services),
     ("node-labels", plan_node_labels),
     ("owners", plan_owners),
+    ("rebalance", plan_rebalance),
 )

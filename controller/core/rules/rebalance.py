@@ -1,0 +1,241 @@
+"""Rebalancing: even out tasks per node after a join or return, and load across nodes.
+
+Only managed, replicated services with `rebalance` on are moved, and only those the
+owners rule does not place (preferred or possible owners, spread, anti-affinity): for
+those, placement is the owners rule's, and two planners must not pull one service.
+
+- Count skew (a returned node stays empty): surge-and-trim with the replica record
+  (operation `rebalance`), which moves the fewest tasks and never runs fewer than the
+  desired count; the failover rule trims once the new tasks run, also after a crash.
+- Load (a node above the level's threshold): add `node.id!=HOT` to one service with
+  tasks there (see balance/moves), recorded in `swarm-placement.excluded` with
+  `swarm-placement.excluded-since`; after move-cooldown the exclusion is lifted, which
+  moves nothing back.
+Every move waits for a persistent imbalance, a trigger (join/return or periodic round),
+a settled target, the service's cooldown, and the disruption budgets.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import replace
+from functools import partial
+
+from controller.core.actions import SetServiceConstraints
+from controller.core.balance.budget import BudgetTracker
+from controller.core.balance.counts import active_counts, placement_room, plan_surge_trim
+from controller.core.balance.cycle import (
+    RebalanceCycle,
+    blocked,
+    forbidden,
+    gate,
+    persisted,
+    receiver_loads,
+    unsettled,
+)
+from controller.core.balance.levels import level_for
+from controller.core.balance.load import mean_score, node_loads
+from controller.core.balance.shed import shed_load
+from controller.core.balance.triggers import (
+    find_joins,
+    is_settled,
+    next_rebalance_memory,
+    round_due,
+)
+from controller.core.constraints import ConstraintError
+from controller.core.context import PlanContext, RuleOutput
+from controller.core.labels import (
+    EXCLUDED_LABEL,
+    EXCLUDED_SINCE_LABEL,
+    exclusion_constraint,
+    recorded_exclusions,
+)
+from controller.core.memory import Memory
+from controller.core.model import Service, ServiceMode
+from controller.core.replicas import REBALANCE, change_replicas
+from controller.core.rules.owners import needs_owners
+from controller.policy import ControllerSettings
+
+
+def plan_rebalance(ctx: PlanContext) -> RuleOutput:
+    controller = ctx.policy.controller
+    level = level_for(controller.aggressiveness)
+    cycle = RebalanceCycle(
+        ctx=ctx,
+        level=level,
+        joins=find_joins(level, ctx.memory, ctx.snapshot.nodes, ctx.now),
+        round_now=round_due(controller, ctx.memory, ctx.now),
+        loads=node_loads(ctx.snapshot),
+        budget=BudgetTracker(controller.budgets),
+    )
+    services = [
+        s
+        for s in ctx.managed_services()
+        if s.mode is ServiceMode.REPLICATED and ctx.settings(s.id).rebalance
+    ]
+    for service in services:
+        _lift_exclusions(cycle, service)
+    for service in services:
+        if service.id not in cycle.written:
+            _rebalance_counts(cycle, service)
+    shed_load(cycle, [s for s in services if s.id not in cycle.written])
+    remember = partial(
+        _remember,
+        controller=controller,
+        now=ctx.now,
+        seen=frozenset(cycle.seen),
+        joins_used=dict(cycle.joins_used),
+        round_ran=cycle.round_now,
+    )
+    return RuleOutput(tuple(cycle.actions), tuple(cycle.decisions), remember)
+
+
+def _remember(
+    memory: Memory,
+    *,
+    controller: ControllerSettings,
+    now: float,
+    seen: frozenset[str],
+    joins_used: dict[str, float],
+    round_ran: bool,
+) -> Memory:
+    return memory.with_rebalance(
+        next_rebalance_memory(
+            memory.rebalance,
+            controller=controller,
+            now=now,
+            seen=seen,
+            joins_used=joins_used,
+            round_ran=round_ran,
+        )
+    )
+
+
+# --- exclusions the rebalancer added ----------------------------------------------------------
+
+
+def _lift_exclusions(cycle: RebalanceCycle, service: Service) -> None:
+    ctx = cycle.ctx
+    raw = service.labels.get(EXCLUDED_SINCE_LABEL)
+    if raw is None or needs_owners(ctx.settings(service.id)):
+        return
+    try:
+        since = float(raw)
+    except ValueError:
+        since = 0.0
+    cooldown = ctx.policy.controller.move_cooldown_seconds
+    subject = f"service {service.name}"
+    excluded = recorded_exclusions(service.labels)
+    if ctx.now - since < cooldown:
+        cycle.note(
+            subject,
+            "keep",
+            f"keeps {cycle.hosts(set(excluded))} excluded until {since + cooldown:.0f} "
+            "(move-cooldown after the load move)",
+        )
+        return
+    if unsettled(cycle, service) is not None:
+        return
+    ours = {exclusion_constraint(n) for n in excluded}
+    action = SetServiceConstraints(
+        service_id=service.id,
+        service_name=service.name,
+        version=service.version,
+        constraints=tuple(c for c in service.constraints if c not in ours),
+        remove_labels=(EXCLUDED_LABEL, EXCLUDED_SINCE_LABEL),
+    )
+    cycle.add(
+        service,
+        action,
+        "lift",
+        "the load move's cooldown is over: the exclusion goes, which moves no task back",
+    )
+
+
+# --- count skew -------------------------------------------------------------------------------
+
+
+def _shape(cycle: RebalanceCycle, counts: dict[str, int], nodes: frozenset[str]) -> str:
+    return ", ".join(f"{cycle.host(n)} {counts.get(n, 0)}" for n in sorted(nodes, key=cycle.host))
+
+
+def _rebalance_counts(cycle: RebalanceCycle, service: Service) -> None:
+    ctx = cycle.ctx
+    subject = f"service {service.name}"
+    counts = active_counts(ctx.snapshot, service.id)
+    try:
+        room = placement_room(ctx.snapshot, service, counts, promised=cycle.promised)
+    except ConstraintError as exc:
+        cycle.note(subject, "skip", f"cannot read its constraints: {exc}")
+        return
+    total: dict[str, int] = {}
+    for task in ctx.snapshot.tasks:
+        if task.node_id and task.is_running:
+            total[task.node_id] = total.get(task.node_id, 0) + 1
+    surge = plan_surge_trim(counts, room, total, max_surge=service.replicas or 0)
+    if surge is None or surge.spread_before < cycle.level.count_spread:
+        return
+    shape = f"tasks per node {_shape(cycle, counts, surge.nodes)}"
+    stop = blocked(cycle, service)
+    if stop is not None:
+        cycle.note(subject, stop[0], f"{shape}, but {stop[1]}")
+        return
+    if not persisted(cycle, f"count:{service.id}"):
+        persist = cycle.level.persist_cycles
+        cycle.note(subject, "wait", f"{shape}: waiting for it to persist {persist} cycles")
+        return
+    joined, why_not = gate(cycle, surge.receivers)
+    if joined is None:
+        cycle.note(subject, "wait", f"{shape}, but {why_not}")
+        return
+    refusal = _count_refusal(cycle, service, surge.at_most)
+    if refusal is None:
+        refusal = cycle.budget.refusal(service.id, surge.sources)
+    if refusal is not None:
+        cycle.note(subject, "keep", f"{shape}, but {refusal}")
+        return
+    action = replace(
+        change_replicas(
+            service,
+            replicas=(service.replicas or 0) + surge.surge,
+            operation=REBALANCE,
+            now=ctx.now,
+            detail=f"move {surge.surge} task(s) from {cycle.hosts(set(surge.sources))} "
+            f"to {cycle.hosts(set(surge.receivers))}",
+        ),
+        evicts_from=tuple(sorted(surge.sources)),
+    )
+    cycle.budget.spend(service.id, surge.sources)
+    cycle.joins_used.update({n: cycle.joins.active[n] for n in joined})
+    # The load part of this cycle sees the receivers charged, the sources not relieved:
+    # where Swarm's tie-breaks put the tasks is not known, so assume the worse.
+    cycle.loads.update(receiver_loads(cycle, service, surge.at_most))
+    cycle.promise(service, surge.at_most)
+    cycle.add(
+        service,
+        action,
+        "rebalance",
+        f"{shape}: surge by {surge.surge} so Swarm starts the moved task(s) on the "
+        f"emptiest node(s), then trim {surge.surge} from the busiest; nothing else restarts",
+    )
+
+
+def _count_refusal(
+    cycle: RebalanceCycle, service: Service, at_most: Mapping[str, int]
+) -> str | None:
+    ctx = cycle.ctx
+    receivers = frozenset(at_most)
+    unsettled = {n for n in receivers if not is_settled(cycle.level, ctx.memory, n, ctx.now)}
+    if unsettled:
+        return f"{cycle.hosts(unsettled)} has not been ready long enough"
+    back = receivers & forbidden(ctx, service)
+    if back:
+        return f"the tasks would go straight back to {cycle.hosts(set(back))}"
+    mean = mean_score(cycle.loads)
+    highest = max((load.score for load in cycle.loads.values()), default=0.0)
+    for node_id, load in sorted(receiver_loads(cycle, service, at_most).items()):
+        if cycle.level.is_hot(load.score, mean):
+            return f"it would make {cycle.host(node_id)} hot"
+        if load.score > highest:
+            return f"it would make {cycle.host(node_id)} the most loaded node"
+    return None

@@ -1,0 +1,194 @@
+"""Properties of rebalancing over random swarms, replayed with Swarm's ties broken at random.
+
+A rebalancing plan never makes a service's task counts more skewed, never raises the
+most loaded node's load, never makes a node hot that was not, never exceeds a budget,
+never relies on a node the service's constraints exclude, and is deterministic.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import replace
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from controller.core.actions import SetReplicas, SetServiceConstraints
+from controller.core.balance.counts import plan_surge_trim, spread
+from controller.core.balance.levels import level_for
+from controller.core.guards import disrupted_nodes
+from controller.core.memory import Memory, RebalanceMemory
+from controller.core.model import Availability, ClusterSnapshot, NodeUsage, Resources, Service
+from controller.core.plan import Plan, plan
+from controller.core.rules.rebalance import plan_rebalance
+from controller.policy import Budgets, ControllerSettings, Policy, RebalanceMode
+
+from .builders import node, running, service, snapshot
+from .rebalance_builders import CPU, GIB, NOW, rebalancing
+from .rebalance_sim import SimSwarm
+
+CPU_STEPS = [0.0, 0.05, 0.1, 0.2, 0.3, 0.5]
+
+
+@st.composite
+def swarms(draw: st.DrawFn, *, usage: bool = False) -> ClusterSnapshot:
+    """Nodes of 1-4 CPUs in two zones, opted-in services (some zoned), unmanaged hogs;
+    with `usage`, some nodes also report measured usage."""
+    count = draw(st.integers(2, 5))
+    nodes = []
+    for i in range(1, count + 1):
+        made = node(
+            i,
+            manager=i == 1,
+            availability=draw(st.sampled_from([Availability.ACTIVE] * 4 + [Availability.PAUSE])),
+            labels={"zone": draw(st.sampled_from(["a", "b"]))},
+        )
+        cpus = draw(st.sampled_from([1, 2, 4]))
+        nodes.append(replace(made, capacity=Resources(cpus * CPU, 4 * GIB)))
+    services: list[Service] = []
+    tasks = []
+    for name in draw(st.lists(st.sampled_from(["web", "api", "db", "cache"]), unique=True)):
+        zoned = draw(st.booleans())
+        svc = rebalancing(
+            name,
+            draw(st.integers(1, 8)),
+            cpu=draw(st.sampled_from(CPU_STEPS)),
+            order=draw(st.sampled_from(["start-first", "stop-first"])),
+            constraints=["node.labels.zone==a"] if zoned else [],
+            max_unavailable=draw(st.sampled_from(["0", "1", "1", "2"])),
+        )
+        allowed = [
+            n for n in range(1, count + 1) if not zoned or nodes[n - 1].labels["zone"] == "a"
+        ]
+        if not allowed:
+            continue
+        services.append(svc)
+        for slot in range(1, (svc.replicas or 0) + 1):
+            tasks.append(running(svc, draw(st.sampled_from(allowed)), slot))
+    for index in range(draw(st.integers(0, 2))):
+        hog = service(f"hog{index}", replicas=1)
+        hog = replace(hog, reservations=Resources(int(draw(st.sampled_from(CPU_STEPS)) * CPU), 0))
+        services.append(hog)
+        tasks.append(running(hog, draw(st.integers(1, count)), 1))
+    snap = snapshot(nodes, services, tasks)
+    if usage:
+        fractions = st.floats(0.0, 1.2, allow_nan=False)
+        reports = draw(st.dictionaries(st.sampled_from([n.id for n in nodes]), fractions))
+        snap = replace(snap, usage={k: NodeUsage(v, v / 2) for k, v in reports.items()})
+    return snap
+
+
+@st.composite
+def policies(draw: st.DrawFn) -> Policy:
+    budgets = Budgets(
+        actions_per_cycle=draw(st.sampled_from([0, 1, 2, 10, 10])),
+        actions_per_node=draw(st.sampled_from([0, 1, 2, 2, 3])),
+        actions_per_service=draw(st.sampled_from([0, 1, 1, 1])),
+    )
+    return Policy(
+        controller=ControllerSettings(
+            rebalance_mode=RebalanceMode.PERIODIC,
+            aggressiveness=draw(st.integers(1, 5)),
+            budgets=budgets,
+        )
+    )
+
+
+def settled(snap: ClusterSnapshot) -> Memory:
+    """Every node ready for long, every imbalance persisted, a periodic round due."""
+    keys = [f"count:{s.id}" for s in snap.services] + [f"load:{n.id}" for n in snap.nodes]
+    return Memory(
+        node_ready_since={n.id: 0.0 for n in snap.nodes},
+        started=True,
+        rebalance=RebalanceMemory(streaks={k: (10, 0.0) for k in keys}, last_round=0.0),
+    )
+
+
+def run(snap: ClusterSnapshot, pol: Policy) -> Plan:
+    return plan(
+        snapshot=snap,
+        policy=pol,
+        memory=settled(snap),
+        now=NOW,
+        rules=(("rebalance", plan_rebalance),),
+    )
+
+
+@settings(max_examples=300, deadline=None)
+@given(swarms(usage=True), policies())
+def test_the_plan_is_deterministic(snap: ClusterSnapshot, pol: Policy) -> None:
+    first, second = run(snap, pol), run(snap, pol)
+    assert first.actions == second.actions
+    assert first.decisions == second.decisions
+    assert first.memory == second.memory
+
+
+@settings(max_examples=300, deadline=None)
+@given(swarms(usage=True), policies())
+def test_every_budget_holds_and_the_rule_never_relies_on_the_guards(
+    snap: ClusterSnapshot, pol: Policy
+) -> None:
+    result = run(snap, pol)
+    budgets = pol.controller.budgets
+    per_node: dict[str, int] = {}
+    per_service: dict[str, int] = {}
+    disruptive = [a for a in result.actions if disrupted_nodes(a)]
+    assert len(disruptive) <= budgets.actions_per_cycle
+    for action in disruptive:
+        for node_id in disrupted_nodes(action):
+            per_node[node_id] = per_node.get(node_id, 0) + 1
+        sid = action.service_id  # type: ignore[union-attr]
+        per_service[sid] = per_service.get(sid, 0) + 1
+    assert all(v <= budgets.actions_per_node for v in per_node.values())
+    assert all(v <= budgets.actions_per_service for v in per_service.values())
+    assert not [d for d in result.decisions if d.rule == "guard"]
+
+
+@settings(max_examples=400, deadline=None)
+@given(swarms(), policies(), st.randoms(use_true_random=False))
+def test_replayed_with_any_tie_break_nothing_gets_worse(
+    snap: ClusterSnapshot, pol: Policy, rng: random.Random
+) -> None:
+    result = run(snap, pol)
+    sim = SimSwarm(snap, rng)
+    level = level_for(pol.controller.aggressiveness)
+    measured = [n for n in snap.nodes if n.accepts_tasks]
+    before = {n.id: sim.load(n) for n in measured}
+    spreads = {}
+    for action in result.actions:
+        svc = snap.service_by_id[action.service_id]  # type: ignore[union-attr]
+        if isinstance(action, SetReplicas):
+            nodes = {n.id for n in sim.allowed(svc, svc.constraints)} | set(sim.counts(svc.id))
+            spreads[svc.id] = (spread(sim.counts(svc.id), nodes), nodes)
+        if isinstance(action, SetServiceConstraints) and action.evicts_from:
+            assert set(svc.constraints) <= set(action.constraints), "a move never widens"
+        received = sim.apply(action)  # raises if a moved task had nowhere to go
+        allowed = {n.id for n in sim.allowed(svc, getattr(action, "constraints", svc.constraints))}
+        assert set(received) <= allowed, "a task went to a node its constraints exclude"
+    for sid, (was, nodes) in spreads.items():
+        assert spread(sim.counts(sid), nodes) < was, "a count move must reduce the skew"
+    after = {n.id: sim.load(n) for n in measured}
+    if before:
+        assert max(after.values()) <= max(before.values()) + 1e-9
+    for node_id, load in after.items():
+        if before[node_id] <= level.absolute:
+            assert load <= level.absolute + 1e-9, f"{node_id} was made hot"
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.dictionaries(st.sampled_from("abcdef"), st.integers(0, 6), min_size=1),
+    st.dictionaries(st.sampled_from("abcdef"), st.integers(1, 4)),
+)
+def test_a_surge_trim_only_adds_where_there_is_room_and_moves_the_fewest_tasks(
+    counts: dict[str, int], room: dict[str, int]
+) -> None:
+    plan_ = plan_surge_trim(counts, room, {}, max_surge=sum(counts.values()))
+    if plan_ is None:
+        return
+    assert plan_.receivers <= set(room)
+    assert plan_.spread_after < plan_.spread_before
+    # No smaller surge would have reached the same balance.
+    for k in range(1, plan_.surge):
+        smaller = plan_surge_trim(counts, room, {}, max_surge=k)
+        assert smaller is None or smaller.spread_after > plan_.spread_after
