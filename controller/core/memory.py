@@ -85,7 +85,17 @@ class Memory:
         went_down = {
             n.id for n in snapshot.nodes if n.id in self.node_ready_since and not n.is_ready
         }
-        lost = {k: v for k, v in self.lost.items() if now - v[1] < LOST_MEMORY_SECONDS}
+        # A loss is settled once the service has all its replicas placed again (Swarm
+        # replaced them, a surge was trimmed, a hold scaled them away): remembered any
+        # longer, it would surge or hold a second time, e.g. right after a `start`.
+        placement = active_placement(snapshot)
+        wanted = {s.id: s.replicas or 0 for s in snapshot.services}
+        lost = {
+            k: v
+            for k, v in self.lost.items()
+            if now - v[1] < LOST_MEMORY_SECONDS
+            and sum(placement.get(k, {}).values()) < wanted.get(k, 0)
+        }
         for service_id, per_node in self.placement.items():
             count = sum(c for node_id, c in per_node.items() if node_id in went_down)
             if count:
@@ -102,7 +112,7 @@ class Memory:
             self,
             node_ready_since=ready_since,
             started=True,
-            placement=active_placement(snapshot),
+            placement=placement,
             lost=lost,
             node_downs=downs,
         )
