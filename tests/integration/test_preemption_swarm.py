@@ -242,3 +242,40 @@ def test_a_preemption_that_cannot_help_evicts_nothing_and_says_why(swarm, client
     assert _spec(client, low)[0] == 6 and _no_record(client, low)
     line = next(ln for ln in ctl.out.getvalue().splitlines() if "outcome=cannot-help" in ln)
     assert "reserves slot=3" in line and "even when empty (largest: slot=2):" in line
+
+
+def _cli(*args: str, docker_host: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "controller", *args],
+        env={**os.environ, "DOCKER_HOST": docker_host},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def test_priority_none_is_held_after_a_node_loss_until_started(swarm, client) -> None:  # type: ignore[no-untyped-def]
+    batch = _create(swarm, "batch", 3, "none")
+    wait_until(lambda: _running(client, batch) == 3, 60, "batch running")
+    victim = sorted(n for n in running_by_node(client, batch) if n != "node-1")[0]
+    with ControllerThread(swarm.manager_host):
+        swarm.fail(victim, "crash")
+        swarm.wait_node_state(victim, "down")
+        _wait_settled(client, batch, 2, base=3)
+        swarm.restore(victim)
+        swarm.wait_node_state(victim, "ready")
+        time.sleep(3)  # the node is back, and still nothing brings the held replica back
+        assert _settled(client, batch, 2, base=3)
+
+        done = _cli("start", batch, docker_host=swarm.manager_host)
+        assert done.returncode == 0, done.stderr
+        assert done.stdout == f"started {batch}: replicas 2 -> 3\n"
+        _wait_settled(client, batch, 3, base=None)
+
+    again = _cli("start", batch, docker_host=swarm.manager_host)
+    assert again.returncode == 2
+    assert again.stderr == f"start: service {batch} is not held: nothing to start\n"
+    unknown = _cli("start", "no-such-service", docker_host=swarm.manager_host)
+    assert unknown.returncode == 2
+    assert unknown.stderr == "start: no service named 'no-such-service'\n"
