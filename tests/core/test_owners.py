@@ -14,7 +14,7 @@ from controller.core.labels import (
     steering_constraint,
 )
 from controller.core.memory import Memory
-from controller.core.model import ClusterSnapshot, NodeState, Service, TaskState
+from controller.core.model import ClusterSnapshot, NodeState, Service, Task, TaskState
 from controller.core.plan import Plan, plan
 from controller.core.rules.owners import plan_owners
 from controller.policy import ControllerSettings, Policy, SteeringMode
@@ -268,3 +268,13 @@ def test_steering_modes_at_rest() -> None:
     assert excluded(SteeringMode.STANDBY) == {"node-1", "node-4"}  # node-3 is the standby
     assert excluded(SteeringMode.STRICT) == {"node-1", "node-3", "node-4"}
     assert excluded(SteeringMode.OPEN) == set()
+
+
+def test_a_rolling_update_stuck_on_a_pending_task_does_not_block_steering() -> None:
+
+    db = replace(managed("db", 1, preferred_nodes="node-2"), update_state="updating")
+    pending = Task("t-p", db.id, "", 1, TaskState.RUNNING, TaskState.PENDING)
+    snap = snapshot(four_nodes(), [db], [pending])
+    result = owners_only(snap)
+    assert not any(d.outcome == "wait" for d in result.decisions)
+    assert result.actions, "the owners rule must be free to allow a node"

@@ -127,7 +127,10 @@ def _busy(ctx: PlanContext, service: Service) -> str | None:
     Pending tasks (no node yet) do not count: they may be waiting for the controller to
     allow a node, and waiting for them would deadlock.
     """
-    if service.updating:
+    pending = any(t.is_pending for t in ctx.snapshot.tasks_of(service.id))
+    if service.updating and not pending:
+        # With a task pending, the update cannot finish until a node is allowed: waiting
+        # for it would deadlock, so steering goes on.
         return f"Swarm is rolling an update ({service.update_state})"
     if is_in_flight(service):
         return "a replica surge is in flight"
