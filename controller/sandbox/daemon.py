@@ -66,6 +66,8 @@ def dockerd_args(state: SandboxState, node: NodeState, dockerd: str) -> list[str
         "--host", node.docker_host,
         "--pidfile", str(root / "docker.pid"),
         "--containerd", str(node.containerd_socket),
+        # cgroupfs on every host: under systemd, dockerd would otherwise want a slice name.
+        "--exec-opt", "native.cgroupdriver=cgroupfs",
         "--cgroup-parent", node.cgroup_parent,
         "--storage-driver", state.storage_driver,
         "--shutdown-timeout", str(SHUTDOWN_TIMEOUT_SECONDS),

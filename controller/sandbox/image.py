@@ -90,6 +90,14 @@ def cached_image(busybox: str) -> tuple[Path, str] | None:
     return None
 
 
+def forget_cached_image(busybox: str) -> None:
+    """Drop a cached tarball that did not load, so the next build starts afresh."""
+    with _cache_lock():
+        stem = cache_dir() / f"busybox-{_busybox_digest(busybox)}"
+        for suffix in (".tar", ".id"):
+            stem.with_suffix(suffix).unlink(missing_ok=True)
+
+
 def build_image(busybox: str, docker_host: str) -> tuple[Path, str]:
     """Import the image on one node and save it to the cache; returns (tarball, ID)."""
     with _cache_lock():

@@ -348,8 +348,17 @@ def _bring_up(state: SandboxState) -> None:
 
     busybox = state.tools["busybox"]
     first = state.nodes[0]
-    tarball, image_id = image.cached_image(busybox) or image.build_image(busybox, first.docker_host)
-    _each(state.nodes, lambda n: image.load_image(tarball, image_id, n.docker_host))
+    cached = image.cached_image(busybox)
+    tarball, image_id = cached or image.build_image(busybox, first.docker_host)
+    try:
+        _each(state.nodes, lambda n: image.load_image(tarball, image_id, n.docker_host))
+    except SandboxError:
+        if cached is None:
+            raise
+        # A damaged cache, or one another engine cannot read: build it again here.
+        image.forget_cached_image(busybox)
+        tarball, image_id = image.build_image(busybox, first.docker_host)
+        _each(state.nodes, lambda n: image.load_image(tarball, image_id, n.docker_host))
     state.image_id = image_id
     state.save()
 
