@@ -8,13 +8,15 @@ Tests on a real swarm are marked `@pytest.mark.swarm`.
 Without root or the programs the sandbox runs, these tests skip with the reason; with
 `CI=true` they fail instead, so a CI run cannot pass without having run them. When the
 session ends, every sandbox it made must have left nothing behind (processes, mounts,
-namespaces, links, cgroups, files), or the session fails.
+namespaces, links, cgroups, files), or the session fails. Sandboxes of sessions that died
+(`t-<pid>` with no such process) are removed before the first one is made.
 """
 
 from __future__ import annotations
 
 import itertools
 import os
+import re
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -22,7 +24,9 @@ import pytest
 
 from controller.sandbox import Sandbox, SandboxSpec, find_leftovers, teardown_sandbox
 from controller.sandbox.host import check_host
+from controller.sandbox.processes import is_running
 from controller.sandbox.spec import HostNotReadyError
+from controller.sandbox.state import recorded_names
 
 SESSION_SANDBOXES: list[str] = []
 _counter = itertools.count(1)
@@ -43,6 +47,22 @@ def require_swarm_host() -> None:
         if in_ci():
             pytest.fail(f"CI must run the real-swarm tests, but: {exc}", pytrace=False)
         pytest.skip(f"no sandbox swarm here: {exc}")
+    _remove_orphaned_test_sandboxes()
+
+
+_orphans_checked = False
+
+
+def _remove_orphaned_test_sandboxes() -> None:
+    """Remove `t-<pid>...` sandboxes whose test session is gone (killed, say, mid-run)."""
+    global _orphans_checked  # noqa: PLW0603
+    if _orphans_checked:
+        return
+    _orphans_checked = True
+    for name in recorded_names():
+        match = re.fullmatch(r"t-([0-9]+)(-.*)?", name)
+        if match and not is_running(int(match.group(1))):
+            teardown_sandbox(name)
 
 
 def sandbox_name(tag: str = "") -> str:
