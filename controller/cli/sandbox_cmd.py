@@ -204,7 +204,13 @@ def _bring_up(args: argparse.Namespace) -> Sandbox:
     sandbox = Sandbox.up(spec)
     print(f"sandbox: {spec.name!r} up in {time.monotonic() - started:.1f} s", file=sys.stderr)
     if args.samples:
-        create_samples(sandbox)
+        try:
+            create_samples(sandbox)
+        except SandboxError as exc:
+            raise SandboxError(
+                f"{exc} (sandbox {spec.name!r} is up without all its samples; "
+                f"remove it with 'swarm-placement sandbox down --name {spec.name}')"
+            ) from exc
     return sandbox
 
 
@@ -227,6 +233,8 @@ def cmd_down(args: argparse.Namespace) -> int:
         load_state(args.name)
     except SandboxNotFoundError:
         print(f"sandbox: no sandbox named {args.name!r} is recorded", file=sys.stderr)
+    except SandboxError as exc:
+        print(f"sandbox: {exc}; removing what the name points to", file=sys.stderr)
     left = teardown_sandbox(args.name)
     if left:
         print(f"sandbox: {args.name!r} left behind {left.describe()}", file=sys.stderr)
