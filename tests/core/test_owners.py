@@ -278,3 +278,19 @@ def test_a_rolling_update_stuck_on_a_pending_task_does_not_block_steering() -> N
     result = owners_only(snap)
     assert not any(d.outcome == "wait" for d in result.decisions)
     assert result.actions, "the owners rule must be free to allow a node"
+
+
+def test_a_written_move_that_swarm_has_not_started_is_not_undone() -> None:
+    # The last cycle excluded node-1 to move the task off it; Swarm has not started the
+    # rolling update yet, so the task is still there and no update is reported.
+    db = managed("db", 1, preferred_nodes="node-2", failback="immediate")
+    moving = replace(
+        db,
+        constraints=(*db.constraints, "node.id!=n1", "node.id!=n3", "node.id!=n4"),
+        labels={**db.labels, EXCLUDED_LABEL: "n1,n3,n4"},
+    )
+    snap = snapshot(four_nodes(), [moving], [running(db, 1, 1)])
+    cooling = STABLE.record_move(db.id, NOW - 0.2)
+    result = owners_only(snap, memory=cooling)
+    assert result.actions == ()
+    assert [d.reason for d in result.decisions] == ["moving tasks off node-1"]

@@ -70,8 +70,10 @@ class ControllerThread:
         self._thread.start()
         return self
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, exc_type: object, *exc: object) -> None:
         self.stop()
+        if exc_type is not None:  # pytest shows this with the failure
+            print(f"--- controller decisions ---\n{self.out.getvalue()}")
 
     def stop(self) -> None:
         deadline = time.monotonic() + 10

@@ -15,7 +15,12 @@ from controller.core.clock import format_minute, minute_of_day
 from controller.core.constraints import ConstraintError
 from controller.core.context import PlanContext, RuleOutput
 from controller.core.decisions import Decision
-from controller.core.labels import EXCLUDED_LABEL, format_exclusions, possible_label
+from controller.core.labels import (
+    EXCLUDED_LABEL,
+    format_exclusions,
+    possible_label,
+    recorded_exclusions,
+)
 from controller.core.model import ACTIVE_TASK_STATES, Service, ServiceMode, TaskState
 from controller.core.placement.assign import FAILBACK, Assignment, PlacementInputs, assign
 from controller.core.placement.candidates import (
@@ -128,10 +133,23 @@ def _busy(ctx: PlanContext, service: Service) -> str | None:
     allow a node, and waiting for them would deadlock.
     """
     pending = any(t.is_pending for t in ctx.snapshot.tasks_of(service.id))
-    if service.updating and not pending:
-        # With a task pending, the update cannot finish until a node is allowed: waiting
-        # for it would deadlock, so steering goes on.
+    if pending:
+        # With a task pending nothing may finish until a node is allowed: waiting would
+        # deadlock, so steering goes on.
+        return None
+    if service.updating:
         return f"Swarm is rolling an update ({service.update_state})"
+    # A node we excluded still holds tasks: the move we wrote has not run yet (Swarm
+    # starts its rolling update a moment after the write). Writing now would plan from
+    # the old placement and could undo the move.
+    current = current_counts(ctx, service)
+    vacating = sorted(
+        ctx.snapshot.node_by_id[n].hostname
+        for n in recorded_exclusions(service.labels)
+        if current.get(n)
+    )
+    if vacating:
+        return f"moving tasks off {', '.join(vacating)}"
     if is_in_flight(service):
         return "a replica surge is in flight"
     unsettled = [

@@ -1,0 +1,300 @@
+"""Owners, failover, failback, anti-affinity and rack spread on a real 4-node swarm.
+
+The sandbox has two racks (node-1, node-2 in r1; node-3, node-4 in r2); node-1 is the
+only manager and is never failed. Preferred owners are chosen where Swarm would not put
+the tasks itself (filler services load them first), so no test passes by chance.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import docker
+import pytest
+
+from controller.sandbox import Sandbox, SandboxSpec
+
+from .support import (
+    ControllerThread,
+    OffsetClock,
+    RunningSampler,
+    clean_swarm,
+    running_by_node,
+    task_ids_by_node,
+    wait_until,
+)
+
+pytestmark = [pytest.mark.swarm, pytest.mark.slow]
+RACKS = {
+    "node-1": {"rack": "r1"},
+    "node-2": {"rack": "r1"},
+    "node-3": {"rack": "r2"},
+    "node-4": {"rack": "r2"},
+}
+_names = itertools.count()
+
+POLICY = """\
+apiVersion: placement/v1
+controller:
+  move-cooldown: 2s
+  resync-interval: 1s
+"""
+
+
+@pytest.fixture(scope="module")
+def racks() -> Iterator[Sandbox]:
+    from tests.conftest import require_swarm_host, sandbox_name  # noqa: PLC0415
+
+    require_swarm_host()
+    sandbox = Sandbox.up(
+        SandboxSpec(name=sandbox_name("own"), nodes=4, node_labels=RACKS, heartbeat_seconds=1.0)
+    )
+    try:
+        yield sandbox
+    finally:
+        sandbox.down()
+
+
+@pytest.fixture
+def client(racks: Sandbox) -> Iterator[docker.DockerClient]:
+    c = docker.DockerClient(base_url=racks.manager_host, version="auto", timeout=30)
+    clean_swarm(c)
+    yield c
+    for node in racks.nodes:  # a failed test must not leave a node down for the next
+        if _state(c, node) != "ready":
+            racks.restore(node)
+            racks.wait_node_state(node, "ready")
+    clean_swarm(c)
+    c.close()
+
+
+@pytest.fixture
+def policy(tmp_path: Path) -> Path:
+    path = tmp_path / "policy.yaml"
+    path.write_text(POLICY)
+    return path
+
+
+def _state(c: docker.DockerClient, hostname: str) -> str:
+    for n in c.api.nodes():
+        if n["Description"]["Hostname"] == hostname:
+            return str(n["Status"]["State"])
+    return "missing"
+
+
+def _name(prefix: str) -> str:
+    return f"{prefix}{next(_names)}"
+
+
+def _fill(racks: Sandbox, *hosts: str) -> None:
+    """Unmanaged filler tasks, so Swarm's own choice avoids these hosts."""
+    names = [_name(f"fill{host[-1]}-") for host in hosts for _ in range(2)]
+    for name, host in zip(names, [h for h in hosts for _ in range(2)], strict=True):
+        racks.create_service(name, constraints=[f"node.hostname=={host}"])
+    racks.wait_services_running(names)
+
+
+def _managed(**settings: str) -> dict[str, str]:
+    labels = {"placement.managed": "true"}
+    labels.update({f"placement.{k.replace('_', '-')}": v for k, v in settings.items()})
+    return labels
+
+
+def _on(c: docker.DockerClient, name: str, hosts: set[str], timeout: float = 60) -> None:
+    wait_until(
+        lambda: set(running_by_node(c, name)) == hosts, timeout, f"{name} running on {hosts}"
+    )
+
+
+def _crash(racks: Sandbox, node: str) -> None:
+    assert node != "node-1", "node-1 is the only manager: failing it ends the swarm"
+    racks.fail(node, "crash")
+    racks.wait_node_state(node, "down")
+
+
+def _restore(racks: Sandbox, node: str) -> None:
+    racks.restore(node)
+    racks.wait_node_state(node, "ready")
+
+
+def test_preferred_owners_failover_and_graceful_failback(racks, client, policy) -> None:  # type: ignore[no-untyped-def]
+    _fill(racks, "node-2", "node-3")
+    db = _name("db")
+    racks.create_service(db, replicas=2)
+    racks.wait_services_running([db])
+    assert set(running_by_node(client, db)).isdisjoint({"node-2", "node-3"}), "Swarm's own pick"
+    spec = client.api.inspect_service(db)
+    labels = _managed(preferred_nodes="node-2,node-3", failback="immediate", failback_delay="4s")
+    new = {**spec["Spec"], "Labels": {**spec["Spec"].get("Labels", {}), **labels}}
+    url = client.api._url("/services/{0}/update", spec["ID"])
+    client.api._result(
+        client.api._post_json(url, data=new, params={"version": spec["Version"]["Index"]})
+    )
+
+    with ControllerThread(racks.manager_host, policy=policy) as ctl:
+        _on(client, db, {"node-2", "node-3"})
+        on_node3 = task_ids_by_node(client, db)["node-3"]
+
+        _crash(racks, "node-2")
+        wait_until(lambda: sum(running_by_node(client, db).values()) == 2, 30, "failover")
+        hosts = set(running_by_node(client, db))
+        assert "node-2" not in hosts and "node-3" in hosts
+
+        with RunningSampler(racks.manager_host, db) as sampler:
+            _restore(racks, "node-2")
+            wait_until(
+                lambda: running_by_node(client, db) == {"node-2": 1, "node-3": 1}, 60, "failback"
+            )
+        log = ctl.out.getvalue()
+        print(log)
+        assert sampler.minimum >= 1, sampler.samples
+        assert task_ids_by_node(client, db)["node-3"] == on_node3, "only the moved task restarts"
+    assert "failback to preferred owner #1" in log
+
+
+def test_failback_never_leaves_the_task_where_it_failed_over(racks, client, policy) -> None:  # type: ignore[no-untyped-def]
+    db = _name("db")
+    racks.create_service(
+        db, labels=_managed(preferred_nodes="node-2", failback="never", failback_delay="1s")
+    )
+    with ControllerThread(racks.manager_host, policy=policy) as ctl:
+        _on(client, db, {"node-2"})
+        _crash(racks, "node-2")
+        wait_until(lambda: running_by_node(client, db), 30, "failover")
+        elsewhere = set(running_by_node(client, db))
+        _restore(racks, "node-2")
+        time.sleep(6)  # well past failback-delay and several cycles
+        assert set(running_by_node(client, db)) == elsewhere
+    assert "failback is never" in ctl.out.getvalue()
+
+
+def test_failback_waits_for_its_window(racks, client, policy) -> None:  # type: ignore[no-untyped-def]
+    clock = OffsetClock()
+    start = datetime.now(UTC) + timedelta(hours=3)
+    window = f"window {start:%H:%M}-{start + timedelta(hours=1):%H:%M}"
+    db = _name("db")
+    racks.create_service(
+        db, labels=_managed(preferred_nodes="node-2", failback=window, failback_delay="1s")
+    )
+    with ControllerThread(racks.manager_host, policy=policy, clock=clock) as ctl:
+        _on(client, db, {"node-2"})
+        _crash(racks, "node-2")
+        wait_until(lambda: running_by_node(client, db), 30, "failover")
+        _restore(racks, "node-2")
+        time.sleep(5)
+        assert "node-2" not in running_by_node(client, db), "moved outside the window"
+        clock.offset = 3 * 3600 + 120  # the window opens
+        _on(client, db, {"node-2"}, timeout=60)
+    assert "is closed" in ctl.out.getvalue()
+
+
+def test_a_flapping_node_causes_at_most_one_failback(racks, client, policy) -> None:  # type: ignore[no-untyped-def]
+    db = _name("db")
+    racks.create_service(
+        db, labels=_managed(preferred_nodes="node-2", failback="immediate", failback_delay="8s")
+    )
+    with ControllerThread(racks.manager_host, policy=policy) as ctl:
+        _on(client, db, {"node-2"})
+        started = time.monotonic()
+        for _ in range(3):
+            _crash(racks, "node-2")
+            wait_until(lambda: running_by_node(client, db), 30, "failover")
+            _restore(racks, "node-2")
+        assert time.monotonic() - started < 60, "the flaps took more than a minute"
+        _on(client, db, {"node-2"}, timeout=60)
+        time.sleep(4)
+    moves = ctl.out.getvalue().count(f'subject="service {db}" outcome=move')
+    assert moves == 1, ctl.out.getvalue()
+
+
+def test_possible_owners_are_hard_even_when_all_are_down(racks, client, policy) -> None:  # type: ignore[no-untyped-def]
+    web = _name("web")
+    racks.create_service(web, replicas=2, labels=_managed(possible_nodes="node-3,node-4"))
+    with ControllerThread(racks.manager_host, policy=policy) as ctl:
+        _on(client, web, {"node-3", "node-4"})
+        _crash(racks, "node-3")
+        _crash(racks, "node-4")
+        deadline = time.monotonic() + 8
+        while time.monotonic() < deadline:
+            assert not running_by_node(client, web), "ran outside its possible owners"
+            time.sleep(0.3)
+        pending = client.api.tasks(filters={"service": web, "desired-state": "running"})
+        assert any(t["Status"]["State"] == "pending" for t in pending)
+        _restore(racks, "node-3")
+        _restore(racks, "node-4")
+        wait_until(lambda: sum(running_by_node(client, web).values()) == 2, 60, "back")
+        assert set(running_by_node(client, web)) <= {"node-3", "node-4"}
+    assert "stay pending" in ctl.out.getvalue()
+
+
+@pytest.mark.parametrize("mode", ["soft", "hard"])
+def test_anti_affinity_apart_then_together_or_pending_then_apart(
+    racks, client, policy, mode
+) -> None:  # type: ignore[no-untyped-def]
+    a, b = _name("aa"), _name("ab")
+    labels = _managed(
+        anti_affinity="front", anti_affinity_mode=mode, possible_nodes="node-2,node-3"
+    )
+    racks.create_service(a, labels=labels)
+    racks.create_service(b, labels=labels)
+    with ControllerThread(racks.manager_host, policy=policy) as ctl:
+
+        def apart() -> bool:
+            on_a, on_b = running_by_node(client, a), running_by_node(client, b)
+            return len(on_a) == len(on_b) == 1 and {*on_a, *on_b} == {"node-2", "node-3"}
+
+        wait_until(apart, 60, "apart on the possible owners")
+        victim = next(iter(running_by_node(client, b)))
+        survivor = "node-3" if victim == "node-2" else "node-2"
+        _crash(racks, victim)
+        if mode == "soft":
+            _on(client, b, {survivor})
+            _on(client, a, {survivor})
+        else:
+            time.sleep(6)
+            assert running_by_node(client, a) == {survivor: 1}
+            assert not running_by_node(client, b), "hard anti-affinity shared a node"
+        _restore(racks, victim)
+        try:
+            wait_until(apart, 60, "separated again")
+        finally:
+            print(ctl.out.getvalue())
+
+
+def test_rack_spread_survives_a_rack_and_returns_with_two_moves(racks, client, policy) -> None:  # type: ignore[no-untyped-def]
+    web = _name("web")
+    racks.create_service(web, replicas=4, labels=_managed(spread="rack", max_unavailable="2"))
+
+    def per_rack() -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for host, n in running_by_node(client, web).items():
+            rack = RACKS[host]["rack"]
+            counts[rack] = counts.get(rack, 0) + n
+        return counts
+
+    with ControllerThread(racks.manager_host, policy=policy):
+        wait_until(lambda: per_rack() == {"r1": 2, "r2": 2}, 60, "2/2")
+        racks.fail("node-3", "crash")
+        racks.fail("node-4", "crash")
+        wait_until(lambda: per_rack() == {"r1": 4}, 60, "all in r1")
+        during = set().union(*task_ids_by_node(client, web).values())
+        with RunningSampler(racks.manager_host, web) as sampler:
+            racks.restore("node-3")
+            racks.restore("node-4")
+            wait_until(lambda: per_rack() == {"r1": 2, "r2": 2}, 90, "2/2 again")
+            wait_until(
+                lambda: (
+                    not client.api.inspect_service(web)["Spec"]["Labels"].get(
+                        "swarm-placement.operation"
+                    )
+                ),
+                60,
+                "trim done",
+            )
+        after = set().union(*task_ids_by_node(client, web).values())
+    assert len(after - during) == 2, "exactly two tasks replaced"
+    assert sampler.minimum >= 4
