@@ -273,7 +273,9 @@ def test_steering_modes_at_rest() -> None:
 def test_a_rolling_update_stuck_on_a_pending_task_does_not_block_steering() -> None:
 
     db = replace(managed("db", 1, preferred_nodes="node-2"), update_state="updating")
-    pending = Task("t-p", db.id, "", 1, TaskState.RUNNING, TaskState.PENDING)
+    pending = Task(
+        "t-p", db.id, "", 1, TaskState.RUNNING, TaskState.PENDING, error="no suitable node"
+    )
     snap = snapshot(four_nodes(), [db], [pending])
     result = owners_only(snap)
     assert not any(d.outcome == "wait" for d in result.decisions)
@@ -294,3 +296,16 @@ def test_a_written_move_that_swarm_has_not_started_is_not_undone() -> None:
     result = owners_only(snap, memory=cooling)
     assert result.actions == ()
     assert [d.reason for d in result.decisions] == ["moving tasks off node-1"]
+
+
+def test_a_task_being_scheduled_for_a_move_keeps_the_move_in_flight() -> None:
+    db = managed("db", 1, preferred_nodes="node-2", failback="immediate")
+    moving = replace(
+        db,
+        constraints=(*db.constraints, "node.id!=n1", "node.id!=n3", "node.id!=n4"),
+        labels={**db.labels, EXCLUDED_LABEL: "n1,n3,n4"},
+    )
+    scheduling = Task("t-new", db.id, "", 2, TaskState.RUNNING, TaskState.PENDING)
+    snap = snapshot(four_nodes(), [moving], [running(db, 1, 1), scheduling])
+    result = owners_only(snap, memory=STABLE.record_move(db.id, NOW - 0.1))
+    assert result.actions == ()

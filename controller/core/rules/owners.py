@@ -132,10 +132,10 @@ def _busy(ctx: PlanContext, service: Service) -> str | None:
     Pending tasks (no node yet) do not count: they may be waiting for the controller to
     allow a node, and waiting for them would deadlock.
     """
-    pending = any(t.is_pending for t in ctx.snapshot.tasks_of(service.id))
-    if pending:
-        # With a task pending nothing may finish until a node is allowed: waiting would
-        # deadlock, so steering goes on.
+    # A task the scheduler could not place (it says why in Status.Err) cannot run until
+    # a node is allowed: waiting for an update or a move then would deadlock. A task
+    # merely being scheduled (pending, no error yet) is part of a move in progress.
+    if any(t.is_pending and t.error for t in ctx.snapshot.tasks_of(service.id)):
         return None
     if service.updating:
         return f"Swarm is rolling an update ({service.update_state})"
