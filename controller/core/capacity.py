@@ -115,9 +115,16 @@ def wanted_count(service: Service) -> int:
 
 
 def demand(snapshot: ClusterSnapshot, service: Service) -> int:
-    """Unassigned tasks the service still needs placed, at most what it wants."""
+    """Unassigned tasks the service still needs placed, at most what it wants.
+
+    During a rolling update each slot with an unassigned task counts once: a start-first
+    update's new task needs room beside the old one it replaces, or the update stalls
+    (and a slot whose old task is still pending too needs one task's room, not two).
+    """
     tasks = snapshot.tasks_of(service.id)
     unassigned = sum(1 for t in tasks if is_unassigned(t))
+    if service.updating:
+        return len({t.slot for t in tasks if is_unassigned(t)})
     ready = {n.id for n in snapshot.nodes if n.is_ready}
     placed = sum(1 for t in tasks if t.node_id in ready and t.state in RESERVING_STATES)
     return max(0, min(unassigned, wanted_count(service) - placed))

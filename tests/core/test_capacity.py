@@ -81,3 +81,13 @@ def test_demand_is_pending_tasks_up_to_what_the_service_wants() -> None:
     assert demand(snapshot(slot_nodes(2, 2), [web], on(web, 1) + pending(web, 3)), web) == 1
     plain = svc("plain", 4)
     assert demand(snapshot(slot_nodes(2, 2), [plain], on(plain, 1) + pending(plain, 3)), plain) == 3
+
+
+def test_during_an_update_each_slot_waiting_for_room_counts_once() -> None:
+    web = replace(svc("web", 3), update_state="updating")
+    old_and_new = pending(web, 1, first_slot=2) + [
+        replace(t, id=f"{t.id}-new") for t in pending(web, 1, first_slot=2)
+    ]
+    beside_running = pending(web, 1, first_slot=1)  # start-first, next to the running one
+    tasks = on(web, 1) + old_and_new + beside_running
+    assert demand(snapshot(slot_nodes(2, 2), [web], tasks), web) == 2

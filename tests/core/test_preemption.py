@@ -237,3 +237,12 @@ def test_one_pending_service_per_cycle_highest_priority_first() -> None:
     assert _counts(result) == {"low": 5}
     assert "2 task(s)" not in result.actions[0].set_labels["swarm-placement.operation-detail"]  # type: ignore[union-attr]
     assert "for high" in result.actions[0].set_labels["swarm-placement.operation-detail"]  # type: ignore[union-attr]
+
+
+def test_a_start_first_update_gets_room_for_its_new_task() -> None:
+    # high's 2 tasks run; its update started a replacement beside one of them, and the
+    # replacement finds no room: without it the update never ends.
+    low = svc("low", 4, priority="low")
+    high = replace(svc("high", 2, priority="high"), update_state="updating")
+    tasks = on(high, 1, 2) + on(low, 1, 2, 3, 3, first_slot=10) + pending(high, 1, first_slot=1)
+    assert _counts(run(snapshot(slot_nodes(2, 2, 2), [high, low], tasks))) == {"low": 3}

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from controller.core.actions import SetReplicas
 from controller.core.replicas import BASE_LABEL, RECORD_LABELS, read_record
 
@@ -88,3 +90,14 @@ def test_constraints_limit_where_restored_tasks_fit() -> None:
     tasks = on(low, 3) + on(filler, 1, 1, 2, 2, first_slot=10)
     (action,) = run(snapshot(slot_nodes(2, 2, 2), [low, filler], tasks)).actions
     assert isinstance(action, SetReplicas) and action.replicas == 2
+
+
+def test_no_restore_while_a_higher_priority_service_rolls_an_update() -> None:
+    # Its new tasks show up one by one; room that looks free may be theirs.
+    low = svc("low", 4, priority="low", labels=preempted(6, 4))
+    high = replace(svc("high", 1, priority="high"), update_state="updating")
+    result = run(
+        snapshot(slot_nodes(2, 2, 2), [low, high], on(low, 1, 1, 2, 3) + on(high, 2, first_slot=9))
+    )
+    assert result.actions == ()
+    assert any("is rolling an update" in d.reason for d in result.decisions)

@@ -47,6 +47,7 @@ def plan_restores(ctx: PlanContext) -> RuleOutput:
     room = observe_room(ctx.snapshot)
     actions: list[Action] = []
     decisions: list[Decision] = []
+    updating: str | None = None  # a service at this level or above rolling an update
     for _, level in groupby(by_priority(ctx), key=lambda s: ctx.settings(s.id).priority):
         services: list[tuple[Service, tuple[str, ...]]] = []
         for service in level:
@@ -59,9 +60,24 @@ def plan_restores(ctx: PlanContext) -> RuleOutput:
                     )
         for service, eligible in services:
             room = room.place(service, eligible, demand(ctx.snapshot, service))
+            if service.updating and updating is None:
+                updating = service.name
         for service, eligible in services:
             record = _preempted(service)
             if record is None:
+                continue
+            if updating is not None:
+                # Its new tasks appear one by one (some not yet visible): room that looks
+                # free may be theirs.
+                decisions.append(
+                    Decision(
+                        RULE,
+                        f"service {service.name}",
+                        "wait",
+                        f"{record.base - (service.replicas or 0)} task(s) preempted: "
+                        f"{updating}, of the same or a higher priority, is rolling an update",
+                    )
+                )
                 continue
             if not ctx.is_managed(service.id):
                 decisions.append(
