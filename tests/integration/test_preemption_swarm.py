@@ -258,19 +258,21 @@ def _cli(*args: str, docker_host: str) -> subprocess.CompletedProcess[str]:
 def test_priority_none_is_held_after_a_node_loss_until_started(swarm, client) -> None:  # type: ignore[no-untyped-def]
     batch = _create(swarm, "batch", 3, "none")
     wait_until(lambda: _running(client, batch) == 3, 60, "batch running")
-    victim = sorted(n for n in running_by_node(client, batch) if n != "node-1")[0]
+    placed = running_by_node(client, batch)
+    victim = sorted(n for n in placed if n != "node-1")[0]
+    held = 3 - placed[victim]  # what survives the node
     with ControllerThread(swarm.manager_host):
         swarm.fail(victim, "crash")
         swarm.wait_node_state(victim, "down")
-        _wait_settled(client, batch, 2, base=3)
+        _wait_settled(client, batch, held, base=3)
         swarm.restore(victim)
         swarm.wait_node_state(victim, "ready")
-        time.sleep(3)  # the node is back, and still nothing brings the held replica back
-        assert _settled(client, batch, 2, base=3)
+        time.sleep(3)  # the node is back, and still nothing brings the held replicas back
+        assert _settled(client, batch, held, base=3)
 
         done = _cli("start", batch, docker_host=swarm.manager_host)
         assert done.returncode == 0, done.stderr
-        assert done.stdout == f"started {batch}: replicas 2 -> 3\n"
+        assert done.stdout == f"started {batch}: replicas {held} -> 3\n"
         _wait_settled(client, batch, 3, base=None)
 
     again = _cli("start", batch, docker_host=swarm.manager_host)
