@@ -188,3 +188,14 @@ def test_the_exclusion_is_kept_for_the_cooldown_then_lifted_moving_nothing() -> 
     assert action.evicts_from == ()
     assert set(action.remove_labels) == {EXCLUDED_LABEL, EXCLUDED_SINCE_LABEL}
     assert outcomes(later) == ["lift"]
+
+
+def test_a_skew_no_surge_can_even_out_is_explained() -> None:
+    ns = nodes(2, cpus=1)
+    big, big_tasks = hog("big", 2, 0.9)  # node-2 is full with its one task of web
+    web = rebalancing("web", 4, cpu=0.1)
+    snap = snapshot(ns, [big, web], [*big_tasks, *layout(web, [3, 1])])
+    mem = memory(ns, returned={"n2": 20.0}, persisted=[f"count:{web.id}"])
+    result = run(snap, mem)
+    assert not any(isinstance(a, SetReplicas) for a in result.actions)
+    assert "no surge can even it out" in reasons(result)

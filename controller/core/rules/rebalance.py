@@ -22,9 +22,14 @@ from dataclasses import replace
 from functools import partial
 
 from controller.core.actions import SetServiceConstraints
-from controller.core.balance.budget import BudgetTracker
-from controller.core.balance.counts import active_counts, placement_room, plan_surge_trim
+from controller.core.balance.counts import (
+    active_counts,
+    placement_room,
+    plan_surge_trim,
+    spread,
+)
 from controller.core.balance.cycle import (
+    BudgetTracker,
     RebalanceCycle,
     blocked,
     forbidden,
@@ -173,7 +178,16 @@ def _rebalance_counts(cycle: RebalanceCycle, service: Service) -> None:
         if task.node_id and task.is_running:
             total[task.node_id] = total.get(task.node_id, 0) + 1
     surge = plan_surge_trim(counts, room, total, max_surge=service.replicas or 0)
-    if surge is None or surge.spread_before < cycle.level.count_spread:
+    nodes = frozenset(room) | frozenset(n for n, c in counts.items() if c)
+    if spread(counts, nodes) < cycle.level.count_spread:
+        return
+    if surge is None:
+        cycle.note(
+            subject,
+            "keep",
+            f"tasks per node {_shape(cycle, counts, nodes)}, but no surge can even it out: "
+            "the emptier nodes have no room for its tasks",
+        )
         return
     shape = f"tasks per node {_shape(cycle, counts, surge.nodes)}"
     stop = blocked(cycle, service)
