@@ -309,3 +309,11 @@ def test_a_task_being_scheduled_for_a_move_keeps_the_move_in_flight() -> None:
     snap = snapshot(four_nodes(), [moving], [running(db, 1, 1), scheduling])
     result = owners_only(snap, memory=STABLE.record_move(db.id, NOW - 0.1))
     assert result.actions == ()
+
+
+def test_no_standby_while_a_replica_is_missing() -> None:
+    # Swarm's first task is still being scheduled: steer it exactly onto the target.
+    db = managed("db", 1, steered=False, preferred_nodes="node-2", failback="never")
+    scheduling = Task("t-new", db.id, "", 1, TaskState.RUNNING, TaskState.PENDING)
+    action = only_constraints(owners_only(snapshot(four_nodes(), [db], [scheduling])))
+    assert excluded_hosts(action) == {"node-1", "node-3", "node-4"}

@@ -3,8 +3,9 @@
 Steering is by exclusion: `node.id!=X` for every node the service should not use now.
 - While moving, only the nodes that keep or receive tasks stay allowed, so Swarm's
   replacements (start-first where the service allows) land exactly on the targets.
-- At rest, one standby node stays allowed besides the targets, so when a node fails
-  Swarm fails over natively and at once to the node the policy would have chosen.
+- At rest (every replica where it should be), one standby node stays allowed besides
+  the targets, so when a node fails Swarm fails over natively and at once to the node
+  the policy would have chosen.
 A service with no placement preference is not steered at all: Swarm's own failover
 (fewest tasks of the service first) is already what the policy wants.
 `controller.steering` trades these off: `standby` (the default, above), `strict` (no
@@ -45,7 +46,9 @@ def steer(
     desired = assignment.desired
     vacate = tuple(sorted(n for n, c in current.items() if c and not desired.get(n)))
     reduce = tuple(sorted(n for n, c in current.items() if desired.get(n, 0) and c > desired[n]))
-    at_rest = not vacate and not reduce
+    # At rest every desired replica already runs where it should; only then is a standby
+    # allowed. While replicas are missing or moving, Swarm must place them on the targets.
+    at_rest = all(current.get(n, 0) == desired.get(n, 0) for n in {*current, *desired})
     if steered and not (at_rest and mode is SteeringMode.OPEN):
         allowed = {n for n, c in desired.items() if c}
         if at_rest and mode is SteeringMode.STANDBY and assignment.standby is not None:
