@@ -236,7 +236,10 @@ def test_nothing_is_written_while_a_move_is_in_flight() -> None:
 def test_a_never_steered_service_is_placed_on_its_preferred_owners_whatever_failback_says() -> None:
     db = managed("db", 1, steered=False, preferred_nodes="node-2", failback="never")
     snap = snapshot(four_nodes(), [db], [running(db, 1, 1)])
-    assert only_constraints(owners_only(snap)).evicts_from == ("n1",)
+    result = owners_only(snap)
+    assert only_constraints(result).evicts_from == ("n1",)
+    (move,) = [d for d in result.decisions if d.outcome == "move"]
+    assert "first placement on preferred owner #1 node-2" in move.reason
 
 
 def test_spread_surplus_on_a_node_that_keeps_tasks_is_moved_by_surge_and_trim() -> None:

@@ -353,7 +353,11 @@ def _explain(
     for move in result.moves:
         frm, to = host.get(move.from_node, move.from_node), host.get(move.to_node, move.to_node)
         detail = {
-            FAILBACK: f"failback to preferred owner #{cands.rank(move.to_node) + 1} {to}",
+            FAILBACK: (
+                f"failback to preferred owner #{cands.rank(move.to_node) + 1} {to}"
+                if EXCLUDED_LABEL in service.labels
+                else f"first placement on preferred owner #{cands.rank(move.to_node) + 1} {to}"
+            ),
             "spread": f"restore spread over {ctx.settings(service.id).spread}",
             "anti-affinity": "separate from services of the same anti-affinity class",
         }[move.reason]
