@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 from controller.core.model import ACTIVE_TASK_STATES, ClusterSnapshot, TaskState
+from controller.core.replicas import HOLD, OPERATION_LABEL
 from controller.policy import ResolvedService
 
 # How long a node loss is remembered for failover: past this, Swarm has long replaced
@@ -85,16 +86,11 @@ class Memory:
         went_down = {
             n.id for n in snapshot.nodes if n.id in self.node_ready_since and not n.is_ready
         }
-        # A loss is settled once the service has all its replicas placed again (Swarm
-        # replaced them, a surge was trimmed, a hold scaled them away): remembered any
-        # longer, it would surge or hold a second time, e.g. right after a `start`.
-        placement = active_placement(snapshot)
-        wanted = {s.id: s.replicas or 0 for s in snapshot.services}
+        # A hold settles a loss: remembered past it, the loss would be held a second
+        # time right after `swarm-placement start` gives the replicas back.
+        held = {s.id for s in snapshot.services if s.labels.get(OPERATION_LABEL) == HOLD}
         lost = {
-            k: v
-            for k, v in self.lost.items()
-            if now - v[1] < LOST_MEMORY_SECONDS
-            and sum(placement.get(k, {}).values()) < wanted.get(k, 0)
+            k: v for k, v in self.lost.items() if now - v[1] < LOST_MEMORY_SECONDS and k not in held
         }
         for service_id, per_node in self.placement.items():
             count = sum(c for node_id, c in per_node.items() if node_id in went_down)
@@ -112,7 +108,7 @@ class Memory:
             self,
             node_ready_since=ready_since,
             started=True,
-            placement=placement,
+            placement=active_placement(snapshot),
             lost=lost,
             node_downs=downs,
         )

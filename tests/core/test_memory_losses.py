@@ -1,4 +1,4 @@
-"""A node loss is acted on once: settled losses are forgotten, so no second surge or hold."""
+"""A loss that was held is forgotten: starting the service does not hold it again."""
 
 from __future__ import annotations
 
@@ -39,20 +39,3 @@ def test_a_started_service_is_not_held_again_for_the_same_loss() -> None:
     started = replace(batch, version=102)
     after = run(snapshot(nodes(down=3), [started], tasks[:2]), quiet.memory, now=103.0)
     assert after.actions == (), "held a second time for a loss already handled"
-
-
-def test_a_trimmed_surge_does_not_surge_again() -> None:
-    web = service("web", replicas=2, labels=MANAGED)
-    tasks = [running(web, 1, 1), running(web, 3, 2)]
-    before = run(snapshot(nodes(), [web], tasks), Memory(), now=100.0)
-    surged = run(snapshot(nodes(down=3), [web], tasks[:1]), before.memory, now=101.0)
-    (surge,) = surged.actions
-    web3 = replace(web, replicas=3, labels={**web.labels, **surge.set_labels}, version=101)  # type: ignore[union-attr]
-    three = [running(web3, 1, 1), running(web3, 2, 3), running(web3, 2, 4)]
-    placed = run(snapshot(nodes(down=3), [web3], three), surged.memory, now=102.0)
-    (trim,) = placed.actions
-    assert trim.replicas == 2  # type: ignore[union-attr]
-    # Trimmed to 2, and for a moment only one task is running: not a new loss.
-    web2 = replace(web, version=102)
-    after = run(snapshot(nodes(down=3), [web2], three[:1]), placed.memory, now=103.0)
-    assert after.actions == ()
