@@ -1,0 +1,144 @@
+"""Failover and failback times: native Swarm next to the controller's steering modes.
+
+    python bench/failover.py [--heartbeat 1] [--repeat 1]
+
+One 4-node sandbox (node-1 is the manager and is never failed). For each case a
+one-replica service runs on node-2; node-2's dockerd is killed; failover is the time from
+Swarm marking node-2 down to the replica running on another node. node-2 then comes back;
+failback is the time from node-2 being ready again to the replica running on it (native
+Swarm never moves it back). The controller cases differ only in `controller.steering`:
+- standby: the next preferred owner stays allowed at rest: Swarm fails over natively;
+- strict: only the target is allowed: the controller widens the set when node-2 dies;
+- open: nothing excluded at rest: Swarm fails over anywhere, the controller corrects.
+Every controller case also surges on the node loss, which beats Swarm's restart delay.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import docker
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from controller.sandbox import Sandbox, SandboxSpec
+
+POLL = 0.05
+
+
+def _hosts(client: docker.DockerClient, service: str) -> dict[str, int]:
+    names = {n["ID"]: n["Description"]["Hostname"] for n in client.api.nodes()}
+    out: dict[str, int] = {}
+    for t in client.api.tasks(filters={"service": service, "desired-state": "running"}):
+        if t["Status"]["State"] == "running" and t.get("NodeID") in names:
+            out[names[t["NodeID"]]] = out.get(names[t["NodeID"]], 0) + 1
+    return out
+
+
+def _node_state(client: docker.DockerClient, host: str) -> str:
+    for n in client.api.nodes():
+        if n["Description"]["Hostname"] == host:
+            return str(n["Status"]["State"])
+    return "?"
+
+
+def _until(predicate, timeout: float, what: str) -> float:  # type: ignore[no-untyped-def]
+    start = time.monotonic()
+    while not predicate():
+        if time.monotonic() - start > timeout:
+            raise SystemExit(f"timed out after {timeout:.0f} s: {what}")
+        time.sleep(POLL)
+    return time.monotonic()
+
+
+def _case(
+    sandbox: Sandbox, client: docker.DockerClient, mode: str | None, n: int
+) -> tuple[float, float | None]:
+    name = f"fo-{mode or 'native'}-{n}"
+    controller = None
+    if mode is None:
+        # Native Swarm: wherever it puts the replica (never the manager), fail that node.
+        sandbox.create_service(name, constraints=["node.hostname!=node-1"])
+        _until(lambda: _hosts(client, name), 60, "native replica running")
+        victim = next(iter(_hosts(client, name)))
+    else:
+        policy = Path(tempfile.mkdtemp()) / "policy.yaml"
+        policy.write_text(
+            f"apiVersion: placement/v1\ncontroller: {{steering: {mode}, move-cooldown: 0s}}\n"
+        )
+        labels = {
+            "placement.managed": "true",
+            "placement.preferred-nodes": "node-2,node-3",
+            "placement.failback": "immediate",
+            "placement.failback-delay": "0s",
+        }
+        sandbox.create_service(name, labels=labels)
+        env = {**os.environ, "DOCKER_HOST": sandbox.manager_host}
+        controller = subprocess.Popen(
+            [sys.executable, "-m", "controller", "run", "--policy", str(policy), "--resync", "1"],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        _until(lambda: _hosts(client, name) == {"node-2": 1}, 60, f"{name} on node-2")
+        time.sleep(3)  # at rest: the steering for failover is in place
+        victim = "node-2"
+    try:
+        sandbox.fail(victim, "crash")
+        down = _until(lambda: _node_state(client, victim) == "down", 60, f"{victim} down")
+        moved = _until(
+            lambda: sum(c for h, c in _hosts(client, name).items() if h != victim) >= 1,
+            60,
+            "failover",
+        )
+        sandbox.restore(victim)
+        ready = _until(lambda: _node_state(client, victim) == "ready", 60, f"{victim} ready")
+        failback = None
+        if controller is not None:
+            back = _until(lambda: _hosts(client, name) == {victim: 1}, 60, "failback")
+            failback = back - ready
+        return moved - down, failback
+    finally:
+        if controller is not None:
+            controller.terminate()
+            controller.wait(timeout=20)
+        client.api.remove_service(name)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--heartbeat", type=float, default=1.0, help="dispatcher heartbeat (s)")
+    parser.add_argument("--repeat", type=int, default=1)
+    args = parser.parse_args()
+    spec = SandboxSpec(name=f"bench-fo-{os.getpid()}", nodes=4, heartbeat_seconds=args.heartbeat)
+    results: dict[str, list[tuple[float, float | None]]] = {}
+    with Sandbox.up(spec) as sandbox:
+        client = docker.DockerClient(base_url=sandbox.manager_host, version="auto")
+        for n in range(args.repeat):
+            for mode in (None, "standby", "strict", "open"):
+                results.setdefault(mode or "native Swarm", []).append(
+                    _case(sandbox, client, mode, n)
+                )
+        client.close()
+
+    native = statistics.median(f for f, _ in results["native Swarm"])
+    print(f"heartbeat {args.heartbeat:g} s, {args.repeat} run(s) each, medians; times from")
+    print("node marked down (failover) and from node ready again (failback)")
+    print(f"{'case':<16}{'failover s':>12}{'vs native':>11}{'failback s':>12}")
+    for case, runs in results.items():
+        fo = statistics.median(f for f, _ in runs)
+        fbs = [b for _, b in runs if b is not None]
+        fb = f"{statistics.median(fbs):>12.2f}" if fbs else f"{'never':>12}"
+        print(f"{case:<16}{fo:>12.2f}{fo / native:>10.2f}x{fb}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
