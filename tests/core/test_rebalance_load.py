@@ -199,3 +199,13 @@ def test_a_skew_no_surge_can_even_out_is_explained() -> None:
     result = run(snap, mem)
     assert not any(isinstance(a, SetReplicas) for a in result.actions)
     assert "no surge can even it out" in reasons(result)
+
+
+def test_a_hot_node_whose_services_are_cooling_says_so() -> None:
+    ns = nodes(cpus=1)
+    big, big_tasks = hog("big", 1, 0.5)
+    web = rebalancing("web", 1, cpu=0.2)
+    snap = snapshot(ns, [big, web], [*big_tasks, *layout(web, [1, 0, 0])])
+    result = run(snap, due(ns, last_move={web.id: NOW - 10}), pol=periodic())
+    assert result.actions == ()
+    assert f"no service can move: web: moved at {NOW - 10:.0f}, cooldown 300 s" in reasons(result)

@@ -59,7 +59,13 @@ def shed_load(cycle: RebalanceCycle, services: list[Service]) -> None:
         if moving:
             cycle.note(subject, "wait", f"{state}: {', '.join(moving)} is moving already")
             continue
-        movable = [s for s in services if s.id not in cycle.written and not blocked(cycle, s)]
+        here = [
+            s
+            for s in services
+            if s.id not in cycle.written and active_counts(ctx.snapshot, s.id).get(node_id)
+        ]
+        held = {s.name: stop[1] for s in here if (stop := blocked(cycle, s)) is not None}
+        movable = [s for s in here if s.name not in held]
         rules = MoveRules(
             level=cycle.level,
             mean=mean,
@@ -76,8 +82,12 @@ def shed_load(cycle: RebalanceCycle, services: list[Service]) -> None:
             max_unavailable=lambda s: ctx.settings(s.id).max_unavailable,
         )
         if move is None:
-            why = "; ".join(f"{name}: {r}" for name, r in sorted(refused.items()))
-            cycle.note(subject, "keep", f"{state}, but no service can move: {why or 'none'}")
+            why = "; ".join(f"{name}: {r}" for name, r in sorted({**held, **refused}.items()))
+            cycle.note(
+                subject,
+                "keep",
+                f"{state}, but no service can move: {why or 'none opted in runs there'}",
+            )
             continue
         refusal = cycle.budget.refusal(move.service.id, (node_id,))
         if refusal is not None:

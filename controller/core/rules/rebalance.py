@@ -239,9 +239,9 @@ def _count_refusal(
 ) -> str | None:
     ctx = cycle.ctx
     receivers = frozenset(at_most)
-    unsettled = {n for n in receivers if not is_settled(cycle.level, ctx.memory, n, ctx.now)}
-    if unsettled:
-        return f"{cycle.hosts(unsettled)} has not been ready long enough"
+    early = {n for n in receivers if not is_settled(cycle.level, ctx.memory, n, ctx.now)}
+    if early:
+        return f"{cycle.hosts(early)} has not been ready long enough"
     back = receivers & forbidden(ctx, service)
     if back:
         return f"the tasks would go straight back to {cycle.hosts(set(back))}"
