@@ -7,6 +7,7 @@ back byte-for-byte but for the one field changed, with the version it was read a
 
 from __future__ import annotations
 
+import os
 from typing import Any, cast
 
 import docker
@@ -41,10 +42,11 @@ class TransientError(RuntimeError):
 
 def connect(*, timeout: float = 10.0) -> docker.DockerClient:
     """A client for DOCKER_HOST and the other standard variables, API version negotiated."""
+    where = os.environ.get("DOCKER_HOST") or "the default socket (DOCKER_HOST is unset)"
     try:
         return docker.DockerClient.from_env(version="auto", timeout=int(timeout))
     except docker.errors.DockerException as exc:
-        raise DockerUnavailableError(f"cannot reach the Docker engine: {exc}") from exc
+        raise DockerUnavailableError(f"cannot reach the Docker engine at {where}: {exc}") from exc
 
 
 def check_manager(client: docker.DockerClient) -> None:

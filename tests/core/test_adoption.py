@@ -3,6 +3,7 @@ from __future__ import annotations
 from controller.core.actions import SetNodeLabels, SetServiceConstraints
 from controller.core.labels import deny_label, steering_constraint
 from controller.core.memory import Memory
+from controller.core.model import Unreadable
 from controller.core.plan import plan
 from controller.policy import Policy
 
@@ -48,10 +49,32 @@ def test_a_service_in_a_rolling_update_waits() -> None:
     assert [d.outcome for d in result.decisions if d.subject == "service web"] == ["wait"]
 
 
-def test_deny_labels_of_unmanaged_or_removed_services_are_released() -> None:
+def test_deny_labels_with_no_reason_left_are_released() -> None:
+    """Deny labels are recomputed from their reasons (core/health/deny.py): one of a service
+    no longer managed, or of a managed one whose reason ended, goes; others stay."""
     labels = {deny_label("gone"): "true", deny_label("web"): "true", "rack": "r1"}
     web = service("web", labels=MANAGED, constraints=[steering_constraint("web")])
     result = _plan(snapshot([node(1, manager=True, labels=labels)], [web]))
     assert result.actions == (
-        SetNodeLabels(node_id="n1", hostname="node-1", version=11, remove=(deny_label("gone"),)),
+        SetNodeLabels(
+            node_id="n1",
+            hostname="node-1",
+            version=11,
+            remove=(deny_label("gone"), deny_label("web")),
+        ),
     )
+
+
+def test_an_unreadable_service_is_skipped_with_a_decision_and_the_others_handled() -> None:
+    web = service("web", replicas=1, labels=MANAGED)
+    snap = snapshot([node(1, manager=True)], [web])
+    snap = type(snap)(
+        nodes=snap.nodes,
+        services=snap.services,
+        tasks=snap.tasks,
+        unreadable=(Unreadable("service", "s-odd", "odd", "missing Version.Index"),),
+    )
+    result = _plan(snap)
+    assert [a.service_name for a in result.actions] == ["web"]  # type: ignore[union-attr]
+    (skip,) = [d for d in result.decisions if d.subject == "service odd"]
+    assert (skip.outcome, skip.reason) == ("skip", "missing Version.Index")
