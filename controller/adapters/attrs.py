@@ -7,7 +7,7 @@ observer turns into an `Unreadable` record rather than a crash.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any, TypeVar
 
@@ -187,33 +187,34 @@ def _name_of(attrs: Attrs) -> str:
     return str(name or attrs.get("ID") or "?")
 
 
+_R = TypeVar("_R")
+
+
+def _convert_all(
+    kind: str,
+    items: list[Attrs],
+    convert: Callable[[Attrs], _R],
+    unreadable: list[Unreadable],
+) -> list[_R]:
+    """Convert each item; one that does not convert is recorded, never guessed at."""
+    records: list[_R] = []
+    for attrs in items:
+        try:
+            records.append(convert(attrs))
+        except (AttrsError, TypeError, ValueError) as exc:
+            unreadable.append(Unreadable(kind, str(attrs.get("ID", "")), _name_of(attrs), str(exc)))
+    return records
+
+
 def snapshot_from_attrs(
     *, nodes: list[Attrs], services: list[Attrs], tasks: list[Attrs]
 ) -> ClusterSnapshot:
     """Convert everything that converts; record the rest as unreadable, never guess."""
     unreadable: list[Unreadable] = []
-    node_records: list[Node] = []
-    for attrs in nodes:
-        try:
-            node_records.append(node_from_attrs(attrs))
-        except (AttrsError, TypeError, ValueError) as exc:
-            unreadable.append(
-                Unreadable("node", str(attrs.get("ID", "")), _name_of(attrs), str(exc))
-            )
-    service_records: list[Service] = []
-    for attrs in services:
-        try:
-            service_records.append(service_from_attrs(attrs))
-        except (AttrsError, TypeError, ValueError) as exc:
-            unreadable.append(
-                Unreadable("service", str(attrs.get("ID", "")), _name_of(attrs), str(exc))
-            )
-    task_records: list[Task] = []
-    for attrs in tasks:
-        try:
-            task_records.append(task_from_attrs(attrs))
-        except (AttrsError, TypeError, ValueError):
-            continue  # a task we cannot read is re-read on the next poll
+    node_records = _convert_all("node", nodes, node_from_attrs, unreadable)
+    service_records = _convert_all("service", services, service_from_attrs, unreadable)
+    # A task that does not convert is simply re-read on the next poll.
+    task_records = _convert_all("task", tasks, task_from_attrs, [])
     return ClusterSnapshot(
         nodes=tuple(sorted(node_records, key=lambda n: n.hostname)),
         services=tuple(sorted(service_records, key=lambda s: s.name)),
