@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import socket
 import sys
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,8 @@ import anyio
 
 from controller.adapters.docker_api import DockerUnavailableError, NotAManagerError
 from controller.adapters.policy_file import PolicyFileError
+from controller.runtime.endpoints import parse_address
+from controller.runtime.lease import DEFAULT_LIFETIME_SECONDS, LeaseConfig
 from controller.runtime.loop import Controller, RunConfig
 from controller.runtime.policy_source import PolicySource
 
@@ -66,7 +69,69 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--log-format", choices=("logfmt", "json"), default=_env("LOG_FORMAT", "logfmt")
     )
+    ha = parser.add_argument_group(
+        "running as a swarm service",
+        "Several replicas share one leader lease, kept in labels of the service named by "
+        "--lease-service; only the holder writes. Without it the controller assumes it is "
+        "the only one.",
+    )
+    ha.add_argument(
+        "--lease-service",
+        default=_env("LEASE_SERVICE"),
+        metavar="SERVICE",
+        help="the controller's own service (in a stack: {{.Service.Name}})",
+    )
+    ha.add_argument(
+        "--lease-holder",
+        default=_env("LEASE_HOLDER") or f"{socket.gethostname()}-{os.getpid()}",
+        metavar="NAME",
+        help="this replica's name in the lease (default: hostname-pid)",
+    )
+    ha.add_argument(
+        "--lease-lifetime",
+        type=float,
+        default=_env("LEASE_LIFETIME", DEFAULT_LIFETIME_SECONDS),
+        metavar="SECONDS",
+        help="a silent holder is replaced this long after its last renewal (default 15)",
+    )
+    ha.add_argument(
+        "--http",
+        default=_env("HTTP"),
+        metavar="HOST:PORT",
+        help="serve /healthz, /readyz and /metrics here (e.g. :9464); off by default",
+    )
+    ha.add_argument(
+        "--metrics-token-file",
+        type=Path,
+        default=_env("METRICS_TOKEN_FILE"),
+        metavar="FILE",
+        help="a file (a Docker secret) whose token /metrics requires as a bearer token",
+    )
     parser.set_defaults(handler=run)
+
+
+def _service_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The lease, the endpoint and the token; ValueError says which is wrong."""
+    out: dict[str, Any] = {}
+    if args.lease_service:
+        if args.once:
+            raise ValueError("--once runs one cycle and cannot keep a lease: drop one of them")
+        out["lease"] = LeaseConfig(
+            service=args.lease_service,
+            holder=args.lease_holder,
+            lifetime=float(args.lease_lifetime),
+        )
+    if args.http:
+        out["http"] = parse_address(str(args.http))
+    if args.metrics_token_file:
+        try:
+            token = Path(args.metrics_token_file).read_text().strip()
+        except OSError as exc:
+            raise ValueError(f"cannot read the metrics token: {exc}") from exc
+        if not token:
+            raise ValueError(f"the metrics token file {args.metrics_token_file} is empty")
+        out["metrics_token"] = token
+    return out
 
 
 def run(args: argparse.Namespace) -> int:
@@ -80,6 +145,11 @@ def run(args: argparse.Namespace) -> int:
             print(error, file=sys.stderr)
         print(f"run: the policy {args.policy} is invalid; nothing was touched", file=sys.stderr)
         return EXIT_USAGE
+    try:
+        service_options = _service_options(args)
+    except ValueError as exc:
+        print(f"run: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     config = RunConfig(
         policy_path=args.policy,
         dry_run=args.dry_run,
@@ -88,8 +158,13 @@ def run(args: argparse.Namespace) -> int:
         resync_seconds=float(args.resync) if args.resync is not None else None,
         exporter=args.trace_exporter,
         log_format=args.log_format,
+        **service_options,
     )
-    controller = Controller(config, policy)
+    try:
+        controller = Controller(config, policy)
+    except OSError as exc:
+        print(f"run: cannot listen on {args.http}: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     try:
         anyio.run(controller.run)
     except NotAManagerError as exc:

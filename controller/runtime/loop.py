@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 import anyio
 import anyio.from_thread
@@ -36,9 +36,13 @@ from controller.adapters.docker_api import (
     check_manager,
     connect,
 )
-from controller.adapters.writes import Executor
+from controller.adapters.lease_store import LeaseStore, ServiceLeaseStore
+from controller.adapters.writes import Executor, docker_executor
+from controller.runtime.endpoints import EndpointServer, Health, make_app
+from controller.runtime.lease import LeaseConfig, LeaseKeeper, fenced
+from controller.runtime.metrics import Metrics
 from controller.runtime.policy_source import PolicySource
-from controller.runtime.reconciler import Reconciler
+from controller.runtime.reconciler import CycleResult, Reconciler
 from controller.runtime.tracing import (
     DecisionLog,
     Exporter,
@@ -63,6 +67,9 @@ class RunConfig:
     resync_seconds: float | None = None  # None: the policy's resync interval
     exporter: Exporter = "none"
     log_format: LogFormat = "logfmt"
+    lease: LeaseConfig | None = None  # None: a single instance, always the writer
+    http: tuple[str, int] | None = None  # where /healthz, /readyz and /metrics listen
+    metrics_token: str | None = None  # with it, /metrics wants this bearer token
 
 
 class Controller:
@@ -79,6 +86,7 @@ class Controller:
         executor: Callable[[docker.DockerClient], Executor] | None = None,
         clock: Callable[[], float] = time.time,
         handle_signals: bool = True,
+        lease_store: Callable[[], LeaseStore] | None = None,
     ) -> None:
         self.config = config
         # Signal handlers can only be installed in the main thread; a controller run in
@@ -93,9 +101,37 @@ class Controller:
         self._executor = executor
         self._clock = clock
         self.reconciler: Reconciler | None = None
-        self.watcher = EventWatcher(client_factory, self.trigger)
+        self.lease = self._make_lease(lease_store)
+        self.watcher = EventWatcher(client_factory, self.trigger, ignore=self._is_lease_renewal)
         self._scope: anyio.CancelScope | None = None
         self._token: anyio.lowlevel.EventLoopToken | None = None
+        self.metrics = Metrics(policy, self.lease)
+        self.health = Health(started=time.monotonic(), loop_beat=time.monotonic(), lease=self.lease)
+        # Bound now, so a taken port fails the start instead of a task later.
+        self.endpoints = (
+            EndpointServer(
+                config.http, make_app(self.health, self.metrics, token=config.metrics_token)
+            )
+            if config.http is not None
+            else None
+        )
+
+    def _is_lease_renewal(self, event: dict[str, Any]) -> bool:
+        """An update of the controller's own service: the lease, nothing to place."""
+        own = self.lease.service_id if self.lease is not None else None
+        return own is not None and (event.get("Actor") or {}).get("ID") == own
+
+    def _make_lease(self, store: Callable[[], LeaseStore] | None) -> LeaseKeeper | None:
+        lease = self.config.lease
+        if lease is None:
+            return None
+        factory = store or (lambda: ServiceLeaseStore(self._client_factory(), lease.service))
+        return LeaseKeeper(
+            lease,
+            factory,
+            say=self.say,
+            on_acquire=lambda: self.trigger.fire("lease:acquired"),
+        )
 
     def say(self, text: str) -> None:
         self._decision_log.note(text, now=self._clock())
@@ -108,8 +144,7 @@ class Controller:
             stop=stop_after_attempt(3) if self.config.once else stop_never,
             reraise=True,
             wait=wait_random_exponential(multiplier=0.5, max=10.0),
-            before_sleep=lambda state: self.say(
-                "cannot reach the Docker engine, retrying: "
+            before_sleep=lambda state: self._unreachable(
                 f"{state.outcome and state.outcome.exception()}"
             ),
         ):
@@ -119,11 +154,21 @@ class Controller:
                 return client
         raise AssertionError("unreachable")  # AsyncRetrying without stop never gives up
 
+    def _unreachable(self, why: str) -> None:
+        self.health.last_error = f"the Docker engine is unreachable: {why}"
+        self.say(f"cannot reach the Docker engine, retrying: {why}")
+
     async def run(self) -> None:
         self._token = anyio.lowlevel.current_token()
         try:
             with anyio.move_on_after(self.config.duration or math.inf) as self._scope:
-                await self._run()
+                async with anyio.create_task_group() as tg:
+                    # Probes answer from the start, also while the engine is still away.
+                    tg.start_soon(self._heartbeat)
+                    if self.endpoints is not None:
+                        tg.start_soon(self.endpoints.run)
+                    await self._run()
+                    tg.cancel_scope.cancel()
         finally:
             self._provider.shutdown()
 
@@ -134,43 +179,77 @@ class Controller:
 
     async def _run(self) -> None:
         client = await self._connect()
+        executor = self._executor(client) if self._executor else docker_executor(client)
+        lease = self.lease
         self.reconciler = Reconciler(
             client=client,
             policy=self.policy,
             tracer=get_tracer(self._provider),
             decision_log=self._decision_log,
             dry_run=self.config.dry_run,
-            executor=self._executor(client) if self._executor else None,
+            # Every write passes the lease's fence, whatever executes it.
+            executor=fenced(executor, lease.fence) if lease else executor,
             clock=self._clock,
+            standby=lease.standby_reason if lease else lambda: None,
         )
         if self.config.once:
             await anyio.to_thread.run_sync(self.reconciler.reconcile, {"once"})
             return
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(self.watcher.run)
-            tg.start_soon(self._resync_timer)
-            tg.start_soon(self._policy_watch)
-            if self._handle_signals:
-                tg.start_soon(self._signals, tg.cancel_scope)
-            self.trigger.fire("start")
-            await self._worker()
+        try:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(self.watcher.run)
+                tg.start_soon(self._resync_timer)
+                tg.start_soon(self._policy_watch)
+                if lease is not None:
+                    tg.start_soon(lease.run)
+                if self._handle_signals:
+                    tg.start_soon(self._signals, tg.cancel_scope)
+                self.trigger.fire("start")
+                await self._worker()
+        finally:
+            # The worker has finished its last write: the lease can go at once.
+            if lease is not None:
+                await lease.release()
 
     async def _worker(self) -> None:
         assert self.reconciler is not None
         backoff = 0.5
         while True:
             reasons = await self.trigger.wait()
+            started = self.health.cycle_started = time.monotonic()
             try:
                 result = await anyio.to_thread.run_sync(self.reconciler.reconcile, reasons)
             except DockerUnavailableError as exc:
+                self.health.cycle_started = None
+                self.health.last_error = f"the Docker engine is unreachable: {exc}"
+                self.metrics.cycle_errors.labels("engine-unreachable").inc()
                 self.say(f"cycle failed, the Docker engine is unreachable: {exc}")
                 await anyio.sleep(backoff)
                 backoff = min(backoff * 2, 10.0)
                 self.trigger.fire("retry")
                 continue
+            self._record(result, time.monotonic() - started)
             backoff = 0.5
             if result.wants_another:
                 self.trigger.fire("conflict")
+
+    def _record(self, result: CycleResult, seconds: float) -> None:
+        self.health.cycle_started = None
+        self.health.last_error = None
+        self.health.cycles_done += 1
+        self.metrics.record_cycle(
+            seconds=seconds,
+            leader=result.standby is None,
+            decisions=result.plan.decisions,
+            executed=result.executed,
+            conflict=result.conflict is not None,
+        )
+
+    async def _heartbeat(self) -> None:
+        # /healthz reports a loop that stopped ticking (a blocked event loop).
+        while True:
+            self.health.loop_beat = time.monotonic()
+            await anyio.sleep(1.0)
 
     def _resync_seconds(self) -> float:
         if self.config.resync_seconds is not None:

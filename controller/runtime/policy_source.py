@@ -36,6 +36,11 @@ class PolicySource:
     def __call__(self) -> Policy:
         return self.policy
 
+    @property
+    def digest(self) -> str:
+        """The SHA-256 of the policy file as last read ("" without a file)."""
+        return self._digest or ""
+
     def changed_on_disk(self) -> bool:
         return self.path is not None and _digest(self.path) != self._digest
 

@@ -21,6 +21,7 @@ from controller.adapters.writes import Executor, docker_executor
 from controller.core.actions import Action, describe
 from controller.core.guards import disrupted_nodes
 from controller.core.memory import Memory
+from controller.core.model import ClusterSnapshot
 from controller.core.plan import Plan, plan
 from controller.policy import Policy
 from controller.runtime.pause_hook import pause_if_asked, step_of
@@ -34,6 +35,7 @@ class CycleResult:
     plan: Plan
     executed: list[Action] = field(default_factory=list)
     conflict: str | None = None
+    standby: str | None = None  # why this replica planned but wrote nothing (the lease)
 
     @property
     def wants_another(self) -> bool:
@@ -51,6 +53,8 @@ class Reconciler:
         dry_run: bool = False,
         executor: Executor | None = None,
         clock: Callable[[], float] = time.time,
+        standby: Callable[[], str | None] = lambda: None,
+        enrich: Callable[[ClusterSnapshot, float], ClusterSnapshot] | None = None,
     ) -> None:
         self._client = client
         self._policy = policy
@@ -59,6 +63,11 @@ class Reconciler:
         self._dry_run = dry_run
         self._execute = executor or docker_executor(client)
         self._clock = clock
+        # A standby replica plans every cycle too, so its memory (node readiness, losses)
+        # is warm when it takes the lease over; it logs and writes nothing.
+        self._standby = standby
+        # Health and placement input from outside Swarm (webhook, plugins, agents).
+        self._enrich = enrich
         self.memory = Memory()
         self.cycles = 0
         self.conflicts = 0
@@ -75,14 +84,20 @@ class Reconciler:
                 observe_span.set_attribute("placement.services", len(snapshot.services))
                 observe_span.set_attribute("placement.tasks", len(snapshot.tasks))
             now = self._clock()
+            if self._enrich is not None:
+                with self._tracer.start_as_current_span("gather"):
+                    snapshot = self._enrich(snapshot, now)
             with self._tracer.start_as_current_span("plan") as plan_span:
                 result = plan(snapshot=snapshot, policy=self._policy(), memory=self.memory, now=now)
                 plan_span.set_attribute("placement.actions", len(result.actions))
                 for decision in result.decisions:
                     record_decision(plan_span, decision)
             self.memory = result.memory
+            cycle = CycleResult(plan=result, standby=self._standby())
+            if cycle.standby is not None:
+                span.set_attribute("placement.standby", cycle.standby)
+                return cycle
             self._log.write(result.decisions, now=now)
-            cycle = CycleResult(plan=result)
             with self._tracer.start_as_current_span("execute") as execute_span:
                 execute_span.set_attribute("placement.dry_run", self._dry_run)
                 for action in result.actions:

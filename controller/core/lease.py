@@ -1,0 +1,178 @@
+"""The leader lease, as pure logic: which replica may write, decided from what it saw when.
+
+The lease is four labels on the controller's own service, written by compare-and-swap on
+the service's Version.Index, so Swarm's Raft store orders every claim. A replica never
+compares another machine's clock with its own: it takes the lease over only once it has
+watched the same record go unrenewed for the record's whole lifetime on its own monotonic
+clock. The holder, for its part, stops writing a safety margin before its lifetime, counted
+from the moment it *sent* its last successful renewal, runs out. Whoever watches saw that
+renewal later than it was sent, so the old holder has stopped before anyone else may start,
+whether it died, was paused or lost its network.
+
+Nothing here reads a clock or does I/O: callers pass `now` (monotonic seconds).
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+
+from controller.core.labels import OWN_PREFIX
+
+HOLDER_LABEL = f"{OWN_PREFIX}lease.holder"
+RENEWED_AT_LABEL = f"{OWN_PREFIX}lease.renewed-at"
+LIFETIME_LABEL = f"{OWN_PREFIX}lease.lifetime"
+TERM_LABEL = f"{OWN_PREFIX}lease.term"
+LEASE_LABELS = (HOLDER_LABEL, RENEWED_AT_LABEL, LIFETIME_LABEL, TERM_LABEL)
+
+
+class LeaseLabelError(ValueError):
+    """The lease labels are there but unreadable (edited by hand, say)."""
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseRecord:
+    holder: str  # "" once released by a holder that stopped cleanly
+    renewed_at: str  # the holder's wall clock, ISO 8601: for operators, never compared
+    lifetime: float  # seconds the holder promises to stop writing within
+    term: int  # +1 at every change of holder: says in logs and metrics who led when
+
+    @property
+    def released(self) -> bool:
+        return self.holder == ""
+
+
+def record_from_labels(labels: Mapping[str, str]) -> LeaseRecord | None:
+    """The lease on a service's labels; None when it has none."""
+    if not any(key in labels for key in LEASE_LABELS):
+        return None
+    missing = [key for key in LEASE_LABELS if key not in labels]
+    if missing:
+        raise LeaseLabelError(f"lease labels incomplete, missing {', '.join(missing)}")
+    try:
+        lifetime = float(labels[LIFETIME_LABEL])
+        term = int(labels[TERM_LABEL])
+    except ValueError as exc:
+        raise LeaseLabelError(f"lease labels unreadable: {exc}") from exc
+    if not 0 < lifetime < 3600 or term < 0:
+        raise LeaseLabelError(f"lease lifetime {lifetime} or term {term} out of range")
+    return LeaseRecord(
+        holder=labels[HOLDER_LABEL],
+        renewed_at=labels[RENEWED_AT_LABEL],
+        lifetime=lifetime,
+        term=term,
+    )
+
+
+def labels_of(record: LeaseRecord) -> dict[str, str]:
+    return {
+        HOLDER_LABEL: record.holder,
+        RENEWED_AT_LABEL: record.renewed_at,
+        LIFETIME_LABEL: f"{record.lifetime:g}",
+        TERM_LABEL: str(record.term),
+    }
+
+
+def wall_stamp(epoch_seconds: float) -> str:
+    return datetime.fromtimestamp(epoch_seconds, UTC).isoformat(timespec="milliseconds")
+
+
+class Step(enum.Enum):
+    RENEW = "renew"  # write our record again: we hold the lease
+    TAKE = "take"  # write our record with the next term: the lease is free
+    WAIT = "wait"  # someone else may hold it: write nothing
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    step: Step
+    reason: str
+    term: int = 0  # the term to write (RENEW and TAKE)
+    retry_at: float | None = None  # WAIT: when the lease may be free, if nothing changes
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseView:
+    """What one replica knows of the lease, on its own monotonic clock."""
+
+    seen: LeaseRecord | None = None  # the record at the last read (None: no lease labels)
+    seen_unreadable: bool = False
+    seen_since: float | None = None  # when it first read that same record
+    mine: LeaseRecord | None = None  # the last record it wrote that is known to have landed
+    pending: LeaseRecord | None = None  # a write whose outcome is not known yet
+    pending_sent: float = 0.0  # when that write was sent
+    held_until: float | None = None  # its lease ends then: the send of `mine` + lifetime
+
+    def sight(self, record: LeaseRecord | None, *, unreadable: bool, now: float) -> LeaseView:
+        """A fresh read of the labels. Finding our pending write there confirms it."""
+        view = self
+        if self.seen_since is None or record != self.seen or unreadable != self.seen_unreadable:
+            view = replace(view, seen=record, seen_unreadable=unreadable, seen_since=now)
+        if record is not None and record == self.pending:
+            return view.landed()
+        if record is not None and record != self.mine and self.held_until is not None:
+            view = replace(view, held_until=None)  # taken over: never write again
+        return view
+
+    def attempt(self, record: LeaseRecord, *, now: float) -> LeaseView:
+        return replace(self, pending=record, pending_sent=now)
+
+    def landed(self) -> LeaseView:
+        """The pending write is in Swarm's store: the lease runs from when it was sent."""
+        assert self.pending is not None
+        record = self.pending
+        held = None if record.released else self.pending_sent + record.lifetime
+        return replace(
+            self,
+            mine=record,
+            pending=None,
+            held_until=held,
+            seen=record,
+            seen_unreadable=False,
+            seen_since=self.pending_sent,
+        )
+
+    def refused(self) -> LeaseView:
+        """The pending write was refused (the service changed since it was read)."""
+        return replace(self, pending=None)
+
+    def holds(self, now: float, margin: float = 0.0) -> bool:
+        """True while writes are allowed: the lease has not run out, less the margin."""
+        return self.held_until is not None and now < self.held_until - margin
+
+
+def decide(view: LeaseView, *, me: str, lifetime: float, now: float) -> Verdict:
+    """What to do after `view.sight(...)` of a fresh read."""
+    record = view.seen
+    term = record.term if record is not None else (view.mine.term if view.mine else 0)
+    if record is not None and record == view.mine and record.holder == me:
+        return Verdict(Step.RENEW, "we hold the lease", term=term)
+    if view.holds(now) and record is None:
+        # Our labels were wiped (a `docker stack deploy` rewrites the whole spec) while our
+        # lease still runs: writing them back is safe, anyone else waits a whole lifetime.
+        return Verdict(Step.RENEW, "our lease labels were removed: writing them back", term=term)
+    if record is not None and record.released:
+        return Verdict(Step.TAKE, f"released by its holder at term {record.term}", term=term + 1)
+    waited = lifetime if record is None else record.lifetime
+    since = view.seen_since if view.seen_since is not None else now
+    what = (
+        "no lease labels"
+        if record is None and not view.seen_unreadable
+        else "unreadable lease labels"
+        if record is None
+        else f"held by {record.holder} (term {record.term})"
+    )
+    if now - since >= waited:
+        return Verdict(Step.TAKE, f"{what}, unchanged for {waited:g} s", term=term + 1)
+    return Verdict(Step.WAIT, what, retry_at=since + waited)
+
+
+def new_record(*, me: str, term: int, lifetime: float, wall_now: float) -> LeaseRecord:
+    return LeaseRecord(holder=me, renewed_at=wall_stamp(wall_now), lifetime=lifetime, term=term)
+
+
+def released_record(record: LeaseRecord, *, wall_now: float) -> LeaseRecord:
+    """What a holder that stopped cleanly leaves: anyone may take it at once."""
+    return replace(record, holder="", renewed_at=wall_stamp(wall_now))

@@ -1,0 +1,166 @@
+"""Prometheus metrics: what the controller did, as counters an operator can alert on.
+
+Each controller has a registry of its own (two can run in one process, as tests do).
+Counters of events are fed once per cycle from its result; the lease and the policy are
+read at scrape time by a collector, so they are never stale.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+
+from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoMetricFamily
+from prometheus_client.metrics_core import Metric
+from prometheus_client.registry import Collector
+
+from controller.core.actions import Action, SetNodeAvailability, SetNodeLabels, describe
+from controller.core.decisions import Decision
+from controller.runtime.lease import LeaseKeeper
+from controller.runtime.policy_source import PolicySource
+
+DURATION_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+EVENT_KINDS = ("failover", "failback", "preemption", "move")
+
+
+def subject_of(action: Action) -> str:
+    if isinstance(action, SetNodeLabels | SetNodeAvailability):
+        return f"node {action.hostname}"
+    return f"service {action.service_name}"
+
+
+def events_of(executed: Sequence[Action], decisions: Iterable[Decision]) -> dict[str, int]:
+    """Failovers, failbacks, preemptions and task moves that the executed writes started.
+
+    A decision names its write (`action`), except the owners rule's per-task "move"
+    decisions, which explain the one constraint write of their service.
+    """
+    counts = dict.fromkeys(EVENT_KINDS, 0)
+    written = {describe(a) for a in executed}
+    subjects = {subject_of(a) for a in executed}
+    for d in decisions:
+        if d.action is not None and d.action in written:
+            if (d.rule, d.outcome) == ("failover", "surge"):
+                counts["failover"] += 1
+            elif (d.rule, d.outcome) == ("preemption", "preempt"):
+                counts["preemption"] += 1
+            elif d.rule == "rebalance" and d.outcome in ("move", "rebalance"):
+                counts["move"] += 1
+        elif d.action is None and d.outcome == "move" and d.subject in subjects:
+            counts["move"] += 1
+            if "failback to" in d.reason:
+                counts["failback"] += 1
+    return counts
+
+
+class _StateCollector(Collector):
+    """The lease and the policy, read when scraped."""
+
+    def __init__(self, policy: PolicySource, lease: LeaseKeeper | None) -> None:
+        self._policy = policy
+        self._lease = lease
+
+    def collect(self) -> Iterator[Metric]:
+        reloads = CounterMetricFamily(
+            "placement_policy_reloads", "Policy reloads that took effect."
+        )
+        reloads.add_metric([], self._policy.reloads)
+        yield reloads
+        errors = CounterMetricFamily(
+            "placement_policy_errors", "Policy reloads rejected; the previous policy stayed."
+        )
+        errors.add_metric([], self._policy.errors)
+        yield errors
+        info = InfoMetricFamily("placement_policy", "The policy file in force.")
+        info.add_metric([], {"path": str(self._policy.path or ""), "sha256": self._policy.digest})
+        yield info
+        lease = self._lease
+        leader = GaugeMetricFamily(
+            "placement_lease_leader",
+            "1 while this replica may write (always 1 without a lease: a single instance).",
+        )
+        leader.add_metric([], 1.0 if lease is None or lease.holds() else 0.0)
+        yield leader
+        if lease is None:
+            return
+        holder = GaugeMetricFamily(
+            "placement_lease_holder",
+            "The lease holder as this replica last read it (1 on the holder's name).",
+            labels=["service", "holder"],
+        )
+        holder.add_metric([lease.config.service, lease.holder], 1.0)
+        yield holder
+        term = GaugeMetricFamily("placement_lease_term", "The lease's term: +1 per new holder.")
+        term.add_metric([], lease.term)
+        yield term
+        taken = CounterMetricFamily(
+            "placement_lease_acquisitions", "How often this replica became the lease holder."
+        )
+        taken.add_metric([], lease.acquisitions)
+        yield taken
+        lost = CounterMetricFamily(
+            "placement_lease_losses", "How often this replica stopped holding the lease."
+        )
+        lost.add_metric([], lease.losses)
+        yield lost
+
+
+class Metrics:
+    def __init__(self, policy: PolicySource, lease: LeaseKeeper | None) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.reconcile_seconds = Histogram(
+            "placement_reconcile_duration_seconds",
+            "Wall time of one reconcile cycle (observe, plan, execute).",
+            ["role"],
+            buckets=DURATION_BUCKETS,
+            registry=r,
+        )
+        self.cycle_errors = Counter(
+            "placement_reconcile_errors", "Cycles that failed, by cause.", ["cause"], registry=r
+        )
+        self.actions = Counter(
+            "placement_actions", "Writes executed, by action kind.", ["kind"], registry=r
+        )
+        self.conflicts = Counter(
+            "placement_write_conflicts",
+            "Cycles ended early by a write conflict or the lease fence.",
+            registry=r,
+        )
+        self.decisions = Counter(
+            "placement_decisions",
+            "Decisions made, by rule and outcome; one repeated unchanged counts once.",
+            ["rule", "outcome"],
+            registry=r,
+        )
+        self.events = {
+            kind: Counter(f"placement_{kind}s", f"{kind.capitalize()}s started.", registry=r)
+            for kind in EVENT_KINDS
+        }
+        r.register(_StateCollector(policy, lease))
+        self._previous: set[Decision] = set()
+
+    def record_cycle(
+        self,
+        *,
+        seconds: float,
+        leader: bool,
+        decisions: Sequence[Decision],
+        executed: Sequence[Action],
+        conflict: bool,
+    ) -> None:
+        self.reconcile_seconds.labels("leader" if leader else "standby").observe(seconds)
+        if not leader:
+            self._previous = set()  # decisions count where they are acted on
+            return
+        for d in decisions:
+            if d not in self._previous:
+                self.decisions.labels(d.rule, d.outcome).inc()
+        self._previous = set(decisions)
+        for action in executed:
+            self.actions.labels(action.kind).inc()
+        for kind, count in events_of(executed, decisions).items():
+            if count:
+                self.events[kind].inc(count)
+        if conflict:
+            self.conflicts.inc()

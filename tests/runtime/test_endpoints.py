@@ -1,0 +1,112 @@
+"""/healthz, /readyz and /metrics over real HTTP on a local port (no Docker)."""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+
+import anyio
+import anyio.from_thread
+import pytest
+
+from controller.runtime.endpoints import (
+    CYCLE_STUCK_SECONDS,
+    EndpointServer,
+    Health,
+    make_app,
+    parse_address,
+)
+from controller.runtime.lease import LeaseConfig, LeaseKeeper
+from controller.runtime.metrics import Metrics
+from controller.runtime.policy_source import PolicySource
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _get(url: str, token: str | None = None) -> tuple[int, str]:
+    request = urllib.request.Request(url)
+    if token:
+        request.add_header("Authorization", f"Bearer {token}")
+    try:
+        with urllib.request.urlopen(request, timeout=5) as reply:
+            return reply.status, reply.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+
+
+@pytest.fixture
+def served() -> Iterator[tuple[str, Health, Clock]]:
+    clock = Clock()
+    health = Health(started=clock.now, loop_beat=clock.now)
+    metrics = Metrics(PolicySource(None), lease=None)
+    server = EndpointServer(
+        ("127.0.0.1", 0), make_app(health, metrics, token="s3cret", clock=clock)
+    )
+
+    with anyio.from_thread.start_blocking_portal() as portal:
+        running = portal.start_task_soon(server.run)
+        yield f"http://127.0.0.1:{server.port}", health, clock
+        running.cancel()
+
+
+def test_health_follows_the_loop_and_the_cycles(served) -> None:  # type: ignore[no-untyped-def]
+    url, health, clock = served
+    assert _get(f"{url}/healthz")[0] == 200
+    code, body = _get(f"{url}/readyz")
+    assert code == 503 and "no reconcile cycle" in json.loads(body)["status"]
+    health.cycles_done = 1
+    assert _get(f"{url}/readyz")[0] == 200
+    health.last_error = "the Docker engine is unreachable: boom"
+    assert _get(f"{url}/readyz") == (503, '{"ok": false, "status": "' + health.last_error + '"}\n')
+    health.last_error = None
+    health.cycle_started = clock.now
+    clock.now += CYCLE_STUCK_SECONDS + 1
+    health.loop_beat = clock.now
+    code, body = _get(f"{url}/healthz")
+    assert code == 503 and "reconcile cycle has run" in body
+
+
+def test_metrics_want_the_token_and_unknown_paths_are_404(served) -> None:  # type: ignore[no-untyped-def]
+    url, _, _ = served
+    assert _get(f"{url}/metrics")[0] == 401
+    assert _get(f"{url}/metrics", token="wrong")[0] == 401
+    code, body = _get(f"{url}/metrics", token="s3cret")
+    assert code == 200 and "placement_reconcile_duration_seconds" in body
+    assert _get(f"{url}/nope")[0] == 404
+
+
+def test_readiness_with_a_lease_says_standby_until_it_is_read() -> None:
+    clock = Clock()
+    lease = LeaseKeeper(
+        LeaseConfig(service="placement_controller", holder="a"),
+        lambda: None,  # type: ignore[arg-type,return-value]
+        say=lambda _: None,
+        clock=clock,
+    )
+    health = Health(started=clock.now, loop_beat=clock.now, cycles_done=1, lease=lease)
+    ok, why = health.ready(clock.now)
+    assert not ok and "not read lately" in why
+    lease.last_read, lease.reads = clock.now, 1
+    ok, why = health.ready(clock.now)
+    assert ok and why.startswith("standby: service placement_controller has no readable lease")
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [(":9464", ("0.0.0.0", 9464)), ("127.0.0.1:80", ("127.0.0.1", 80)), ("[::1]:9", ("::1", 9))],
+)
+def test_addresses(text: str, expected: tuple[str, int]) -> None:
+    assert parse_address(text) == expected
+
+
+def test_a_bad_address_says_what_is_expected() -> None:
+    with pytest.raises(ValueError, match="HOST:PORT"):
+        parse_address("localhost")

@@ -1,0 +1,81 @@
+"""Metrics: which writes count as failovers, failbacks, preemptions and moves; rendering."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from prometheus_client import generate_latest
+
+from controller.core.actions import SetReplicas, SetServiceConstraints, describe
+from controller.core.decisions import Decision
+from controller.runtime.metrics import Metrics, events_of
+from controller.runtime.policy_source import PolicySource
+
+SURGE = SetReplicas("s1", "db", 7, 3)
+STEER = SetServiceConstraints("s2", "web", 4, ("node.id!=n1",), evicts_from=("n1",))
+SHRINK = SetReplicas("s3", "batch", 2, 1)
+
+
+def _decisions() -> list[Decision]:
+    return [
+        Decision("failover", "service db", "surge", "1 lost", action=describe(SURGE)),
+        Decision("owners", "service web", "steer", "steer", action=describe(STEER)),
+        Decision("owners", "service web", "move", "a task from n1 to n2: failback to preferred"),
+        Decision("owners", "service web", "move", "a task from n3 to n2: restore spread"),
+        Decision("preemption", "service batch", "preempt", "room", action=describe(SHRINK)),
+        Decision("preemption", "service hi", "preempt", "2 pending"),  # no write of its own
+        Decision("owners", "service other", "move", "failback to preferred"),  # not executed
+    ]
+
+
+def test_events_count_only_what_the_executed_writes_started() -> None:
+    counts = events_of([SURGE, STEER, SHRINK], _decisions())
+    assert counts == {"failover": 1, "failback": 1, "preemption": 1, "move": 2}
+    assert events_of([], _decisions()) == {"failover": 0, "failback": 0, "preemption": 0, "move": 0}
+
+
+def _sample(metrics: Metrics, name: str, **labels: str) -> float | None:
+    return metrics.registry.get_sample_value(name, labels)
+
+
+def test_a_cycle_feeds_the_counters_and_repeated_decisions_count_once(tmp_path: Path) -> None:
+    metrics = Metrics(PolicySource(None), lease=None)
+    for _ in range(2):
+        metrics.record_cycle(
+            seconds=0.2,
+            leader=True,
+            decisions=_decisions(),
+            executed=[SURGE, STEER],
+            conflict=False,
+        )
+    assert _sample(metrics, "placement_reconcile_duration_seconds_count", role="leader") == 2
+    assert _sample(metrics, "placement_decisions_total", rule="owners", outcome="move") == 3
+    assert _sample(metrics, "placement_actions_total", kind="set-replicas") == 2
+    assert _sample(metrics, "placement_failovers_total") == 2
+    assert _sample(metrics, "placement_failbacks_total") == 2
+    assert _sample(metrics, "placement_lease_leader") == 1.0
+
+
+def test_a_standby_cycle_counts_its_duration_only() -> None:
+    metrics = Metrics(PolicySource(None), lease=None)
+    metrics.record_cycle(
+        seconds=0.1, leader=False, decisions=_decisions(), executed=[SURGE], conflict=True
+    )
+    assert _sample(metrics, "placement_reconcile_duration_seconds_count", role="standby") == 1
+    assert _sample(metrics, "placement_failovers_total") == 0
+    assert _sample(metrics, "placement_write_conflicts_total") == 0
+
+
+def test_policy_reloads_and_errors_are_read_when_scraped(tmp_path: Path) -> None:
+    path = tmp_path / "policy.yaml"
+    path.write_text("apiVersion: placement/v1\n")
+    source = PolicySource(path)
+    metrics = Metrics(source, lease=None)
+    path.write_text("apiVersion: placement/v1\ncontroller: {resync-interval: 2s}\n")
+    source.reload()
+    path.write_text("apiVersion: nope\n")
+    source.reload()
+    text = generate_latest(metrics.registry).decode()
+    assert "placement_policy_reloads_total 1.0" in text
+    assert "placement_policy_errors_total 1.0" in text
+    assert f'sha256="{source.digest}"' in text
