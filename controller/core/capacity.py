@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from itertools import combinations, product
 from math import comb
 
-from controller.core.constraints import parse_constraint
+from controller.core.constraints import node_filter, parse_constraint
 from controller.core.model import ClusterSnapshot, Resources, Service, Task, TaskState
 from controller.core.replicas import REBALANCE, SURGE, RecordError, read_record
 
@@ -97,10 +97,8 @@ def eligible_nodes(snapshot: ClusterSnapshot, service: Service) -> tuple[str, ..
 
     Raises ConstraintError for a constraint the controller cannot read.
     """
-    parsed = tuple(parse_constraint(c) for c in service.constraints)
-    return tuple(
-        n.id for n in snapshot.nodes if n.accepts_tasks and all(c.matches(n) for c in parsed)
-    )
+    satisfies = node_filter(parse_constraint(c) for c in service.constraints)
+    return tuple(n.id for n in snapshot.nodes if n.accepts_tasks and satisfies(n))
 
 
 def wanted_count(service: Service) -> int:
@@ -123,6 +121,8 @@ def demand(snapshot: ClusterSnapshot, service: Service) -> int:
     """
     tasks = snapshot.tasks_of(service.id)
     unassigned = sum(1 for t in tasks if is_unassigned(t))
+    if not unassigned:
+        return 0
     if service.updating:
         return len({t.slot for t in tasks if is_unassigned(t)})
     ready = {n.id for n in snapshot.nodes if n.is_ready}
@@ -153,6 +153,8 @@ class Room:
     def place(self, service: Service, eligible: Iterable[str], count: int) -> Room:
         """Room after placing up to `count` tasks, on the nodes Swarm would rank first:
         fewest tasks of the service, then fewest tasks overall."""
+        if count <= 0:
+            return self
         free = dict(self.free)
         mine = Counter(self.counts.get(service.id, {}))
         load = Counter[str]()

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import ipaddress
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import lru_cache
 
 from controller.core.model import Node
 
@@ -37,6 +39,7 @@ class Constraint:
         return f"{self.key}{'==' if self.equal else '!='}{self.value}"
 
 
+@lru_cache(maxsize=1 << 16)  # the same strings come back every cycle; Constraint is frozen
 def parse_constraint(text: str) -> Constraint:
     parts = _OPERATOR.split(text, maxsplit=1)
     if len(parts) != 3:
@@ -73,15 +76,44 @@ def _node_value(node: Node, key: str) -> str:
         return node.labels.get(key[len("node.labels.") :], "")
     if lowered.startswith("engine.labels."):
         return node.engine_labels.get(key[len("engine.labels.") :], "")
-    simple = {
-        "node.id": node.id,
-        "node.hostname": node.hostname,
-        "node.role": node.role.value,
-        "node.platform.os": node.platform_os,
-        "node.platform.arch": node.platform_arch,
-    }
-    return simple[lowered]
+    if lowered == "node.id":
+        return node.id
+    if lowered == "node.hostname":
+        return node.hostname
+    if lowered == "node.role":
+        return node.role.value
+    if lowered == "node.platform.os":
+        return node.platform_os
+    if lowered == "node.platform.arch":
+        return node.platform_arch
+    raise KeyError(key)
 
 
 def node_satisfies(node: Node, constraints: tuple[Constraint, ...]) -> bool:
     return all(c.matches(node) for c in constraints)
+
+
+@dataclass(frozen=True, slots=True)
+class NodeFilter:
+    """Constraints compiled to test many nodes: the `node.id!=` ones (the controller's
+    exclusions: one per excluded node, so hundreds on a large swarm) become one set."""
+
+    excluded_ids: frozenset[str]  # casefolded, as every value compares
+    others: tuple[Constraint, ...]
+
+    def __call__(self, node: Node) -> bool:
+        return node.id.casefold() not in self.excluded_ids and all(
+            c.matches(node) for c in self.others
+        )
+
+
+def node_filter(constraints: Iterable[Constraint]) -> NodeFilter:
+    """A test equal to `node_satisfies(node, constraints)`, cheaper per node."""
+    excluded: set[str] = set()
+    others: list[Constraint] = []
+    for constraint in constraints:
+        if constraint.key.lower() == "node.id" and not constraint.equal:
+            excluded.add(constraint.value.casefold())
+        else:
+            others.append(constraint)
+    return NodeFilter(frozenset(excluded), tuple(others))

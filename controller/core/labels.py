@@ -8,6 +8,7 @@ can never collide and an operator can see at a glance what is ours.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from functools import lru_cache
 
 OWN_PREFIX = "swarm-placement."
 
@@ -69,6 +70,11 @@ def format_exclusions(node_ids: Iterable[str]) -> str:
 
 
 def is_own_constraint(text: str, service_name: str, labels: Mapping[str, str]) -> bool:
+    return text in _own_constraints(service_name, labels.get(EXCLUDED_LABEL, ""))
+
+
+@lru_cache(maxsize=1024)  # asked once per constraint, with hundreds of exclusions each
+def _own_constraints(service_name: str, excluded: str) -> frozenset[str]:
     own = {steering_constraint(service_name), possible_constraint(service_name)}
-    own.update(exclusion_constraint(i) for i in recorded_exclusions(labels))
-    return text in own
+    own.update(exclusion_constraint(i) for i in recorded_exclusions({EXCLUDED_LABEL: excluded}))
+    return frozenset(own)

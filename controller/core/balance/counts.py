@@ -17,7 +17,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from controller.core.constraints import node_satisfies, parse_constraint
+from controller.core.constraints import node_filter, parse_constraint
+from controller.core.memo import per_snapshot
 from controller.core.model import ACTIVE_TASK_STATES, ClusterSnapshot, Resources, Service, TaskState
 
 # Room on a node with no limit from reservations or max-replicas-per-node.
@@ -68,7 +69,18 @@ def active_counts(snapshot: ClusterSnapshot, service_id: str) -> dict[str, int]:
     return counts
 
 
-def reserved_by_node(snapshot: ClusterSnapshot) -> dict[str, Resources]:
+@per_snapshot  # the same for every service of a cycle: computed once
+def running_by_node(snapshot: ClusterSnapshot) -> Mapping[str, int]:
+    """Node id -> running tasks there, all services together."""
+    total: dict[str, int] = {}
+    for task in snapshot.tasks:
+        if task.node_id and task.is_running:
+            total[task.node_id] = total.get(task.node_id, 0) + 1
+    return total
+
+
+@per_snapshot  # the same for every service of a cycle: computed once
+def reserved_by_node(snapshot: ClusterSnapshot) -> Mapping[str, Resources]:
     """Node id -> reservations of the active tasks there, all services together."""
     reserved: dict[str, Resources] = {}
     for task in snapshot.tasks:
@@ -112,13 +124,13 @@ def placement_room(
     an added `node.id!=` would); `promised`: reservations of moves already planned this
     cycle. Raises ConstraintError on a constraint it cannot read.
     """
-    constraints = tuple(parse_constraint(text) for text in service.constraints)
+    satisfies = node_filter(parse_constraint(text) for text in service.constraints)
     reserved = reserved_by_node(snapshot)
     room: dict[str, int] = {}
     for node in snapshot.nodes:
         if node.id in without or not node.accepts_tasks:
             continue
-        if not node_satisfies(node, constraints):
+        if not satisfies(node):
             continue
         used = reserved.get(node.id, Resources()) + (promised or {}).get(node.id, Resources())
         free = Resources(

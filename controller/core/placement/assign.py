@@ -5,21 +5,32 @@ Tasks stay where they are unless a move improves, in this order of importance:
 2. anti-affinity (soft): fewer tasks sharing a node with services of the same class;
 3. preference: a task on a better-ranked preferred owner (failback), only when the
    failback policy permits it now and that owner has been ready for failback-delay.
+Missing replicas and the standby go, among nodes equal so far, to the node the placement
+plugins score highest (a score never moves a running task by itself).
 A move must not make a more important criterion worse. Missing replicas are placed on
 the best nodes by the same order. Everything is deterministic: ties go to the node
-with fewer tasks, then to the hostname.
+with fewer tasks, then to the hostname, then to the node ID.
+
+The search is incremental (see `_Scores`): a candidate node or move changes the
+objective by a delta, and nodes that differ only in load and name are looked at only
+through the least busy of them (`NodeOrder`), so one service costs about its replicas,
+preferred owners and mates rather than the size of the cluster.
 """
 
 from __future__ import annotations
 
 import math
-from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from controller.core.placement.candidates import Candidates
 
 SPREAD, ANTI_AFFINITY, FAILBACK = "spread", "anti-affinity", "failback"
+Objective = tuple[int, int, int]  # (spread excess, anti-affinity conflicts, preference cost)
+# Order for placing a task on a node: (spread excess, conflicts, rank, -plugin score,
+# tasks of the service there, tasks there, hostname) after placing it; the node ID
+# breaks the last ties.
+Placing = tuple[int, int, int, float, int, int, str]
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +50,32 @@ class Assignment:
 
 
 @dataclass(frozen=True)
+class NodeOrder:
+    """Nodes grouped by fault domain, each group least busy first (load, hostname, ID).
+
+    It depends only on the cycle's load and the spread level, so the owners rule builds
+    one per level per cycle and shares it among services.
+    """
+
+    domain_of: Mapping[str, str]  # node ID -> domain ("" for every node without spread)
+    by_domain: Mapping[str, tuple[str, ...]]
+
+
+def node_order(
+    nodes: Iterable[str],
+    *,
+    load: Mapping[str, int],
+    hostname: Mapping[str, str],
+    domain: Callable[[str], str] | None,
+) -> NodeOrder:
+    domain_of = {n: domain(n) if domain is not None else "" for n in nodes}
+    by_domain: dict[str, list[str]] = {}
+    for node in sorted(domain_of, key=lambda n: (load.get(n, 0), hostname.get(n, n), n)):
+        by_domain.setdefault(domain_of[node], []).append(node)
+    return NodeOrder(domain_of, {d: tuple(ns) for d, ns in by_domain.items()})
+
+
+@dataclass(frozen=True)
 class PlacementInputs:
     """What the assignment needs to know about the cluster, as plain values."""
 
@@ -51,57 +88,154 @@ class PlacementInputs:
     hostname: Mapping[str, str]
     failback_ready: frozenset[str]  # preferred owners a task may fail back to now
     max_moves: int  # 0 when moves are not permitted this cycle
+    # Node ID -> placement plugins' score (higher is better): ranks nodes the policy
+    # leaves equal, after the preferred order and before the tie-breaks.
+    scores: Mapping[str, float] = field(default_factory=dict)
+    # The cycle's shared order over (at least) the placeable nodes, built with the same
+    # load, hostname and domain as above; None: built here.
+    order: NodeOrder | None = None
 
 
-def _objective(inputs: PlacementInputs, desired: Mapping[str, int]) -> tuple[int, int, int]:
-    """(spread excess, anti-affinity conflicts, preference cost): lower is better."""
-    spread_excess = 0
-    if inputs.domain is not None:
-        per_domain: Counter[str] = Counter()
-        for node in inputs.candidates.placeable | {n for n, c in desired.items() if c}:
-            per_domain[inputs.domain(node)] += 0
-        for node, count in desired.items():
-            per_domain[inputs.domain(node)] += count
-        if per_domain:
-            spread_excess = max(0, max(per_domain.values()) - min(per_domain.values()) - 1)
-    conflicts = sum(count * inputs.mates.get(node, 0) for node, count in desired.items())
-    unranked = len(inputs.candidates.preferred)
-    preference = sum(
-        count * (inputs.candidates.rank(node) if node in inputs.failback_ready else unranked)
-        for node, count in desired.items()
-    )
-    return spread_excess, conflicts, preference
+class _Scores:
+    """The objective of one desired placement, and its value after one added or moved task.
 
+    Equal to evaluating the whole placement again: a domain counts while a placeable
+    node or a node holding tasks lies in it, and a node a task leaves still counts.
+    """
 
-def _node_order(inputs: PlacementInputs, desired: Mapping[str, int]) -> Callable[[str], tuple]:  # type: ignore[type-arg]
-    """Order for placing a new replica: what the objective prefers, then the least busy."""
+    def __init__(self, inputs: PlacementInputs, order: NodeOrder, desired: Mapping[str, int]):
+        cands = inputs.candidates
+        self.inputs, self.order, self.desired = inputs, order, desired
+        self.unranked = len(cands.preferred)
+        self.rank: dict[str, int] = {}
+        for index, node in enumerate(cands.preferred):
+            self.rank.setdefault(node, index)
+        self.spread_on = inputs.domain is not None
+        self.counts: dict[str, int] = {}
+        if self.spread_on:
+            dom = order.domain_of
+            self.counts = dict.fromkeys({dom[n] for n in cands.placeable}, 0)
+            for node, count in desired.items():
+                self.counts[dom[node]] = self.counts.get(dom[node], 0) + count
+        mates = inputs.mates
+        self.conflicts = sum(count * mates.get(node, 0) for node, count in desired.items())
+        self.preference = sum(count * self.cost(node) for node, count in desired.items())
+        self._spread: dict[tuple[str | None, str | None], int] = {}
 
-    def key(node: str) -> tuple:  # type: ignore[type-arg]
-        trial = dict(desired)
-        trial[node] = trial.get(node, 0) + 1
-        spread, conflicts, _ = _objective(inputs, trial)
+    def cost(self, node: str) -> int:
+        if node in self.inputs.failback_ready:
+            return self.rank.get(node, self.unranked)
+        return self.unranked
+
+    def spread(self, plus: str | None = None, minus: str | None = None) -> int:
+        """Spread excess with a task added in domain `plus` and taken from `minus`."""
+        if not self.spread_on:
+            return 0
+        key = (plus, minus)
+        if key not in self._spread:
+            counts = self.counts
+            if plus is not None or minus is not None:
+                counts = dict(counts)
+                if minus is not None:
+                    counts[minus] -= 1
+                if plus is not None:
+                    counts[plus] = counts.get(plus, 0) + 1
+            values = counts.values()
+            self._spread[key] = max(0, max(values) - min(values) - 1) if counts else 0
+        return self._spread[key]
+
+    def objective(self) -> Objective:
+        return self.spread(), self.conflicts, self.preference
+
+    def placing(self, node: str) -> tuple[Placing, str]:
+        """Order for placing one more task: what the objective prefers, then the least
+        busy node, then the hostname and the ID."""
+        inputs = self.inputs
         return (
-            spread,
-            conflicts,
-            inputs.candidates.rank(node),
-            desired.get(node, 0),
-            inputs.load.get(node, 0),
-            inputs.hostname.get(node, node),
+            (
+                self.spread(plus=self.order.domain_of[node]),
+                self.conflicts + inputs.mates.get(node, 0),
+                self.rank.get(node, self.unranked),
+                -inputs.scores.get(node, 0.0),
+                self.desired.get(node, 0),
+                inputs.load.get(node, 0),
+                inputs.hostname.get(node, node),
+            ),
+            node,
         )
 
-    return key
+    def is_plain(self, node: str) -> bool:
+        """A node that differs from others of its domain only in load and name."""
+        inputs = self.inputs
+        return (
+            node not in self.desired
+            and node not in self.rank
+            and not inputs.mates.get(node)
+            and not inputs.scores.get(node, 0.0)
+        )
+
+    def targets(self, allowed: Callable[[str], bool]) -> list[str]:
+        """The placeable nodes that may be best for one more task: every node that is not
+        plain, and the least busy plain node of each domain (`allowed` is true for every
+        plain node, so the first plain one found per domain beats the rest)."""
+        inputs, placeable = self.inputs, self.inputs.candidates.placeable
+        if len(placeable) * 8 < len(self.order.domain_of):
+            return [n for n in placeable if allowed(n)]  # few: cheaper to look at all
+        special = {
+            n
+            for n in (
+                *self.desired,
+                *self.rank,
+                *(m for m, c in inputs.mates.items() if c),
+                *(m for m, s in inputs.scores.items() if s),
+            )
+            if n in placeable and allowed(n)
+        }
+        found = list(special)
+        for nodes in self.order.by_domain.values():
+            for node in nodes:
+                if node in placeable and node not in special and self.is_plain(node):
+                    found.append(node)
+                    break
+        return found
+
+
+def _order_of(inputs: PlacementInputs) -> NodeOrder:
+    if inputs.order is not None:
+        return inputs.order
+    nodes = {*inputs.candidates.placeable, *inputs.candidates.keepable, *inputs.current}
+    return node_order(nodes, load=inputs.load, hostname=inputs.hostname, domain=inputs.domain)
+
+
+def _best_target(scores: _Scores, allowed: Callable[[str], bool]) -> str | None:
+    targets = scores.targets(allowed)
+    return min(map(scores.placing, targets))[1] if targets else None
 
 
 def assign(inputs: PlacementInputs) -> Assignment:
     cands = inputs.candidates
-    placeable = sorted(cands.placeable)
+    order = _order_of(inputs)
+    placeable = cands.placeable
     cap = max(1, math.ceil(inputs.replicas / len(placeable))) if placeable else 0
 
     # 1. Keep what may stay, best nodes first, within the per-node cap and the count.
+    # (Placing one task on an empty placement never skews a spread, so the order is the
+    # mates, the rank and the load.)
     desired: dict[str, int] = {}
     evicted = {n: c for n, c in inputs.current.items() if c and n not in cands.keepable}
-    keep_order = _node_order(inputs, {})
-    for node in sorted((n for n in inputs.current if n in cands.keepable), key=keep_order):
+    empty = _Scores(inputs, order, {})
+    for node in sorted(
+        (n for n in inputs.current if n in cands.keepable),
+        key=lambda n: (
+            0,
+            inputs.mates.get(n, 0),
+            empty.rank.get(n, empty.unranked),
+            -inputs.scores.get(n, 0.0),
+            0,
+            inputs.load.get(n, 0),
+            inputs.hostname.get(n, n),
+        ),
+    ):
         room = inputs.replicas - sum(desired.values())
         keep = min(inputs.current[node], max(cap, 1), room)
         if keep > 0:
@@ -110,17 +244,17 @@ def assign(inputs: PlacementInputs) -> Assignment:
     # 2. Place what is missing.
     unplaced = 0
     for _ in range(inputs.replicas - sum(desired.values())):
-        open_nodes = [n for n in placeable if desired.get(n, 0) < cap]
-        if not open_nodes:
+        scores = _Scores(inputs, order, desired)
+        best = _best_target(scores, lambda n: desired.get(n, 0) < cap)
+        if best is None:
             unplaced += 1
             continue
-        best = min(open_nodes, key=_node_order(inputs, desired))
         desired[best] = desired.get(best, 0) + 1
 
     # 3. Improve by single moves, each strictly better, up to the permitted number.
     moves: list[Move] = []
     while len(moves) < inputs.max_moves:
-        move = _best_move(inputs, desired, cap)
+        move = _best_move(_Scores(inputs, order, desired), cap)
         if move is None:
             break
         desired[move.from_node] -= 1
@@ -129,35 +263,48 @@ def assign(inputs: PlacementInputs) -> Assignment:
         desired[move.to_node] = desired.get(move.to_node, 0) + 1
         moves.append(move)
 
-    standby_pool = [n for n in placeable if n not in desired]
-    standby = min(standby_pool, key=_node_order(inputs, desired)) if standby_pool else None
+    standby = _best_target(_Scores(inputs, order, desired), lambda n: n not in desired)
     return Assignment(
         desired=desired, moves=tuple(moves), standby=standby, unplaced=unplaced, evicted=evicted
     )
 
 
-def _best_move(inputs: PlacementInputs, desired: dict[str, int], cap: int) -> Move | None:
-    before = _objective(inputs, desired)
-    best: tuple[tuple[int, int, int], tuple, Move] | None = None  # type: ignore[type-arg]
-    order = _node_order(inputs, desired)
+def _best_move(scores: _Scores, cap: int) -> Move | None:
+    """The single move that improves the objective most, ties broken by the destination's
+    placing order, then by source and destination ID."""
+    inputs, desired, dom = scores.inputs, scores.desired, scores.order.domain_of
+    before = scores.objective()
+    # Destinations that share a domain, mates, cost, rank and score are alike but for
+    # their load and name: per such group only the first in placing order can win. (A
+    # move within its own group changes nothing, so the source is never that winner.)
+    groups: dict[tuple[str, int, int, int, float], tuple[Placing, str]] = {}
+    for dst in scores.targets(lambda n: desired.get(n, 0) < cap):
+        group = (
+            dom[dst],
+            inputs.mates.get(dst, 0),
+            scores.cost(dst),
+            scores.rank.get(dst, -1),
+            inputs.scores.get(dst, 0.0),
+        )
+        entry = scores.placing(dst)
+        if group not in groups or entry < groups[group]:
+            groups[group] = entry
+    best: tuple[Objective, Placing, str, str] | None = None
     for src in sorted(desired):
-        for dst in sorted(inputs.candidates.placeable):
-            if dst == src or desired.get(dst, 0) >= cap:
-                continue
-            trial = dict(desired)
-            trial[src] -= 1
-            trial[dst] = trial.get(dst, 0) + 1
-            after = _objective(inputs, trial)
-            if after >= before:
-                continue
-            reason = (
-                SPREAD
-                if after[0] < before[0]
-                else ANTI_AFFINITY
-                if after[1] < before[1]
-                else FAILBACK
+        src_dom, src_mates, src_cost = dom[src], inputs.mates.get(src, 0), scores.cost(src)
+        for (dst_dom, dst_mates, dst_cost, _, _), (placing, dst) in groups.items():
+            after = (
+                scores.spread(plus=dst_dom, minus=src_dom),
+                scores.conflicts + dst_mates - src_mates,
+                scores.preference + dst_cost - src_cost,
             )
-            candidate = (after, order(dst), Move(src, dst, reason))
-            if best is None or candidate[:2] < best[:2]:
+            if after >= before or dst == src:
+                continue
+            candidate = (after, placing, src, dst)
+            if best is None or candidate < best:
                 best = candidate
-    return best[2] if best else None
+    if best is None:
+        return None
+    after, _, src, dst = best
+    reason = SPREAD if after[0] < before[0] else ANTI_AFFINITY if after[1] < before[1] else FAILBACK
+    return Move(src, dst, reason)

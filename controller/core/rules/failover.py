@@ -14,7 +14,7 @@ away and recorded, until an operator runs `swarm-placement start SERVICE`.
 from __future__ import annotations
 
 from controller.core.actions import Action, describe
-from controller.core.constraints import ConstraintError, node_satisfies, parse_constraint
+from controller.core.constraints import ConstraintError, node_filter, parse_constraint
 from controller.core.context import PlanContext, RuleOutput
 from controller.core.decisions import Decision
 from controller.core.labels import exclusion_constraint, recorded_exclusions
@@ -55,17 +55,17 @@ def free_nodes(ctx: PlanContext, service: Service) -> tuple[int, int, int]:
     without the controller's own exclusions). Only ready, active nodes count."""
     ours = {exclusion_constraint(n) for n in recorded_exclusions(service.labels)}
     try:
-        everything = tuple(parse_constraint(c) for c in service.constraints)
-        theirs = tuple(parse_constraint(c) for c in service.constraints if c not in ours)
+        everything = node_filter(parse_constraint(c) for c in service.constraints)
+        theirs = node_filter(parse_constraint(c) for c in service.constraints if c not in ours)
     except ConstraintError:
         return 0, 0, 0
     occupied = set(ctx.memory.placement.get(service.id, {}))
     usable = [n for n in ctx.snapshot.nodes if n.accepts_tasks]
     free = [n for n in usable if n.id not in occupied]
     return (
-        sum(1 for n in usable if node_satisfies(n, everything)),
-        sum(1 for n in free if node_satisfies(n, everything)),
-        sum(1 for n in free if node_satisfies(n, theirs)),
+        sum(1 for n in usable if everything(n)),
+        sum(1 for n in free if everything(n)),
+        sum(1 for n in free if theirs(n)),
     )
 
 

@@ -7,7 +7,7 @@ the ones planned before it will be (for anti-affinity) rather than where they we
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from controller.core.actions import Action, SetServiceConstraints, describe
@@ -22,7 +22,14 @@ from controller.core.labels import (
     recorded_exclusions,
 )
 from controller.core.model import ACTIVE_TASK_STATES, Service, ServiceMode, TaskState
-from controller.core.placement.assign import FAILBACK, Assignment, PlacementInputs, assign
+from controller.core.placement.assign import (
+    FAILBACK,
+    Assignment,
+    NodeOrder,
+    PlacementInputs,
+    assign,
+    node_order,
+)
 from controller.core.placement.candidates import (
     Candidates,
     domain_of,
@@ -186,12 +193,13 @@ def plan_owners(ctx: PlanContext) -> RuleOutput:
             projection.pending.setdefault(name, {})[service.id] = Counter(
                 current_counts(ctx, service)
             )
+    shared = _Shared(ctx)
     for service in services:
         settings = ctx.settings(service.id)
         projection.planned(settings.anti_affinity, service.id)
         if not needs_owners(settings):
             continue
-        action, notes, placement = _plan_service(ctx, service, settings, projection)
+        action, notes, placement = _plan_service(ctx, service, settings, projection, shared)
         decisions.extend(notes)
         if action is not None:
             actions.append(action)
@@ -218,8 +226,35 @@ def _hard_excluded(
     return frozenset(planned | later)
 
 
+class _Shared:
+    """What every service planned in one cycle reads alike: built once per cycle."""
+
+    def __init__(self, ctx: PlanContext) -> None:
+        self._ctx = ctx
+        self.load: Counter[str] = Counter(t.node_id for t in ctx.snapshot.tasks if t.node_id)
+        self.hostname = {n.id: n.hostname for n in ctx.snapshot.nodes}
+        self._orders: dict[str | None, NodeOrder] = {}
+
+    def domain(self, level: str | None) -> Callable[[str], str] | None:
+        if level is None:
+            return None
+        nodes, policy = self._ctx.snapshot.node_by_id, self._ctx.policy
+        return lambda n: domain_of(nodes[n], level, policy)
+
+    def order(self, level: str | None) -> NodeOrder:
+        if level not in self._orders:
+            self._orders[level] = node_order(
+                self.hostname, load=self.load, hostname=self.hostname, domain=self.domain(level)
+            )
+        return self._orders[level]
+
+
 def _plan_service(
-    ctx: PlanContext, service: Service, settings: ServiceSettings, projection: _Projection
+    ctx: PlanContext,
+    service: Service,
+    settings: ServiceSettings,
+    projection: _Projection,
+    shared: _Shared,
 ) -> tuple[Action | None, list[Decision], Mapping[str, int]]:
     subject = f"service {service.name}"
     notes: list[Decision] = []
@@ -249,18 +284,18 @@ def _plan_service(
         else Counter()
     )
     nodes = ctx.snapshot.node_by_id
-    level = settings.spread
-    load: Counter[str] = Counter(t.node_id for t in ctx.snapshot.tasks if t.node_id)
+    level = settings.spread or None
     inputs = PlacementInputs(
         replicas=service.replicas or 0,
         current=current,
         candidates=cands,
-        domain=(lambda n: domain_of(nodes[n], level, ctx.policy)) if level else None,
+        domain=shared.domain(level),
         mates=soft_mates,
-        load=load,
-        hostname={n.id: n.hostname for n in ctx.snapshot.nodes},
+        load=shared.load,
+        hostname=shared.hostname,
         failback_ready=failback_ready,
         max_moves=0 if waiting else max(settings.max_unavailable, 0),
+        order=shared.order(level),
     )
     result = assign(inputs)
     notes.extend(

@@ -74,6 +74,9 @@ def plan_preemption(ctx: PlanContext) -> RuleOutput:
     room = observe_room(ctx.snapshot)
     decisions: list[Decision] = []
     for service in by_priority(ctx):
+        wanted = demand(ctx.snapshot, service)
+        if not wanted:
+            continue  # nothing pending: it neither preempts nor claims room
         try:
             eligible = eligible_nodes(ctx.snapshot, service)
         except ConstraintError as exc:
@@ -88,7 +91,7 @@ def plan_preemption(ctx: PlanContext) -> RuleOutput:
             if outcome.actions:
                 return RuleOutput(outcome.actions, tuple(decisions))
         # Its pending tasks claim free room before any lower-priority service may.
-        room = room.place(service, eligible, demand(ctx.snapshot, service))
+        room = room.place(service, eligible, wanted)
     return RuleOutput((), tuple(decisions))
 
 

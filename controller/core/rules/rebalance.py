@@ -26,6 +26,7 @@ from controller.core.balance.counts import (
     active_counts,
     placement_room,
     plan_surge_trim,
+    running_by_node,
     spread,
 )
 from controller.core.balance.cycle import (
@@ -173,11 +174,9 @@ def _rebalance_counts(cycle: RebalanceCycle, service: Service) -> None:
     except ConstraintError as exc:
         cycle.note(subject, "skip", f"cannot read its constraints: {exc}")
         return
-    total: dict[str, int] = {}
-    for task in ctx.snapshot.tasks:
-        if task.node_id and task.is_running:
-            total[task.node_id] = total.get(task.node_id, 0) + 1
-    surge = plan_surge_trim(counts, room, total, max_surge=service.replicas or 0)
+    surge = plan_surge_trim(
+        counts, room, running_by_node(ctx.snapshot), max_surge=service.replicas or 0
+    )
     nodes = frozenset(room) | frozenset(n for n, c in counts.items() if c)
     if spread(counts, nodes) < cycle.level.count_spread:
         return

@@ -51,6 +51,10 @@ def plan_restores(ctx: PlanContext) -> RuleOutput:
     for _, level in groupby(by_priority(ctx), key=lambda s: ctx.settings(s.id).priority):
         services: list[tuple[Service, tuple[str, ...]]] = []
         for service in level:
+            if not (
+                service.updating or demand(ctx.snapshot, service) or _preempted(service) is not None
+            ):
+                continue  # claims no room, is not restored, holds up nothing
             try:
                 services.append((service, eligible_nodes(ctx.snapshot, service)))
             except ConstraintError as exc:
