@@ -48,7 +48,7 @@ from controller.core.balance.triggers import (
     next_rebalance_memory,
     round_due,
 )
-from controller.core.constraints import ConstraintError
+from controller.core.constraints import ConstraintError, parse_constraint
 from controller.core.context import PlanContext, RuleOutput
 from controller.core.labels import (
     EXCLUDED_LABEL,
@@ -170,6 +170,11 @@ def _rebalance_counts(cycle: RebalanceCycle, service: Service) -> None:
     subject = f"service {service.name}"
     counts = active_counts(ctx.snapshot, service.id)
     try:
+        if max(counts.values(), default=0) < cycle.level.count_spread:
+            # No node holds enough of its tasks for a skew that large: spare the pass
+            # over every node (its constraints are still read, to report them).
+            tuple(parse_constraint(text) for text in service.constraints)
+            return
         room = placement_room(ctx.snapshot, service, counts, promised=cycle.promised)
     except ConstraintError as exc:
         cycle.note(subject, "skip", f"cannot read its constraints: {exc}")
