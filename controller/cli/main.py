@@ -19,6 +19,7 @@ COMMAND_MODULES = (
     "controller.cli.run_cmd",
     "controller.cli.policy_cmd",
     "controller.cli.start_cmd",
+    "controller.cli.image_cmd",
 )
 
 EXIT_USAGE = 2

@@ -19,7 +19,9 @@ import anyio
 import docker
 from opentelemetry.sdk.trace import SpanProcessor
 
+from controller.adapters.lease_store import LeaseStore
 from controller.adapters.writes import Executor
+from controller.runtime.lease import LeaseConfig
 from controller.runtime.loop import Controller, RunConfig
 from controller.runtime.policy_source import PolicySource
 
@@ -35,6 +37,8 @@ class ControllerThread:
         executor: Callable[[docker.DockerClient], Executor] | None = None,
         span_processors: Iterable[SpanProcessor] = (),
         clock: Callable[[], float] = time.time,
+        lease: LeaseConfig | None = None,
+        lease_store: Callable[[], LeaseStore] | None = None,
     ) -> None:
         self.out = io.StringIO()
         self.docker_host = docker_host
@@ -48,7 +52,7 @@ class ControllerThread:
                 raise DockerUnavailableError(str(exc)) from exc
 
         self.controller = Controller(
-            RunConfig(policy_path=policy, dry_run=dry_run, resync_seconds=resync),
+            RunConfig(policy_path=policy, dry_run=dry_run, resync_seconds=resync, lease=lease),
             PolicySource(policy),
             out=self.out,
             client_factory=factory,
@@ -56,6 +60,7 @@ class ControllerThread:
             executor=executor,
             clock=clock,
             handle_signals=False,
+            lease_store=lease_store,
         )
         self.error: BaseException | None = None
         self._thread = threading.Thread(target=self._main, daemon=True)
