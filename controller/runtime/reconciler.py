@@ -36,6 +36,7 @@ class CycleResult:
     executed: list[Action] = field(default_factory=list)
     conflict: str | None = None
     standby: str | None = None  # why this replica planned but wrote nothing (the lease)
+    snapshot: ClusterSnapshot | None = None  # what the plan was made from (plan, explain)
 
     @property
     def wants_another(self) -> bool:
@@ -93,7 +94,7 @@ class Reconciler:
                 for decision in result.decisions:
                     record_decision(plan_span, decision)
             self.memory = result.memory
-            cycle = CycleResult(plan=result, standby=self._standby())
+            cycle = CycleResult(plan=result, standby=self._standby(), snapshot=snapshot)
             if cycle.standby is not None:
                 span.set_attribute("placement.standby", cycle.standby)
                 return cycle
