@@ -1,0 +1,99 @@
+"""compose.yaml, compose.otel.yaml and deploy/Dockerfile agree with the code they run.
+
+The real proof is tests/integration/test_deploy_swarm.py (a stack on a sandbox swarm);
+these checks are fast and catch a renamed option or a dropped setting at once.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import pytest
+from ruamel.yaml import YAML
+
+from controller.adapters.policy_file import load_policy_file
+from controller.cli.main import build_parser
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _load(name: str) -> dict[str, Any]:
+    data: dict[str, Any] = YAML(typ="safe").load((ROOT / name).read_text())
+    return data
+
+
+@pytest.fixture(scope="module")
+def controller() -> dict[str, Any]:
+    service: dict[str, Any] = _load("compose.yaml")["services"]["controller"]
+    return service
+
+
+def test_two_replicas_on_managers_never_two_on_one(controller: dict[str, Any]) -> None:
+    deploy = controller["deploy"]
+    assert deploy["replicas"] == 2
+    assert deploy["placement"]["constraints"] == ["node.role == manager"]
+    assert deploy["placement"]["max_replicas_per_node"] == 1
+    assert deploy["labels"]["placement.managed"] == "false", "it must never place itself"
+    assert deploy["update_config"]["parallelism"] == 1
+    assert {"cpus", "memory"} <= set(deploy["resources"]["reservations"])
+
+
+def test_socket_policy_config_and_token_secret_land_where_the_options_read_them(
+    controller: dict[str, Any],
+) -> None:
+    env = controller["environment"]
+    (socket,) = [v for v in controller["volumes"] if v["target"] == "/var/run/docker.sock"]
+    assert socket["type"] == "bind" and "/var/run/docker.sock" in socket["source"]
+    assert controller["configs"][0]["target"] == env["PLACEMENT_POLICY"]
+    secret = controller["secrets"][0]["target"]
+    assert env["PLACEMENT_METRICS_TOKEN_FILE"] == f"/run/secrets/{secret}"
+    assert env["PLACEMENT_LEASE_SERVICE"] == "{{.Service.Name}}"
+    assert "{{.Task.Name}}" in env["PLACEMENT_LEASE_HOLDER"]
+    assert controller["healthcheck"]["test"] == ["CMD", "swarm-placement-probe", "healthz"]
+
+
+def test_every_variable_the_stack_sets_is_an_option_of_run(
+    controller: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    env = {
+        k: re.sub(r"\$\{[A-Z_]+:-([^}]*)\}", r"\1", v) for k, v in controller["environment"].items()
+    }
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    args = build_parser().parse_args(controller["command"])
+    assert str(args.policy) == env["PLACEMENT_POLICY"]
+    assert args.lease_service == env["PLACEMENT_LEASE_SERVICE"]
+    assert args.lease_holder == env["PLACEMENT_LEASE_HOLDER"]
+    assert float(args.lease_lifetime) == float(env["PLACEMENT_LEASE_LIFETIME"])
+    assert args.http == env["PLACEMENT_HTTP"]
+    assert str(args.metrics_token_file) == env["PLACEMENT_METRICS_TOKEN_FILE"]
+
+
+def test_the_stacks_sample_policy_is_valid_and_opt_in() -> None:
+    config = _load("compose.yaml")["configs"]["policy"]
+    default = re.search(r":-([^}]*)\}", config["file"])
+    assert default is not None
+    policy = load_policy_file(ROOT / default.group(1)).policy
+    assert policy.defaults.get("managed") is False
+
+
+def test_the_otel_file_adds_to_the_stack_and_uses_what_the_main_file_defines() -> None:
+    main, otel = _load("compose.yaml"), _load("compose.otel.yaml")
+    assert otel["services"]["controller"]["environment"]["PLACEMENT_TRACE_EXPORTER"] == "otlp"
+    for name, service in otel["services"].items():
+        for network in service.get("networks", []):
+            assert network in main["networks"], (name, network)
+        for secret in service.get("secrets", []):
+            assert secret["source"] in main["secrets"], (name, secret)
+    assert (ROOT / otel["configs"]["otel-collector"]["file"]).is_file()
+
+
+def test_the_dockerfile_takes_its_base_as_an_argument_and_probes_with_a_real_script() -> None:
+    text = (ROOT / "deploy" / "Dockerfile").read_text()
+    assert re.search(r"^ARG BASE=python:3\.12-slim$", text, re.MULTILINE)
+    assert len(re.findall(r"^FROM \$\{BASE\}", text, re.MULTILINE)) == 2, "multi-stage"
+    scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
+    assert "swarm-placement-probe" in scripts and "swarm-placement-probe" in text

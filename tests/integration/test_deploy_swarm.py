@@ -1,0 +1,281 @@
+"""The controller deployed as a stack: image, compose.yaml, leader failover, metrics.
+
+On a sandbox of three managers and a worker (node-4), the image is built with no registry
+(a Debian base made by debootstrap, wheels from this host), loaded into every node, and
+`docker stack deploy -c compose.yaml` starts two controller replicas. Through the stack:
+a service that prefers node-4 is placed there, fails over when node-4 dies and fails
+back when it returns. Then the lease holder's node is killed: the other replica takes
+the lease and handles the next failover and failback. /metrics of the new leader is
+scraped, and a rotated policy config is picked up.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import docker
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from controller.core.lease import LeaseRecord, record_from_labels
+from controller.sandbox import Sandbox
+from controller.sandbox.app_image import build_controller_image, load_into
+
+from .support import running_by_node, wait_until
+
+pytestmark = [pytest.mark.swarm, pytest.mark.slow]
+ROOT = Path(__file__).resolve().parents[2]
+STACK = "placement"
+CONTROLLER = f"{STACK}_controller"
+TOKEN = "metrics-token-for-the-test"
+LIFETIME = 6
+POLICY = """\
+apiVersion: placement/v1
+defaults:
+  managed: false
+controller:
+  move-cooldown: 2s
+  resync-interval: 1s
+"""
+
+
+@pytest.fixture
+def stack(make_sandbox, tmp_path) -> Iterator[tuple[Sandbox, dict[str, str]]]:  # type: ignore[no-untyped-def]
+    cli = shutil.which("docker")
+    if cli is None:
+        pytest.fail("the docker command line (docker.io) is needed for `docker stack deploy`")
+    sandbox = make_sandbox(nodes=4, managers=3)
+    started = time.monotonic()
+    built = build_controller_image(sandbox.docker_host("node-1"))
+    load_into([sandbox.docker_host(n) for n in sandbox.nodes[1:]], built)
+    print(f"image {built.image_id}: {built.timings()}, {time.monotonic() - started:.1f} s")
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(POLICY)
+    env = {
+        **os.environ,
+        "PLACEMENT_IMAGE": built.image_id,
+        # Each sandbox node's engine listens on a socket of its own: Swarm expands the
+        # template on the node, so each replica mounts its own manager's socket.
+        "PLACEMENT_DOCKER_SOCKET": f"{sandbox.state.dir}/{{{{.Node.Hostname}}}}/docker.sock",
+        "PLACEMENT_LEASE_LIFETIME": str(LIFETIME),
+        "PLACEMENT_POLICY_FILE": str(policy),
+        "PLACEMENT_POLICY_VERSION": "1",
+        "DOCKER_CLI": cli,
+    }
+    client = sandbox.client()
+    client.secrets.create(name="placement-metrics-token", data=TOKEN.encode())
+    client.close()
+    yield sandbox, env
+
+
+def _deploy(sandbox: Sandbox, env: dict[str, str]) -> None:
+    result = subprocess.run(
+        [env["DOCKER_CLI"], "stack", "deploy", "--resolve-image", "never", "-c",
+         str(ROOT / "compose.yaml"), STACK],
+        env={**env, "DOCKER_HOST": sandbox.manager_host},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+
+
+def _lease(sandbox: Sandbox) -> LeaseRecord | None:
+    try:
+        client = sandbox.client()
+        try:
+            labels = client.api.inspect_service(CONTROLLER)["Spec"].get("Labels") or {}
+        finally:
+            client.close()
+    except docker.errors.DockerException:
+        return None  # a manager election under way
+    return record_from_labels(labels)
+
+
+def _holder_node(record: LeaseRecord) -> str:
+    return record.holder.rsplit("@", 1)[1]
+
+
+def _metrics(sandbox: Sandbox, record: LeaseRecord) -> dict[str, float]:
+    """Scrape /metrics inside the holder's container: sample name{labels} -> value."""
+    task, node = record.holder.rsplit("@", 1)
+    client = sandbox.client(node)
+    try:
+        container = client.containers.get(task)
+        code, out = container.exec_run(
+            ["python3", "-c",
+             "import urllib.request as u; r = u.Request('http://127.0.0.1:9464/metrics', "
+             f"headers={{'Authorization': 'Bearer {TOKEN}'}}); print(u.urlopen(r).read().decode())"]
+        )  # fmt: skip
+    finally:
+        client.close()
+    assert code == 0, out.decode()
+    samples: dict[str, float] = {}
+    for family in text_string_to_metric_families(out.decode()):
+        for s in family.samples:
+            labels = ",".join(f"{k}={v}" for k, v in sorted(s.labels.items()))
+            samples[f"{s.name}{{{labels}}}"] = s.value
+    return samples
+
+
+def _total(samples: dict[str, float], name: str) -> float:
+    return sum(v for k, v in samples.items() if k.split("{", 1)[0] == name)
+
+
+def _signal_holder(sandbox: Sandbox, record: LeaseRecord, signal: str) -> None:
+    task, node = record.holder.rsplit("@", 1)
+    client = sandbox.client(node)
+    try:
+        client.containers.get(task).kill(signal=signal)
+    finally:
+        client.close()
+
+
+def _on(sandbox: Sandbox, service: str, hosts: set[str], timeout: float = 90) -> None:
+    def check() -> bool:
+        client = sandbox.client()
+        try:
+            return set(running_by_node(client, service)) == hosts
+        except docker.errors.DockerException:
+            return False
+        finally:
+            client.close()
+
+    wait_until(check, timeout, f"{service} running on {hosts}", interval=0.3)
+
+
+def _fail_over_and_back(sandbox: Sandbox, service: str) -> str:
+    sandbox.fail("node-4", "crash")
+    sandbox.wait_node_state("node-4", "down")
+    down = time.monotonic()
+    wait_until(
+        lambda: _running_elsewhere(sandbox, service), 60, f"{service} failed over", interval=0.3
+    )
+    failed_over = time.monotonic() - down
+    sandbox.restore("node-4")
+    sandbox.wait_node_state("node-4", "ready")
+    ready = time.monotonic()
+    _on(sandbox, service, {"node-4"})  # only the controller moves a task back
+    return (
+        f"running elsewhere {failed_over:.1f} s after node-4 was marked down, back on node-4 "
+        f"{time.monotonic() - ready:.1f} s after it was ready again (failback-delay 3 s)"
+    )
+
+
+def _running_elsewhere(sandbox: Sandbox, service: str) -> bool:
+    client = sandbox.client()
+    try:
+        hosts = running_by_node(client, service)
+    except docker.errors.DockerException:
+        return False
+    finally:
+        client.close()
+    return bool(hosts) and "node-4" not in hosts
+
+
+def test_the_stack_places_fails_over_and_survives_its_leader(stack) -> None:  # type: ignore[no-untyped-def]
+    sandbox, env = stack
+    deployed = time.monotonic()
+    _deploy(sandbox, env)
+    first = wait_until(lambda: (r := _lease(sandbox)) and r.holder and r, 120, "a lease holder")
+    print(f"deployed: {first.holder} took the lease {time.monotonic() - deployed:.1f} s later")
+    client = sandbox.client()
+    tasks = client.api.tasks(filters={"service": CONTROLLER, "desired-state": "running"})
+    client.close()
+    nodes = {t["NodeID"] for t in tasks}
+    assert len(tasks) == 2 and len(nodes) == 2, "two replicas on two managers"
+
+    # Fillers make Swarm itself put db anywhere but on node-4, its preferred node.
+    for i in range(2):
+        sandbox.create_service(f"fill{i}", constraints=["node.hostname==node-4"])
+    sandbox.wait_services_running(["fill0", "fill1"])
+    sandbox.create_service(
+        "db",
+        labels={
+            "placement.managed": "true",
+            "placement.preferred-nodes": "node-4",
+            "placement.failback": "immediate",
+            "placement.failback-delay": "3s",
+        },
+    )
+    _on(sandbox, "db", {"node-4"})
+    print(f"first failover: {_fail_over_and_back(sandbox, 'db')}")
+
+    # The leader's node dies; its replica cannot write any more (its engine is gone).
+    first = _lease(sandbox) or first
+    old_node = _holder_node(first)
+    raft_leader = next(n["hostname"] for n in sandbox.node_info() if n["leader"])
+    killed = time.monotonic()
+    sandbox.fail(old_node, "crash")
+    second = wait_until(
+        lambda: (r := _lease(sandbox)) and r.holder and r.holder != first.holder and r,
+        90,
+        "another replica to take the lease",
+        interval=0.2,
+    )
+    took = time.monotonic() - killed
+    print(f"lease: {first.holder} (term {first.term}) -> {second.holder} (term {second.term}) "
+          f"{took:.1f} s after its node was killed; lifetime {LIFETIME} s; the killed node "
+          f"{'was' if raft_leader == old_node else 'was not'} the Raft leader")  # fmt: skip
+    assert _holder_node(second) != old_node and second.term > first.term
+
+    print(f"after the new leader took over: {_fail_over_and_back(sandbox, 'db')}")
+    _signal_holder(sandbox, second, "SIGHUP")  # a policy reload
+    wait_until(
+        lambda: _total(_metrics(sandbox, second), "placement_policy_reloads_total") >= 1,
+        30,
+        "the reload to count",
+    )
+    samples = _metrics(sandbox, second)
+    print("\n".join(f"{k} {v}" for k, v in sorted(samples.items()) if "_bucket" not in k))
+    assert samples["placement_lease_leader{}"] == 1
+    assert samples[f"placement_lease_holder{{holder={second.holder},service={CONTROLLER}}}"] == 1
+    for name in (
+        "placement_reconcile_duration_seconds_count",
+        "placement_actions_total",
+        "placement_decisions_total",
+        "placement_failbacks_total",
+        "placement_moves_total",
+        "placement_lease_acquisitions_total",
+        "placement_policy_reloads_total",
+    ):
+        assert _total(samples, name) > 0, name
+    for name in ("placement_failovers_total", "placement_preemptions_total"):
+        assert name in {k.split("{", 1)[0] for k in samples}, name
+    assert _total(samples, "placement_policy_errors_total") == 0
+
+    # Rotate the policy config: a new config, the replicas restart one by one with it.
+    policy = Path(env["PLACEMENT_POLICY_FILE"])
+    policy.write_text(POLICY.replace("resync-interval: 1s", "resync-interval: 2s"))
+    digest = hashlib.sha256(policy.read_bytes()).hexdigest()
+    rotating = time.monotonic()
+    _deploy(sandbox, {**env, "PLACEMENT_POLICY_VERSION": "2"})
+
+    def rotated() -> bool:
+        record = _lease(sandbox)
+        if record is None or not record.holder:
+            return False
+        try:
+            samples = _metrics(sandbox, record)
+        except (docker.errors.DockerException, AssertionError):
+            return False  # the holder is being replaced
+        return (
+            f"placement_policy_info{{path=/etc/swarm-placement/policy.yaml,sha256={digest}}}"
+            in samples
+        )
+
+    wait_until(rotated, 180, "the leader to run the rotated policy", interval=1.0)
+    print(f"rotated policy in force on the leader {time.monotonic() - rotating:.1f} s later")
+    client = sandbox.client()
+    spec = client.api.inspect_service(CONTROLLER)["Spec"]
+    client.close()
+    assert "Constraints" not in spec["TaskTemplate"]["Placement"] or all(
+        "swarm-placement" not in c for c in spec["TaskTemplate"]["Placement"]["Constraints"]
+    ), "the controller placed itself"
