@@ -1,0 +1,195 @@
+"""`swarm-placement explain SERVICE`: why its tasks are where they are, and what is next.
+
+Reads the live swarm (one dry-run cycle, as `plan`), and optionally the controller's
+decision log for the recent history: `--log FILE`, or `--log -` to read it from stdin,
+e.g. `docker service logs placement_controller 2>&1 | swarm-placement explain db --log -`.
+The controller keeps no history of its own in Swarm: its decisions are log lines.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+from pathlib import Path
+from typing import Any, TextIO
+
+from controller.adapters.decision_log import read_decisions
+from controller.adapters.docker_api import DockerUnavailableError
+from controller.cli.swarm_access import (
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_USAGE,
+    CommandError,
+    add_policy_argument,
+    connect_manager,
+    load_policy,
+)
+from controller.core.explain import Explanation, Past, explain_service
+from controller.runtime.dry_run import plan_once
+
+RECENT = 20
+
+
+def register(subparsers: Any) -> None:
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        "explain",
+        help="explain where a service's tasks run and why",
+        description=(
+            "For each replica of SERVICE: why it is on its node (the rules' view of that "
+            "node and where each setting came from); for each pending task: Swarm's reason "
+            "and, per node, the filter that refuses it; then what the controller would do "
+            "now and, with --log, its recent decisions about the service."
+        ),
+    )
+    parser.add_argument("service", metavar="SERVICE", help="service name or ID")
+    add_policy_argument(parser)
+    parser.add_argument(
+        "--log",
+        metavar="FILE",
+        help="the controller's output (its decision log); - reads stdin",
+    )
+    parser.add_argument(
+        "--recent", type=int, default=RECENT, metavar="N", help="logged decisions to show"
+    )
+    parser.add_argument("--json", action="store_true", help="print JSON for machines")
+    parser.set_defaults(handler=run)
+
+
+def _history(path: str | None, stdin: TextIO) -> list[Past]:
+    if path is None:
+        return []
+    if path == "-":
+        return read_decisions(stdin)
+    try:
+        with Path(path).open(encoding="utf-8", errors="replace") as lines:
+            return read_decisions(lines)
+    except OSError as exc:
+        raise CommandError([f"explain: cannot read {path}: {exc.strerror or exc}"], 2) from None
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        policy = load_policy(args.policy, "explain")
+        history = _history(args.log, sys.stdin)
+        client = connect_manager("explain")
+        try:
+            dry = plan_once(client, policy)
+        finally:
+            client.close()
+    except CommandError as exc:
+        print("\n".join(exc.lines), file=sys.stderr)
+        return exc.code
+    except DockerUnavailableError as exc:
+        print(f"explain: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    service = next(
+        (s for s in dry.snapshot.services if args.service in (s.name, s.id)),
+        None,
+    ) or next((s for s in dry.snapshot.services if s.id.startswith(args.service)), None)
+    if service is None:
+        print(f"explain: no service named {args.service!r}", file=sys.stderr)
+        return EXIT_USAGE
+    found = explain_service(
+        service,
+        snapshot=dry.snapshot,
+        policy=policy,
+        resolved=dry.plan.resolved,
+        decisions=dry.plan.decisions,
+        history=history,
+    )
+    recent = found.recent[-args.recent :] if args.recent > 0 else ()
+    found = dataclasses.replace(found, recent=tuple(recent))
+    if args.json:
+        print(json.dumps(explanation_document(found), indent=2, sort_keys=True, default=str))
+    else:
+        print(render_explanation(found, with_log=args.log is not None))
+    return EXIT_OK
+
+
+def render_explanation(found: Explanation, *, with_log: bool) -> str:
+    service = found.service
+    count = f"{service.replicas} replicas" if service.replicas is not None else "global"
+    managed = found.settings is not None and found.settings.settings.managed
+    lines = [
+        f"service {service.name} ({service.id[:12]}): {service.mode.value}, {count}, "
+        + ("managed by the controller" if managed else "not managed by the controller")
+    ]
+    if found.record:
+        lines.append(f"  {found.record}")
+    if found.settings is not None:
+        lines.append("settings (value, and where it came from):")
+        rows = found.settings.setting_rows()
+        width = max(len(name) for name, _, _ in rows)
+        lines.extend(f"  {name:<{width}}  {value or '-'}  [{src}]" for name, value, src in rows)
+        lines.extend(f"  label error: {e}" for e in found.settings.errors)
+    if found.constraints:
+        lines.append("constraints:")
+        lines.extend(f"  {text}  [{whose}]" for text, whose in found.constraints)
+    lines.append(f"replicas ({len(found.replicas)} active):")
+    for replica in found.replicas:
+        task = replica.task
+        lines.append(f"  {service.name}.{task.slot} on {replica.node}: {task.state.value}")
+        lines.extend(f"      {reason}" for reason in replica.reasons)
+        if replica.arrived is not None:
+            d = replica.arrived.decision
+            lines.append(
+                f"      came here: {replica.arrived.time} [{d.rule}] {d.outcome} - {d.reason}"
+            )
+    if found.pending:
+        lines.append(f"pending ({len(found.pending)}):")
+    for pending in found.pending:
+        lines.append(f"  {service.name}.{pending.task.slot}: Swarm says: {pending.swarm}")
+        for host, refusals in pending.nodes:
+            lines.append(f"      {host}: {'; '.join(refusals) or 'eligible now'}")
+    lines.append("the controller now (a dry-run plan):")
+    lines.extend(f"  {d.line()}" for d in found.now)
+    if not found.now:
+        lines.append("  nothing to do or say about it")
+    if with_log:
+        lines.append("recent decisions (from the log):")
+        lines.extend(f"  {p.time} {p.decision.line()}" for p in found.recent)
+        if not found.recent:
+            lines.append("  none about this service")
+    return "\n".join(lines)
+
+
+def explanation_document(found: Explanation) -> dict[str, Any]:
+    settings = found.settings
+    return {
+        "service": {"id": found.service.id, "name": found.service.name},
+        "managed": settings is not None and settings.settings.managed,
+        "record": found.record,
+        "settings": [
+            {"setting": name, "value": value, "source": source}
+            for name, value, source in (settings.setting_rows() if settings else [])
+        ],
+        "constraints": [{"constraint": c, "whose": w} for c, w in found.constraints],
+        "replicas": [
+            {
+                "task": r.task.id,
+                "slot": r.task.slot,
+                "node": r.node,
+                "state": r.task.state.value,
+                "reasons": list(r.reasons),
+                "arrived": (
+                    {"time": r.arrived.time, **dataclasses.asdict(r.arrived.decision)}
+                    if r.arrived
+                    else None
+                ),
+            }
+            for r in found.replicas
+        ],
+        "pending": [
+            {
+                "task": p.task.id,
+                "slot": p.task.slot,
+                "swarm": p.swarm,
+                "nodes": {host: list(refusals) for host, refusals in p.nodes},
+            }
+            for p in found.pending
+        ],
+        "now": [dataclasses.asdict(d) for d in found.now],
+        "recent": [{"time": p.time, **dataclasses.asdict(p.decision)} for p in found.recent],
+    }

@@ -1,0 +1,150 @@
+"""`swarm-placement plan`: what the controller would do now, and why; nothing is written.
+
+One observation and one plan, through the same reconciler `run` uses (in dry-run
+mode): every action with the rule and the reasons behind it, then what the guards held
+back. `--json` prints the same for machines, with each action's exact fields.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from controller.adapters.docker_api import DockerUnavailableError
+from controller.cli.swarm_access import (
+    EXIT_FAILED,
+    EXIT_OK,
+    CommandError,
+    add_policy_argument,
+    connect_manager,
+    load_policy,
+)
+from controller.core.actions import Action, describe, target_of
+from controller.core.decisions import Decision
+from controller.runtime.dry_run import DryRun, plan_once
+
+
+def register(subparsers: Any) -> None:
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        "plan",
+        help="show what the controller would do now, and why (writes nothing)",
+        description=(
+            "Observe the swarm at DOCKER_HOST (a manager) and plan once, exactly as `run` "
+            "does in its first cycle, without writing anything. Prints each action with the "
+            "rule and reasons behind it, and what the guards held back."
+        ),
+    )
+    add_policy_argument(parser)
+    parser.add_argument("--json", action="store_true", help="print JSON for machines")
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        policy = load_policy(args.policy, "plan")
+        client = connect_manager("plan")
+        try:
+            dry = plan_once(client, policy)
+        finally:
+            client.close()
+    except CommandError as exc:
+        print("\n".join(exc.lines), file=sys.stderr)
+        return exc.code
+    except DockerUnavailableError as exc:
+        print(f"plan: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    if args.json:
+        print(json.dumps(plan_document(dry), indent=2, sort_keys=True))
+    else:
+        print(render_plan(dry))
+    return EXIT_OK
+
+
+def _subject(action: Action, hosts: Mapping[str, str]) -> str:
+    kind, ident = target_of(action)
+    if kind == "node":
+        return f"node {hosts.get(ident, ident)}"
+    return f"service {getattr(action, 'service_name', ident)}"
+
+
+def reasons_for(action: Action, decisions: tuple[Decision, ...]) -> tuple[str, list[Decision]]:
+    """The rule that proposed the action, and the decisions that explain it: the one that
+    names it and the same rule's other decisions about the same subject."""
+    text = describe(action)
+    named = [d for d in decisions if d.action == text and d.rule != "guard"]
+    rule = named[0].rule if named else "?"
+    subject = named[0].subject if named else ""
+    related = [d for d in decisions if d.rule == rule and d.subject == subject and d not in named]
+    return rule, named + related
+
+
+def _with_hosts(text: str, hosts: Mapping[str, str]) -> str:
+    for node_id, host in hosts.items():
+        text = text.replace(f"'{node_id}'", f"'{node_id}' ({host})")
+    return text
+
+
+def render_plan(dry: DryRun) -> str:
+    snap, result = dry.snapshot, dry.plan
+    hosts = {n.id: n.hostname for n in snap.nodes}
+    when = datetime.fromtimestamp(dry.now, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    lines = [
+        f"plan at {when}: {len(snap.nodes)} nodes, {len(snap.services)} services, "
+        f"{len(snap.tasks)} tasks; nothing was written"
+    ]
+    if not result.actions:
+        lines.append("no actions: the controller would write nothing now")
+    for number, action in enumerate(result.actions, 1):
+        rule, why = reasons_for(action, result.decisions)
+        lines.append("")
+        lines.append(f"{number}. [{rule}] {_subject(action, hosts)}: {action.kind}")
+        lines.append(f"   change: {_with_hosts(describe(action).split(': ', 1)[-1], hosts)}")
+        for decision in why:
+            lines.append(f"   why:    {decision.outcome} - {decision.reason}")
+    held = [d for d in result.decisions if d.rule == "guard" or d.outcome == "defer"]
+    if held:
+        lines.append("")
+        lines.append("held back this cycle:")
+        lines.extend(f"   {d.line()}" for d in held)
+    return "\n".join(lines)
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple | frozenset | set):
+        return [_jsonable(v) for v in value]
+    return value
+
+
+def plan_document(dry: DryRun) -> dict[str, Any]:
+    snap, result = dry.snapshot, dry.plan
+    hosts = {n.id: n.hostname for n in snap.nodes}
+    actions = []
+    for action in result.actions:
+        rule, why = reasons_for(action, result.decisions)
+        kind, ident = target_of(action)
+        fields = {f.name: _jsonable(getattr(action, f.name)) for f in dataclasses.fields(action)}
+        actions.append(
+            {
+                "kind": action.kind,
+                "target": {"kind": kind, "id": ident, "name": _subject(action, hosts)},
+                "change": describe(action),
+                "rule": rule,
+                "reasons": [dataclasses.asdict(d) for d in why],
+                "fields": fields,
+            }
+        )
+    return {
+        "time": datetime.fromtimestamp(dry.now, UTC).isoformat(),
+        "nodes": len(snap.nodes),
+        "services": len(snap.services),
+        "tasks": len(snap.tasks),
+        "actions": actions,
+        "decisions": [dataclasses.asdict(d) for d in result.decisions],
+    }

@@ -1,0 +1,62 @@
+"""What the read-only commands (plan, explain, snapshot) share: a manager and a policy.
+
+Errors become `CommandError` with the exit code the command returns: 2 for what the
+user must fix (a bad policy file, an endpoint that is not a manager), 1 for trouble
+reaching the engine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+import docker
+
+from controller.adapters.docker_api import (
+    DockerUnavailableError,
+    NotAManagerError,
+    check_manager,
+    connect,
+)
+from controller.adapters.policy_file import PolicyFileError, load_policy_file
+from controller.policy import Policy
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+
+
+class CommandError(Exception):
+    def __init__(self, lines: list[str], code: int) -> None:
+        self.lines, self.code = lines, code
+        super().__init__("\n".join(lines))
+
+
+def add_policy_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--policy",
+        type=Path,
+        default=os.environ.get("PLACEMENT_POLICY") or None,
+        metavar="FILE",
+        help="policy file (default: $PLACEMENT_POLICY, else the built-in defaults)",
+    )
+
+
+def load_policy(path: Path | None, command: str) -> Policy:
+    if path is None:
+        return Policy.default()
+    try:
+        return load_policy_file(path).policy
+    except PolicyFileError as exc:
+        raise CommandError([*exc.errors, f"{command}: the policy {path} is invalid"], 2) from None
+
+
+def connect_manager(command: str) -> docker.DockerClient:
+    """A client for the manager at DOCKER_HOST (checked to be one)."""
+    try:
+        client = connect()
+        check_manager(client)
+    except NotAManagerError as exc:
+        raise CommandError([f"{command}: {exc}"], EXIT_USAGE) from None
+    except DockerUnavailableError as exc:
+        raise CommandError([f"{command}: {exc}"], EXIT_FAILED) from None
+    return client

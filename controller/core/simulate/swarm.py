@@ -1,0 +1,387 @@
+"""A simulated swarm: Swarm's orchestrators, scheduler and updater, driven by a clock.
+
+Modelled on swarmkit (see DESIGN.md's table of levers, measured on real swarms):
+- a failed node is marked down 2.5 heartbeats after the failure (the grace is three
+  heartbeats from the last one, on average half a period before the failure: measured
+  10.8-12.0 s at the default 5 s, 2.7 s at 1 s); its replicated tasks are replaced in
+  the same slot after the service's restart delay, with no node meanwhile (restart
+  condition `none`: not at all); global tasks there just stop;
+- a restored node is ready JOIN_SECONDS later; nothing moves back to it by itself;
+- drain stops the node's tasks and replaces them at once; pause only stops new ones;
+- a replica count change adds or removes slots (see slots.py); the scheduler places
+  unassigned tasks at once (see scheduler.py) and a task runs START_SECONDS after;
+- a constraint change starts a rolling update of only the tasks whose node no longer
+  meets the constraints, `parallelism` at a time, start-first or stop-first as the
+  service says; the service stays `updating` for the monitor period after the last one;
+- a node label change makes the constraint enforcer reject the tasks there whose
+  constraints the node no longer meets; they are replaced after the restart delay.
+Not modelled: task failures and restart history, placement preferences, plugins, host
+ports, platforms, real usage, stop grace periods.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+
+from controller.core.actions import (
+    Action,
+    SetNodeAvailability,
+    SetNodeLabels,
+    SetReplicas,
+    SetServiceConstraints,
+)
+from controller.core.apply import apply_actions
+from controller.core.constraints import ConstraintError, node_filter, parse_constraint
+from controller.core.model import (
+    Availability,
+    ClusterSnapshot,
+    NodeState,
+    Service,
+    ServiceMode,
+    Task,
+    TaskState,
+)
+from controller.core.simulate.scheduler import Scheduler
+from controller.core.simulate.slots import SlotTask, new_slots, slots_to_remove
+
+START_SECONDS = 0.5
+JOIN_SECONDS = 1.0
+DEFAULT_RESTART_DELAY = 5.0  # swarmkit's DefaultRestartDelay
+DEFAULT_MONITOR = 5.0  # UpdateConfig.Monitor's default
+
+
+@dataclass(frozen=True)
+class SwarmTimings:
+    heartbeat_seconds: float = 5.0
+    restart_delay: Mapping[str, float] = field(default_factory=dict)  # service id -> s
+    update_monitor: Mapping[str, float] = field(default_factory=dict)  # service id -> s
+    update_parallelism: Mapping[str, int] = field(default_factory=dict)  # 0: all at once
+
+    @property
+    def down_after(self) -> float:
+        return 2.5 * self.heartbeat_seconds
+
+
+@dataclass
+class SimTask:
+    id: str
+    service_id: str
+    slot: int
+    node_id: str = ""
+    desired: TaskState = TaskState.RUNNING  # READY while its restart delay runs
+    state: TaskState = TaskState.PENDING
+    error: str = ""
+    since: float = 0.0
+    start_at: float = 0.0  # a delayed replacement is scheduled from then
+    running_at: float | None = None
+    replaces: str = ""  # start-first: the task it stops once it runs
+
+
+@dataclass
+class _Update:
+    queue: list[str]  # tasks still to replace
+    in_flight: dict[str, str] = field(default_factory=dict)  # new task -> old task
+    done_at: float | None = None
+
+
+def _on_node(node_id: str) -> Callable[[SimTask], bool]:
+    return lambda task: task.node_id == node_id
+
+
+class SimSwarm:
+    def __init__(self, snapshot: ClusterSnapshot, timings: SwarmTimings, now: float) -> None:
+        self.now, self.timings = now, timings
+        self.nodes = {n.id: n for n in snapshot.nodes}
+        self.services = {s.id: s for s in snapshot.services}
+        self.tasks: dict[str, SimTask] = {}
+        for t in snapshot.tasks:
+            if t.desired_state is TaskState.RUNNING and t.service_id in self.services:
+                state = t.state if t.node_id else TaskState.PENDING
+                running_at = None if state is TaskState.RUNNING or not t.node_id else now
+                self.tasks[t.id] = SimTask(
+                    t.id, t.service_id, t.slot, t.node_id, state=state, error=t.error,
+                    since=t.updated_at or now, running_at=running_at,
+                )  # fmt: skip
+        self.failing: dict[str, float] = {}  # node -> when Swarm marks it down
+        self.returning: dict[str, float] = {}  # node -> when it is ready again
+        self.updates: dict[str, _Update] = {}
+        self.changed = False  # a node or service changed: Swarm would send an event
+        self._serial = 0
+        self.notes: list[str] = []
+
+    # --- what the controller observes ----------------------------------------------
+
+    def snapshot(self) -> ClusterSnapshot:
+        tasks = tuple(
+            Task(t.id, t.service_id, t.node_id, t.slot, t.desired, t.state, t.error, t.since)
+            for t in sorted(self.tasks.values(), key=lambda t: t.id)
+            if t.desired is TaskState.RUNNING
+        )
+        nodes = tuple(sorted(self.nodes.values(), key=lambda n: n.hostname))
+        services = tuple(sorted(self.services.values(), key=lambda s: s.name))
+        return ClusterSnapshot(nodes=nodes, services=services, tasks=tasks)
+
+    def placement(self) -> dict[str, dict[str, int]]:
+        """Service name -> hostname -> running tasks."""
+        out: dict[str, dict[str, int]] = {s.name: {} for s in self.services.values()}
+        for t in self.tasks.values():
+            if t.state is TaskState.RUNNING and t.node_id in self.nodes:
+                per = out[self.services[t.service_id].name]
+                host = self.nodes[t.node_id].hostname
+                per[host] = per.get(host, 0) + 1
+        return out
+
+    # --- what the scenario does ------------------------------------------------------
+
+    def fail(self, node_id: str) -> None:
+        node = self.nodes[node_id]
+        if node_id in self.failing or not node.is_ready:
+            self._say(f"{node.hostname} has already failed")
+            return
+        self.failing[node_id] = self.now + self.timings.down_after
+        self._say(
+            f"{node.hostname} fails; Swarm will mark it down in {self.timings.down_after:g} s"
+        )
+
+    def restore(self, node_id: str) -> None:
+        node = self.nodes[node_id]
+        if self.failing.pop(node_id, None) is not None:
+            self._say(f"{node.hostname} is back before Swarm noticed it was gone")
+        elif not node.is_ready:
+            self.returning[node_id] = self.now + JOIN_SECONDS
+            self._say(f"{node.hostname} restarts; it rejoins in {JOIN_SECONDS:g} s")
+        else:
+            self._say(f"{node.hostname} is not failed: nothing to restore")
+
+    def set_availability(self, node_id: str, availability: Availability) -> None:
+        node = self.nodes[node_id]
+        self.nodes[node_id] = replace(node, availability=availability, version=node.version + 1)
+        self.changed = True
+        self._say(f"{node.hostname} availability -> {availability.value}")
+        if availability is Availability.DRAIN:
+            self._evict(_on_node(node_id), "drained", delay=False)
+
+    # --- what the controller writes ---------------------------------------------------
+
+    def apply(self, actions: tuple[Action, ...]) -> None:
+        if not actions:
+            return
+        before = self.snapshot()
+        after = apply_actions(before, actions)
+        self.nodes = {n.id: n for n in after.nodes}
+        self.services = {s.id: s for s in after.services}
+        self.changed = True
+        for action in actions:
+            if isinstance(action, SetReplicas):
+                self._scale(self.services[action.service_id])
+            elif isinstance(action, SetServiceConstraints):
+                self._start_update(self.services[action.service_id])
+            elif isinstance(action, SetNodeLabels):
+                self._enforce_constraints(action.node_id)
+            elif (
+                isinstance(action, SetNodeAvailability)
+                and action.availability is Availability.DRAIN
+            ):
+                self._evict(_on_node(action.node_id), "drained", delay=False)
+
+    # --- time ---------------------------------------------------------------------------
+
+    def step(self, now: float) -> None:
+        """Everything Swarm does by `now`: node state changes, delayed starts, tasks
+        turning running, rolling updates, then the scheduler."""
+        self.now = now
+        for node_id, at in sorted(self.failing.items(), key=lambda kv: kv[1]):
+            if at <= now:
+                del self.failing[node_id]
+                self._node_state(node_id, NodeState.DOWN)
+                self._evict(_on_node(node_id), "node down", delay=True)
+        for node_id, at in sorted(self.returning.items(), key=lambda kv: kv[1]):
+            if at <= now:
+                del self.returning[node_id]
+                self._node_state(node_id, NodeState.READY)
+        for task in list(self.tasks.values()):
+            if task.desired is TaskState.READY and task.start_at <= now:
+                task.desired, task.since = TaskState.RUNNING, now
+            if task.running_at is not None and task.running_at <= now:
+                self._runs(task)
+        self._progress_updates()
+        self._reconcile_global()
+        self._schedule()
+
+    def _node_state(self, node_id: str, state: NodeState) -> None:
+        node = self.nodes[node_id]
+        self.nodes[node_id] = replace(
+            node, state=state, version=node.version + 1, updated_at=self.now
+        )
+        self.changed = True
+        self._say(f"{node.hostname} is {state.value}")
+
+    def _runs(self, task: SimTask) -> None:
+        task.state, task.running_at, task.since = TaskState.RUNNING, None, self.now
+        self._say(f"{self._name(task)} running on {self.nodes[task.node_id].hostname}")
+        update = self.updates.get(task.service_id)
+        old = update.in_flight.pop(task.id, None) if update else None
+        if task.replaces or old:
+            self._remove(self.tasks.get(task.replaces or old or ""), "replaced")
+
+    # --- orchestrators ---------------------------------------------------------------------
+
+    def _new_task(self, service: Service, slot: int, *, delay: float = 0.0) -> SimTask:
+        self._serial += 1
+        task = SimTask(
+            f"sim{self._serial}", service.id, slot, since=self.now, start_at=self.now + delay
+        )
+        if delay > 0:
+            task.desired = TaskState.READY
+        self.tasks[task.id] = task
+        return task
+
+    def _remove(self, task: SimTask | None, why: str) -> None:
+        if task is None or task.id not in self.tasks:
+            return
+        del self.tasks[task.id]
+        where = self.nodes[task.node_id].hostname if task.node_id in self.nodes else "no node"
+        self._say(f"{self._name(task)} on {where} stopped ({why})")
+
+    def _evict(self, which: Callable[[SimTask], bool], why: str, *, delay: bool) -> None:
+        """Stop the matching tasks; replicated ones are replaced in their slot."""
+        for task in sorted((t for t in self.tasks.values() if which(t)), key=lambda t: t.id):
+            service = self.services[task.service_id]
+            self._remove(task, why)
+            if service.mode is not ServiceMode.REPLICATED or service.restart_condition == "none":
+                continue
+            wait = self.timings.restart_delay.get(service.id, DEFAULT_RESTART_DELAY)
+            new = self._new_task(service, task.slot, delay=wait if delay else 0.0)
+            if delay:
+                self._say(f"{self._name(new)} will be replaced after the {wait:g} s restart delay")
+
+    def _scale(self, service: Service) -> None:
+        mine = [t for t in self.tasks.values() if t.service_id == service.id]
+        wanted = service.replicas or 0
+        slots = {t.slot for t in mine}
+        if len(slots) > wanted:
+            gone = set(
+                slots_to_remove((SlotTask(t.id, t.slot, t.node_id, t.state) for t in mine), wanted)
+            )
+            for task in sorted(mine, key=lambda t: t.slot):
+                if task.slot in gone:
+                    self._remove(task, f"scaled down to {wanted}")
+        for slot in new_slots(slots, max(0, wanted - len(slots))):
+            self._new_task(service, slot)
+
+    def _start_update(self, service: Service) -> None:
+        try:
+            allowed = node_filter(parse_constraint(c) for c in service.constraints)
+        except ConstraintError:
+            return
+        dirty = sorted(
+            (
+                t
+                for t in self.tasks.values()
+                if t.service_id == service.id
+                and t.node_id in self.nodes
+                and not allowed(self.nodes[t.node_id])
+                and t.id not in self.updates.get(service.id, _Update([])).in_flight.values()
+            ),
+            key=lambda t: t.slot,
+        )
+        if not dirty:
+            return
+        update = self.updates.setdefault(service.id, _Update([]))
+        update.queue, update.done_at = [t.id for t in dirty], None
+        self._set_update_state(service.id, "updating")
+
+    def _set_update_state(self, service_id: str, state: str) -> None:
+        service = self.services[service_id]
+        if service.update_state != state:
+            self.services[service_id] = replace(
+                service, update_state=state, version=service.version + 1
+            )
+            self.changed = True
+            self._say(f"service {service.name}: update {state}")
+
+    def _progress_updates(self) -> None:
+        for service_id, update in list(self.updates.items()):
+            service = self.services[service_id]
+            limit = self.timings.update_parallelism.get(service_id, 1) or len(update.queue)
+            while update.queue and len(update.in_flight) < limit:
+                old = self.tasks.get(update.queue.pop(0))
+                if old is None:
+                    continue
+                new = self._new_task(service, old.slot)
+                if service.update_order == "start-first":
+                    new.replaces = old.id
+                else:
+                    self._remove(old, "rolling update")
+                update.in_flight[new.id] = old.id
+            update.in_flight = {n: o for n, o in update.in_flight.items() if n in self.tasks}
+            if update.queue or update.in_flight:
+                continue
+            if update.done_at is None:
+                update.done_at = self.now
+            monitor = self.timings.update_monitor.get(service_id, DEFAULT_MONITOR)
+            if self.now >= update.done_at + monitor:
+                del self.updates[service_id]
+                self._set_update_state(service_id, "completed")
+
+    def _enforce_constraints(self, node_id: str) -> None:
+        node = self.nodes[node_id]
+
+        def rejected(task: SimTask) -> bool:
+            if task.node_id != node_id:
+                return False
+            service = self.services[task.service_id]
+            try:
+                return not node_filter(parse_constraint(c) for c in service.constraints)(node)
+            except ConstraintError:
+                return False
+
+        self._evict(rejected, "its node no longer meets the constraints", delay=True)
+
+    def _reconcile_global(self) -> None:
+        for service in self.services.values():
+            if service.mode is not ServiceMode.GLOBAL:
+                continue
+            try:
+                allowed = node_filter(parse_constraint(c) for c in service.constraints)
+            except ConstraintError:
+                continue
+            have = {t.node_id for t in self.tasks.values() if t.service_id == service.id}
+            for node in sorted(self.nodes.values(), key=lambda n: n.hostname):
+                if node.id not in have and node.accepts_tasks and allowed(node):
+                    task = self._new_task(service, 0)
+                    task.node_id = node.id
+                    task.state, task.running_at = TaskState.ASSIGNED, self.now + START_SECONDS
+
+    def _schedule(self) -> None:
+        assigned = [
+            (t.service_id, t.node_id)
+            for t in self.tasks.values()
+            if t.node_id and t.desired is TaskState.RUNNING
+        ]
+        scheduler = Scheduler(self.nodes.values(), self.services, assigned)
+        waiting = sorted(
+            (t for t in self.tasks.values() if not t.node_id and t.desired is TaskState.RUNNING),
+            key=lambda t: (self.services[t.service_id].name, t.slot, t.id),
+        )
+        for task in waiting:
+            node_id, error = scheduler.place(self.services[task.service_id])
+            if node_id is None:
+                if task.error != error:
+                    task.error = error
+                    self._say(f"{self._name(task)} pending: {error}")
+                continue
+            task.node_id, task.error, task.since = node_id, "", self.now
+            task.state, task.running_at = TaskState.ASSIGNED, self.now + START_SECONDS
+            self._say(f"{self._name(task)} assigned to {self.nodes[node_id].hostname}")
+
+    def _name(self, task: SimTask) -> str:
+        service = self.services.get(task.service_id)
+        name = service.name if service else task.service_id
+        if task.slot:
+            return f"{name}.{task.slot}"
+        return f"{name}@{self.nodes[task.node_id].hostname}" if task.node_id else name
+
+    def _say(self, text: str) -> None:
+        self.notes.append(text)

@@ -1,0 +1,170 @@
+"""The simulated swarm follows Swarm's scheduler and orchestrators, and the simulation
+runs the real planner on it deterministically."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from controller.core.actions import SetReplicas, SetServiceConstraints
+from controller.core.model import Availability, NodeState, Resources, TaskState
+from controller.core.simulate import (
+    Scheduler,
+    SimSwarm,
+    SwarmTimings,
+    parse_scenario,
+    simulate,
+)
+from controller.core.simulate.slots import SlotTask, new_slots, slots_to_remove
+from controller.policy import Policy, policy_from_data
+
+from .builders import node, running, service, snapshot
+
+T0 = 1_000_000.0
+FAST = SwarmTimings(heartbeat_seconds=1.0)
+NODES = [node(1, manager=True), node(2), node(3)]
+
+
+def _run(swarm: SimSwarm, until: float) -> None:
+    t = swarm.now
+    while t < until:
+        t += 0.5
+        swarm.step(t)
+
+
+def _placed(swarm: SimSwarm) -> dict[str, dict[str, int]]:
+    return {k: v for k, v in swarm.placement().items() if v}
+
+
+def test_a_lost_node_s_tasks_come_back_after_the_restart_delay_and_never_move_back() -> None:
+    web = service("web", replicas=3)
+    swarm = SimSwarm(
+        snapshot(NODES, [web], [running(web, 1, 1), running(web, 2, 2), running(web, 3, 3)]),
+        FAST,
+        T0,
+    )
+    swarm.fail("n2")
+    _run(swarm, T0 + 2.5)
+    assert not swarm.nodes["n2"].is_ready
+    _run(swarm, T0 + 7.0)  # down at 2.5 s; the 5 s restart delay is not over
+    assert _placed(swarm) == {"web": {"node-1": 1, "node-3": 1}}
+    _run(swarm, T0 + 9.0)
+    # Fewest tasks of the service tie (1 and 1), fewest in all too: the hostname decides.
+    assert _placed(swarm) == {"web": {"node-1": 2, "node-3": 1}}
+    swarm.restore("n2")
+    _run(swarm, T0 + 30.0)
+    assert swarm.nodes["n2"].state is NodeState.READY
+    assert _placed(swarm) == {"web": {"node-1": 2, "node-3": 1}}, "nothing moves back"
+
+
+def test_restart_condition_none_is_not_replaced_and_drain_replaces_at_once() -> None:
+    once = replace(service("once", replicas=1), restart_condition="none")
+    web = service("web", replicas=1)
+    swarm = SimSwarm(
+        snapshot(NODES, [once, web], [running(once, 2, 1), running(web, 3, 1)]), FAST, T0
+    )
+    swarm.fail("n2")
+    _run(swarm, T0 + 20)
+    assert _placed(swarm) == {"web": {"node-3": 1}}
+    swarm.set_availability("n3", Availability.DRAIN)
+    _run(swarm, T0 + 21)
+    assert _placed(swarm) == {"web": {"node-1": 1}}, "drain skips the restart delay"
+
+
+def test_scale_down_removes_unassigned_slots_first_then_the_busiest_node() -> None:
+    tasks = [
+        SlotTask("a", 1, "n1", TaskState.RUNNING),
+        SlotTask("b", 2, "n1", TaskState.RUNNING),
+        SlotTask("c", 3, "n2", TaskState.RUNNING),
+        SlotTask("d", 4, "", TaskState.PENDING),
+    ]
+    assert slots_to_remove(tasks, 3) == [4]
+    assert sorted(slots_to_remove(tasks, 2)) == [2, 4]
+    assert new_slots([1, 2, 4], 3) == [3, 5, 6]
+
+
+def test_a_constraint_change_replaces_only_the_tasks_it_rules_out() -> None:
+    web = service("web", replicas=3)
+    swarm = SimSwarm(
+        snapshot(NODES, [web], [running(web, 1, 1), running(web, 2, 2), running(web, 3, 3)]),
+        FAST,
+        T0,
+    )
+    swarm.apply((SetServiceConstraints("s-web", "web", web.version, constraints=("node.id!=n1",)),))
+    assert swarm.services["s-web"].update_state == "updating"
+    _run(swarm, T0 + 2)
+    untouched = {t.id for t in swarm.tasks.values() if t.node_id in {"n2", "n3"}}
+    assert {"t-web-2", "t-web-3"} <= untouched
+    assert _placed(swarm) == {"web": {"node-2": 2, "node-3": 1}}
+    _run(swarm, T0 + 8)
+    assert swarm.services["s-web"].update_state == "completed"
+
+
+def test_a_surge_lands_on_the_emptiest_nodes_and_its_trim_drops_the_unassigned_slot() -> None:
+    web = service("web", replicas=2)
+    swarm = SimSwarm(snapshot(NODES, [web], [running(web, 1, 1), running(web, 2, 2)]), FAST, T0)
+    swarm.fail("n2")
+    _run(swarm, T0 + 3)  # down: slot 2 waits out its restart delay
+    swarm.apply((SetReplicas("s-web", "web", web.version, replicas=3),))
+    _run(swarm, T0 + 4)
+    assert _placed(swarm) == {"web": {"node-1": 1, "node-3": 1}}
+    swarm.apply((SetReplicas("s-web", "web", web.version + 1, replicas=2),))
+    _run(swarm, T0 + 20)
+    assert _placed(swarm) == {"web": {"node-1": 1, "node-3": 1}}, "no delayed replacement ran"
+
+
+def test_the_scheduler_filters_and_explains_as_swarm_does() -> None:
+    slot = {"slot": 2}
+    nodes = [replace(n, capacity=Resources(generic=slot)) for n in NODES]
+    nodes[1] = replace(nodes[1], state=NodeState.DOWN)
+    big = replace(service("big", replicas=1), reservations=Resources(generic={"slot": 3}))
+    pinned = service("pinned", constraints=["node.hostname==node-9"])
+    scheduler = Scheduler(nodes, {s.id: s for s in (big, pinned)}, [])
+    assert scheduler.place(big) == (
+        None,
+        "no suitable node (1 node not available for new tasks; insufficient resources on 2 nodes)",
+    )
+    assert scheduler.place(pinned)[1] == (
+        "no suitable node (1 node not available for new tasks; "
+        "scheduling constraints not satisfied on 2 nodes)"
+    )
+    reasons = [r.reason for r in scheduler.refusals(nodes[0], big)]
+    assert reasons == ["insufficient resources: needs slot=3, slot=2 free"]
+
+
+POLICY = policy_from_data(
+    {"apiVersion": "placement/v1", "controller": {"resync-interval": "1s", "move-cooldown": "2s"}}
+)
+OWNED = {
+    "placement.managed": "true",
+    "placement.preferred-nodes": "node-2,node-3",
+    "placement.failback": "immediate",
+    "placement.failback-delay": "2s",
+}
+
+
+def _failover_failback(policy: Policy = POLICY):  # type: ignore[no-untyped-def]
+    db = service(
+        "db", replicas=2, labels=OWNED, constraints=["node.labels.swarm-placement.deny.db!=true"]
+    )
+    plain = service("plain", replicas=1, constraints=["node.hostname!=node-1"])
+    snap = snapshot(
+        NODES, [db, plain], [running(db, 2, 1), running(db, 3, 2), running(plain, 2, 1)]
+    )
+    steps = parse_scenario("fail node-2; wait 20s; restore node-2; wait 40s", nodes=["node-2"])
+    return simulate(snap, policy, steps, timings=FAST, start=T0)
+
+
+def test_the_planner_fails_over_and_back_on_the_simulated_swarm() -> None:
+    result = _failover_failback()
+    assert result.initial == {"db": {"node-2": 1, "node-3": 1}, "plain": {"node-2": 1}}
+    assert result.final == {"db": {"node-2": 1, "node-3": 1}, "plain": {"node-3": 1}}
+    decisions = [e.text for e in result.timeline if e.source == "decision"]
+    assert any("[failover] service db: surge" in d for d in decisions)
+    assert any("failback to preferred owner #1 node-2" in d for d in decisions)
+    # Swarm's own failover for the unmanaged service, after its restart delay.
+    swarm_says = [(e.at, e.text) for e in result.timeline if e.source == "swarm"]
+    assert (7.5, "plain.1 assigned to node-3") in swarm_says
+
+
+def test_a_simulation_is_deterministic() -> None:
+    assert _failover_failback().timeline == _failover_failback().timeline
