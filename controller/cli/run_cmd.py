@@ -113,9 +113,12 @@ def register(subparsers: Any) -> None:
 def _service_options(args: argparse.Namespace) -> dict[str, Any]:
     """The lease, the endpoint and the token; ValueError says which is wrong."""
     out: dict[str, Any] = {}
-    if args.lease_service:
-        if args.once:
-            raise ValueError("--once runs one cycle and cannot keep a lease: drop one of them")
+    if args.lease_service and args.once and not args.dry_run:
+        raise ValueError(
+            "--once cannot keep a lease, and writing without one could race the "
+            "running controllers: add --dry-run, or drop --lease-service"
+        )
+    if args.lease_service and not args.once:
         out["lease"] = LeaseConfig(
             service=args.lease_service,
             holder=args.lease_holder,

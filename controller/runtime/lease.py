@@ -166,6 +166,7 @@ class LeaseKeeper:
         verdict = decide(view, me=cfg.holder, lifetime=cfg.lifetime, now=now)
         self.view = view
         if verdict.step is Step.WAIT:
+            self._note(f"lease: standby, {verdict.reason}")
             wake = verdict.retry_at - now if verdict.retry_at is not None else cfg.poll_every
             return max(0.05, min(cfg.poll_every, wake))
         record = new_record(
