@@ -169,6 +169,12 @@ class Controller:
                         tg.start_soon(self.endpoints.run)
                     await self._run()
                     tg.cancel_scope.cancel()
+        except BaseExceptionGroup as group:
+            # The probe tasks never fail on their own: surface the body's error as it is
+            # (NotAManagerError, DockerUnavailableError), not wrapped in a group.
+            if len(group.exceptions) == 1:
+                raise group.exceptions[0] from None
+            raise
         finally:
             self._provider.shutdown()
 
