@@ -22,6 +22,7 @@ from itertools import combinations, product
 from math import comb
 
 from controller.core.constraints import node_filter, parse_constraint
+from controller.core.memo import per_snapshot
 from controller.core.model import ClusterSnapshot, Resources, Service, Task, TaskState
 from controller.core.replicas import REBALANCE, SURGE, RecordError, read_record
 
@@ -190,18 +191,22 @@ class Room:
         return Room(free=free, counts=counts)
 
 
+@per_snapshot  # read by preemption and restore alike; Room is never changed in place
 def observe_room(snapshot: ClusterSnapshot) -> Room:
-    used: dict[str, Resources] = {}
     counts: dict[str, dict[str, int]] = {}
     for task in snapshot.tasks:
         if not task.node_id or task.state not in RESERVING_STATES:
             continue
-        service = snapshot.service_by_id.get(task.service_id)
-        if service is None:
+        if task.service_id not in snapshot.service_by_id:
             continue
-        used[task.node_id] = _combine(used.get(task.node_id, Resources()), service.reservations, 1)
         per_node = counts.setdefault(task.service_id, {})
         per_node[task.node_id] = per_node.get(task.node_id, 0) + 1
+    # Summed per service and node, then per node: one addition per pair, not per task.
+    used: dict[str, Resources] = {}
+    for service_id, per_node in counts.items():
+        need = snapshot.service_by_id[service_id].reservations
+        for node_id, n in per_node.items():
+            used[node_id] = _combine(used.get(node_id, Resources()), times(need, n), 1)
     free = {
         n.id: _combine(n.capacity, used.get(n.id, Resources()), -1)
         for n in snapshot.nodes

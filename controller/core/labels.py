@@ -70,7 +70,12 @@ def format_exclusions(node_ids: Iterable[str]) -> str:
 
 
 def is_own_constraint(text: str, service_name: str, labels: Mapping[str, str]) -> bool:
-    return text in _own_constraints(service_name, labels.get(EXCLUDED_LABEL, ""))
+    return text in own_constraints(service_name, labels)
+
+
+def own_constraints(service_name: str, labels: Mapping[str, str]) -> frozenset[str]:
+    """Every constraint the controller may have written on the service."""
+    return _own_constraints(service_name, labels.get(EXCLUDED_LABEL, ""))
 
 
 @lru_cache(maxsize=1024)  # asked once per constraint, with hundreds of exclusions each

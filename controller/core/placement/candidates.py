@@ -8,11 +8,11 @@ new ones).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from controller.core.constraints import Constraint, node_satisfies, parse_constraint
-from controller.core.labels import is_own_constraint
+from controller.core.constraints import Constraint, node_filter, parse_constraint
+from controller.core.labels import own_constraints
 from controller.core.model import Availability, Node, Service
 from controller.policy import NodeGroup, Policy, ServiceSettings
 
@@ -25,25 +25,64 @@ def entry_matches(node: Node, entry: str, groups: Mapping[str, NodeGroup]) -> bo
 
 
 def expand_owner_list(
-    entries: Iterable[str], nodes: Iterable[Node], groups: Mapping[str, NodeGroup]
+    entries: Iterable[str],
+    nodes: Iterable[Node],
+    groups: Mapping[str, NodeGroup],
+    *,
+    index: NodeIndex | None = None,
 ) -> tuple[str, ...]:
     """Node IDs in list order; a group contributes its nodes by hostname, once each."""
-    ordered = sorted(nodes, key=lambda n: n.hostname)
+    index = index or NodeIndex(nodes)
     out: list[str] = []
+    seen: set[str] = set()
     for entry in entries:
-        for node in ordered:
-            if node.id not in out and entry_matches(node, entry, groups):
-                out.append(node.id)
+        for node_id in index.named(entry, groups):
+            if node_id not in seen:
+                seen.add(node_id)
+                out.append(node_id)
     return tuple(out)
 
 
 def operator_constraints(service: Service) -> tuple[Constraint, ...]:
     """The operator's own constraints (ours are recognised and left out). May raise."""
-    return tuple(
-        parse_constraint(text)
-        for text in service.constraints
-        if not is_own_constraint(text, service.name, service.labels)
-    )
+    ours = own_constraints(service.name, service.labels)
+    return tuple(parse_constraint(text) for text in service.constraints if text not in ours)
+
+
+class NodeIndex:
+    """The cycle's nodes, indexed once for every service's owner lists and candidates:
+    by hostname and ID, by readiness and availability, and by constraint (cached)."""
+
+    def __init__(self, nodes: Iterable[Node]) -> None:
+        self.ordered = tuple(sorted(nodes, key=lambda n: n.hostname))
+        self._named: dict[str, list[str]] = {}
+        for node in self.ordered:
+            for name in {node.hostname, node.id}:
+                self._named.setdefault(name, []).append(node.id)
+        self.keepable = frozenset(
+            n.id for n in self.ordered if n.is_ready and n.availability is not Availability.DRAIN
+        )
+        self.active = frozenset(n.id for n in self.ordered if n.availability is Availability.ACTIVE)
+        self._groups: dict[NodeGroup, tuple[str, ...]] = {}
+        self._matching: dict[tuple[Constraint, ...], frozenset[str]] = {}
+
+    def named(self, entry: str, groups: Mapping[str, NodeGroup]) -> Sequence[str]:
+        """The nodes an owner-list entry names, by hostname order (see entry_matches)."""
+        group = groups.get(entry)
+        if group is None:
+            return self._named.get(entry, ())
+        if group not in self._groups:
+            self._groups[group] = tuple(
+                n.id for n in self.ordered if group.contains(hostname=n.hostname, labels=n.labels)
+            )
+        return self._groups[group]
+
+    def matching(self, constraints: tuple[Constraint, ...]) -> frozenset[str]:
+        """The nodes that meet every constraint."""
+        if constraints not in self._matching:
+            satisfies = node_filter(constraints)
+            self._matching[constraints] = frozenset(n.id for n in self.ordered if satisfies(n))
+        return self._matching[constraints]
 
 
 def domain_of(node: Node, level: str | None, policy: Policy) -> str:
@@ -79,27 +118,23 @@ def find_candidates(
     *,
     constraints: tuple[Constraint, ...],
     hard_excluded: frozenset[str] = frozenset(),
+    index: NodeIndex | None = None,
 ) -> Candidates:
-    nodes = tuple(nodes)
+    """`index`: the cycle's NodeIndex over `nodes`, shared by every service (built here
+    when not given)."""
+    index = index or NodeIndex(nodes)
     possible = (
-        frozenset(expand_owner_list(settings.possible_nodes, nodes, policy.groups))
+        frozenset(expand_owner_list(settings.possible_nodes, (), policy.groups, index=index))
         if settings.possible_nodes
         else None
     )
-    keepable = frozenset(
-        n.id
-        for n in nodes
-        if n.is_ready
-        and n.availability is not Availability.DRAIN
-        and node_satisfies(n, constraints)
-        and (possible is None or n.id in possible)
-        and n.id not in hard_excluded
-    )
-    by_id = {n.id: n for n in nodes}
-    placeable = frozenset(i for i in keepable if by_id[i].availability is Availability.ACTIVE)
+    keepable = (index.keepable & index.matching(constraints)) - hard_excluded
+    if possible is not None:
+        keepable &= possible
+    placeable = keepable & index.active
     preferred = tuple(
         i
-        for i in expand_owner_list(settings.preferred_nodes, nodes, policy.groups)
+        for i in expand_owner_list(settings.preferred_nodes, (), policy.groups, index=index)
         if possible is None or i in possible
     )
     return Candidates(

@@ -44,6 +44,7 @@ def steer(
     require_possible_label: bool,
 ) -> Steering:
     desired = assignment.desired
+    every = frozenset(all_nodes)
     vacate = tuple(sorted(n for n, c in current.items() if c and not desired.get(n)))
     reduce = tuple(sorted(n for n, c in current.items() if desired.get(n, 0) and c > desired[n]))
     # At rest every desired replica already runs where it should; only then is a standby
@@ -53,14 +54,14 @@ def steer(
         allowed = {n for n, c in desired.items() if c}
         if at_rest and mode is SteeringMode.STANDBY and assignment.standby is not None:
             allowed.add(assignment.standby)
-        excluded = frozenset(n for n in all_nodes if n not in allowed)
+        excluded = every.difference(allowed)
     else:
         excluded = frozenset(vacate)
     if possible is not None:
         # Until the positive constraint is in place, every other known node is excluded.
-        excluded |= frozenset(n for n in all_nodes if n not in possible)
+        excluded |= every.difference(possible)
     constraints = [*operator_constraints, steering_constraint(service_name)]
     if require_possible_label:
         constraints.append(possible_constraint(service_name))
-    constraints.extend(exclusion_constraint(n) for n in sorted(excluded))
+    constraints.extend(map(exclusion_constraint, sorted(excluded)))
     return Steering(constraints=tuple(constraints), excluded=excluded, vacate=vacate, reduce=reduce)

@@ -32,6 +32,7 @@ from controller.core.placement.assign import (
 )
 from controller.core.placement.candidates import (
     Candidates,
+    NodeIndex,
     domain_of,
     find_candidates,
     operator_constraints,
@@ -233,6 +234,8 @@ class _Shared:
         self._ctx = ctx
         self.load: Counter[str] = Counter(t.node_id for t in ctx.snapshot.tasks if t.node_id)
         self.hostname = {n.id: n.hostname for n in ctx.snapshot.nodes}
+        self.node_ids = tuple(sorted(self.hostname))
+        self.index = NodeIndex(ctx.snapshot.nodes)
         self._orders: dict[str | None, NodeOrder] = {}
 
     def domain(self, level: str | None) -> Callable[[str], str] | None:
@@ -271,6 +274,7 @@ def _plan_service(
         ctx.policy,
         constraints=constraints,
         hard_excluded=_hard_excluded(service, settings, projection, current),
+        index=shared.index,
     )
     failback_ready, failback_blocked = _failback_ready(ctx, service, settings, cands)
     busy = _busy(ctx, service)
@@ -320,7 +324,7 @@ def _plan_service(
         operator_constraints=[str(c) for c in constraints],
         assignment=result,
         current=current,
-        all_nodes=sorted(nodes),
+        all_nodes=shared.node_ids,
         steered=bool(settings.preferred_nodes or settings.spread or settings.anti_affinity),
         mode=ctx.policy.controller.steering,
         possible=cands.possible,
