@@ -120,15 +120,21 @@ def demand(snapshot: ClusterSnapshot, service: Service) -> int:
     update's new task needs room beside the old one it replaces, or the update stalls
     (and a slot whose old task is still pending too needs one task's room, not two).
     """
+    if service.id not in _with_unassigned(snapshot):
+        return 0
     tasks = snapshot.tasks_of(service.id)
     unassigned = sum(1 for t in tasks if is_unassigned(t))
-    if not unassigned:
-        return 0
     if service.updating:
         return len({t.slot for t in tasks if is_unassigned(t)})
     ready = {n.id for n in snapshot.nodes if n.is_ready}
     placed = sum(1 for t in tasks if t.node_id in ready and t.state in RESERVING_STATES)
     return max(0, min(unassigned, wanted_count(service) - placed))
+
+
+@per_snapshot
+def _with_unassigned(snapshot: ClusterSnapshot) -> frozenset[str]:
+    """Services with an unassigned task: the only ones with any demand."""
+    return frozenset(t.service_id for t in snapshot.tasks if is_unassigned(t))
 
 
 @dataclass(frozen=True)

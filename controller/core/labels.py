@@ -61,7 +61,20 @@ def exclusion_constraint(node_id: str) -> str:
 
 
 def recorded_exclusions(labels: Mapping[str, str]) -> tuple[str, ...]:
-    raw = labels.get(EXCLUDED_LABEL, "")
+    return _parse_exclusions(labels.get(EXCLUDED_LABEL, ""))
+
+
+def recorded_exclusion_set(labels: Mapping[str, str]) -> frozenset[str]:
+    return _exclusion_set(labels.get(EXCLUDED_LABEL, ""))
+
+
+@lru_cache(maxsize=4096)
+def _exclusion_set(raw: str) -> frozenset[str]:
+    return frozenset(_parse_exclusions(raw))
+
+
+@lru_cache(maxsize=4096)  # the same label is read by several rules every cycle
+def _parse_exclusions(raw: str) -> tuple[str, ...]:
     return tuple(sorted(part for part in raw.split(",") if part))
 
 

@@ -59,6 +59,13 @@ class NodeOrder:
 
     domain_of: Mapping[str, str]  # node ID -> domain ("" for every node without spread)
     by_domain: Mapping[str, tuple[str, ...]]
+    _domains: dict[frozenset[str], frozenset[str]] = field(default_factory=dict, compare=False)
+
+    def domains(self, nodes: frozenset[str]) -> frozenset[str]:
+        """The domains of these nodes (most services share their placeable set)."""
+        if nodes not in self._domains:
+            self._domains[nodes] = frozenset(self.domain_of[n] for n in nodes)
+        return self._domains[nodes]
 
 
 def node_order(
@@ -114,7 +121,7 @@ class _Scores:
         self.counts: dict[str, int] = {}
         if self.spread_on:
             dom = order.domain_of
-            self.counts = dict.fromkeys({dom[n] for n in cands.placeable}, 0)
+            self.counts = dict.fromkeys(order.domains(cands.placeable), 0)
             for node, count in desired.items():
                 self.counts[dom[node]] = self.counts.get(dom[node], 0) + count
         mates = inputs.mates

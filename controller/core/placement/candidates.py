@@ -45,8 +45,10 @@ def expand_owner_list(
 
 def operator_constraints(service: Service) -> tuple[Constraint, ...]:
     """The operator's own constraints (ours are recognised and left out). May raise."""
-    ours = own_constraints(service.name, service.labels)
-    return tuple(parse_constraint(text) for text in service.constraints if text not in ours)
+    theirs = frozenset(service.constraints) - own_constraints(service.name, service.labels)
+    if not theirs:
+        return ()
+    return tuple(parse_constraint(text) for text in service.constraints if text in theirs)
 
 
 class NodeIndex:

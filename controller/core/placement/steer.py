@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 
 from controller.core.labels import exclusion_constraint, possible_constraint, steering_constraint
 from controller.core.placement.assign import Assignment
@@ -63,5 +64,10 @@ def steer(
     constraints = [*operator_constraints, steering_constraint(service_name)]
     if require_possible_label:
         constraints.append(possible_constraint(service_name))
-    constraints.extend(map(exclusion_constraint, sorted(excluded)))
+    constraints.extend(_exclusions(excluded))
     return Steering(constraints=tuple(constraints), excluded=excluded, vacate=vacate, reduce=reduce)
+
+
+@lru_cache(maxsize=4096)  # at rest a service excludes the same nodes cycle after cycle
+def _exclusions(excluded: frozenset[str]) -> tuple[str, ...]:
+    return tuple(map(exclusion_constraint, sorted(excluded)))

@@ -19,7 +19,7 @@ from controller.core.labels import (
     EXCLUDED_LABEL,
     format_exclusions,
     possible_label,
-    recorded_exclusions,
+    recorded_exclusion_set,
 )
 from controller.core.model import ACTIVE_TASK_STATES, Service, ServiceMode, TaskState
 from controller.core.placement.assign import (
@@ -151,10 +151,9 @@ def _busy(ctx: PlanContext, service: Service) -> str | None:
     # starts its rolling update a moment after the write). Writing now would plan from
     # the old placement and could undo the move.
     current = current_counts(ctx, service)
+    excluded = recorded_exclusion_set(service.labels)
     vacating = sorted(
-        ctx.snapshot.node_by_id[n].hostname
-        for n in recorded_exclusions(service.labels)
-        if current.get(n)
+        ctx.snapshot.node_by_id[n].hostname for n, c in current.items() if c and n in excluded
     )
     if vacating:
         return f"moving tasks off {', '.join(vacating)}"
