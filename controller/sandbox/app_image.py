@@ -124,7 +124,7 @@ def build_controller_image(docker_host: str, *, repo: Path | None = None) -> Bui
         seconds[step] = now - mark
         mark = now
 
-    base = base_rootfs()
+    base = base_rootfs(python=f"{sys.version_info.major}.{sys.version_info.minor}")
     lap("debootstrap" if base.seconds else "base (cached)")
     base_ref = f"{BASE_REPOSITORY}:{base.suite}"
     api = dockerapi.api_client(docker_host, timeout=BUILD_TIMEOUT_SECONDS)

@@ -44,10 +44,14 @@ class BaseRootfs:
     seconds: float  # what making it took now (0 when it came from the cache)
 
 
-def host_suite(os_release: Path = Path("/etc/os-release")) -> str:
+# Debian releases by their python3: wheels made by this host's Python load in the image
+# only when both run the same version.
+DEBIAN_SUITE_OF_PYTHON = {"3.9": "bullseye", "3.11": "bookworm", "3.13": "trixie"}
+OS_RELEASE = Path("/etc/os-release")
+
+
+def host_suite(os_release: Path = OS_RELEASE) -> str:
     """This machine's release codename (bookworm, trixie...): its mirror surely has it."""
-    if os.environ.get(SUITE_ENV):
-        return os.environ[SUITE_ENV]
     try:
         text = os_release.read_text()
     except OSError as exc:
@@ -56,6 +60,16 @@ def host_suite(os_release: Path = Path("/etc/os-release")) -> str:
     if not match:
         raise SandboxError(f"{os_release} names no VERSION_CODENAME; set {SUITE_ENV}")
     return match.group(1)
+
+
+def suite_for(python: str, os_release: Path = OS_RELEASE) -> str:
+    """The release to bootstrap: the Debian one whose python3 is `python` (so this host's
+    wheels load in it), else this host's own release."""
+    if os.environ.get(SUITE_ENV):
+        return os.environ[SUITE_ENV]
+    host = host_suite(os_release)
+    is_debian = re.search(r"^ID=\"?debian\"?$", os_release.read_text(), re.MULTILINE)
+    return DEBIAN_SUITE_OF_PYTHON.get(python, host) if is_debian else host
 
 
 def _one_line_entries(text: str) -> list[tuple[str, str, list[str]]]:
@@ -110,9 +124,9 @@ def _python_of(root: Path) -> str:
     return match.group(1)
 
 
-def base_rootfs(*, suite: str | None = None) -> BaseRootfs:
-    """The cached root filesystem tarball for `suite` (this host's), made when missing."""
-    suite = suite or host_suite()
+def base_rootfs(*, python: str) -> BaseRootfs:
+    """The cached root filesystem tarball with Python `python`, made when missing."""
+    suite = suite_for(python)
     stem = cache_dir() / f"debian-{suite}-python"
     tarball, version = stem.with_suffix(".tar"), stem.with_suffix(".python")
     if tarball.is_file() and version.is_file():
@@ -120,7 +134,8 @@ def base_rootfs(*, suite: str | None = None) -> BaseRootfs:
     debootstrap = shutil.which("debootstrap")
     if debootstrap is None:
         raise SandboxError("debootstrap is not installed: apt-get install debootstrap")
-    mirror = apt_mirror(suite)
+    # The host's own mirror serves the other releases of its distribution too.
+    mirror = apt_mirror(host_suite())
     cache_dir().mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix=".debootstrap-", dir=cache_dir()) as tmp:

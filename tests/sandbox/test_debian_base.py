@@ -6,7 +6,13 @@ from pathlib import Path
 
 import pytest
 
-from controller.sandbox.debian_base import MIRROR_ENV, SUITE_ENV, apt_mirror, host_suite
+from controller.sandbox.debian_base import (
+    MIRROR_ENV,
+    SUITE_ENV,
+    apt_mirror,
+    host_suite,
+    suite_for,
+)
 from controller.sandbox.spec import SandboxError
 
 
@@ -23,6 +29,16 @@ def test_the_suite_is_the_hosts_codename(tmp_path: Path) -> None:
     release.write_text("ID=something\n")
     with pytest.raises(SandboxError, match=SUITE_ENV):
         host_suite(release)
+
+
+def test_the_suite_follows_the_python_the_wheels_are_built_with(tmp_path: Path) -> None:
+    release = tmp_path / "os-release"
+    release.write_text("ID=debian\nVERSION_CODENAME=trixie\n")
+    assert suite_for("3.11", release) == "bookworm"
+    assert suite_for("3.13", release) == "trixie"
+    assert suite_for("3.12", release) == "trixie"  # none has it: the host's own
+    release.write_text("ID=ubuntu\nVERSION_CODENAME=noble\n")
+    assert suite_for("3.11", release) == "noble"
 
 
 def test_a_one_line_source_gives_the_mirror_of_the_suite(tmp_path: Path) -> None:
@@ -52,5 +68,5 @@ def test_a_deb822_source_gives_the_mirror_of_the_suite(tmp_path: Path) -> None:
 def test_the_environment_overrides_both(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(SUITE_ENV, "bookworm")
     monkeypatch.setenv(MIRROR_ENV, "http://local.example/debian")
-    assert host_suite(tmp_path / "missing") == "bookworm"
+    assert suite_for("3.11", tmp_path / "missing") == "bookworm"
     assert apt_mirror("bookworm", tmp_path) == "http://local.example/debian"
