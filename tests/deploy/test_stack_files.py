@@ -82,6 +82,8 @@ def test_the_stacks_sample_policy_is_valid_and_opt_in() -> None:
 
 def test_the_otel_file_adds_to_the_stack_and_uses_what_the_main_file_defines() -> None:
     main, otel = _load("compose.yaml"), _load("compose.otel.yaml")
+    # The docker CLI before 25 (Debian 12's) refuses a stack file without a version.
+    assert main["version"] == otel["version"] == "3.8"
     assert otel["services"]["controller"]["environment"]["PLACEMENT_TRACE_EXPORTER"] == "otlp"
     for name, service in otel["services"].items():
         for network in service.get("networks", []):
