@@ -56,6 +56,7 @@ def possible_constraint(service_name: str) -> str:
     return f"node.labels.{possible_label(service_name)}=={POSSIBLE_VALUE}"
 
 
+@lru_cache(maxsize=1 << 16)  # one string per node, shared by every service that excludes it
 def exclusion_constraint(node_id: str) -> str:
     return f"node.id!={node_id}"
 
