@@ -125,7 +125,15 @@ class Controller:
         lease = self.config.lease
         if lease is None:
             return None
-        factory = store or (lambda: ServiceLeaseStore(self._client_factory(), lease.service))
+
+        def service_store() -> LeaseStore:
+            client = self._client_factory()
+            # A manager without a Raft leader (an election) hangs requests: a short timeout
+            # lets a standby read again at once when the new Raft leader answers.
+            client.api.timeout = max(1.0, lease.lifetime / 4)
+            return ServiceLeaseStore(client, lease.service)
+
+        factory = store or service_store
         return LeaseKeeper(
             lease,
             factory,
