@@ -27,7 +27,7 @@ def inputs(draw: st.DrawFn) -> PlacementInputs:
     placeable = frozenset(n for n in keepable if draw(st.integers(0, 5)))
     preferred = tuple(draw(st.lists(st.sampled_from(nodes), max_size=4, unique=True)))
     spread = draw(st.booleans())
-    racks = {n: draw(st.sampled_from(["r1", "r2", "r3", ""])) for n in nodes}
+    racks = {n: draw(st.sampled_from(["r1", "r2", "r3", "r4", "r5", ""])) for n in nodes}
     small = st.integers(0, 3)
     load = {n: draw(st.integers(0, 4)) for n in nodes}
     hostname = {n: draw(st.sampled_from(["a", "b", "c", n])) for n in nodes}

@@ -128,6 +128,10 @@ class _Scores:
         self.conflicts = sum(count * mates.get(node, 0) for node, count in desired.items())
         self.preference = sum(count * self.cost(node) for node, count in desired.items())
         self._spread: dict[tuple[str | None, str | None], int] = {}
+        # The three largest and smallest domain counts: enough to know the extremes
+        # once one or two domains change.
+        ordered = sorted(self.counts.values())
+        self._top, self._bottom = ordered[::-1][:3], ordered[:3]
 
     def cost(self, node: str) -> int:
         if node in self.inputs.failback_ready:
@@ -138,17 +142,25 @@ class _Scores:
         """Spread excess with a task added in domain `plus` and taken from `minus`."""
         if not self.spread_on:
             return 0
+        if plus == minus:
+            plus = minus = None  # a move within one domain changes no count
         key = (plus, minus)
         if key not in self._spread:
             counts = self.counts
-            if plus is not None or minus is not None:
-                counts = dict(counts)
-                if minus is not None:
-                    counts[minus] -= 1
-                if plus is not None:
-                    counts[plus] = counts.get(plus, 0) + 1
-            values = counts.values()
-            self._spread[key] = max(0, max(values) - min(values) - 1) if counts else 0
+            changed: dict[str, int] = {}
+            if minus is not None:
+                changed[minus] = counts[minus] - 1
+            if plus is not None:
+                changed[plus] = counts.get(plus, 0) + 1
+            top, bottom = list(self._top), list(self._bottom)
+            for domain in changed:
+                if domain in counts:
+                    for extremes in (top, bottom):
+                        if counts[domain] in extremes:
+                            extremes.remove(counts[domain])
+            highs = [*top[:1], *changed.values()]
+            lows = [*bottom[:1], *changed.values()]
+            self._spread[key] = max(0, max(highs) - min(lows) - 1) if highs else 0
         return self._spread[key]
 
     def objective(self) -> Objective:
@@ -296,10 +308,27 @@ def _best_move(scores: _Scores, cap: int) -> Move | None:
         entry = scores.placing(dst)
         if group not in groups or entry < groups[group]:
             groups[group] = entry
+    # Only some pairs can improve (the rest are skipped unseen): the spread can fall only
+    # from a domain at the most or to one at the least, conflicts only from a node with
+    # mates, the preference only towards a cheaper node.
+    counts, spread_before = scores.counts, before[0]
+    most = max(counts.values(), default=0)
+    least = min(counts.values(), default=0)
+    to_least = [
+        item for item in groups.items() if spread_before > 0 and counts.get(item[0][0]) == least
+    ]
+    cheaper = sorted(
+        (item for item in groups.items() if item[0][1] == 0 and item[0][2] < scores.unranked),
+        key=lambda item: item[0][2],
+    )
     best: tuple[Objective, Placing, str, str] | None = None
     for src in sorted(desired):
         src_dom, src_mates, src_cost = dom[src], inputs.mates.get(src, 0), scores.cost(src)
-        for (dst_dom, dst_mates, dst_cost, _, _), (placing, dst) in groups.items():
+        if src_mates > 0 or (spread_before > 0 and counts.get(src_dom) == most):
+            pairs = list(groups.items())
+        else:
+            pairs = to_least + [item for item in cheaper if item[0][2] < src_cost]
+        for (dst_dom, dst_mates, dst_cost, _, _), (placing, dst) in pairs:
             after = (
                 scores.spread(plus=dst_dom, minus=src_dom),
                 scores.conflicts + dst_mates - src_mates,

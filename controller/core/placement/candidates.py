@@ -67,6 +67,7 @@ class NodeIndex:
         self.active = frozenset(n.id for n in self.ordered if n.availability is Availability.ACTIVE)
         self._groups: dict[NodeGroup, tuple[str, ...]] = {}
         self._matching: dict[tuple[Constraint, ...], frozenset[str]] = {}
+        self._allowed: dict[tuple[Constraint, ...], tuple[frozenset[str], frozenset[str]]] = {}
 
     def named(self, entry: str, groups: Mapping[str, NodeGroup]) -> Sequence[str]:
         """The nodes an owner-list entry names, by hostname order (see entry_matches)."""
@@ -85,6 +86,14 @@ class NodeIndex:
             satisfies = node_filter(constraints)
             self._matching[constraints] = frozenset(n.id for n in self.ordered if satisfies(n))
         return self._matching[constraints]
+
+    def allowed(self, constraints: tuple[Constraint, ...]) -> tuple[frozenset[str], frozenset[str]]:
+        """(keepable, placeable) under these constraints alone: shared by every service
+        with the same constraints, so most services reuse one pair of sets."""
+        if constraints not in self._allowed:
+            keepable = self.keepable & self.matching(constraints) if constraints else self.keepable
+            self._allowed[constraints] = (keepable, keepable & self.active)
+        return self._allowed[constraints]
 
 
 def domain_of(node: Node, level: str | None, policy: Policy) -> str:
@@ -130,10 +139,12 @@ def find_candidates(
         if settings.possible_nodes
         else None
     )
-    keepable = (index.keepable & index.matching(constraints)) - hard_excluded
-    if possible is not None:
-        keepable &= possible
-    placeable = keepable & index.active
+    keepable, placeable = index.allowed(constraints)
+    if possible is not None or hard_excluded:
+        keepable = keepable - hard_excluded
+        if possible is not None:
+            keepable &= possible
+        placeable = keepable & index.active
     preferred = tuple(
         i
         for i in expand_owner_list(settings.preferred_nodes, (), policy.groups, index=index)

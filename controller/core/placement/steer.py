@@ -45,7 +45,7 @@ def steer(
     require_possible_label: bool,
 ) -> Steering:
     desired = assignment.desired
-    every = frozenset(all_nodes)
+    every = all_nodes if isinstance(all_nodes, frozenset) else None  # made when needed
     vacate = tuple(sorted(n for n, c in current.items() if c and not desired.get(n)))
     reduce = tuple(sorted(n for n, c in current.items() if desired.get(n, 0) and c > desired[n]))
     # At rest every desired replica already runs where it should; only then is a standby
@@ -55,11 +55,13 @@ def steer(
         allowed = {n for n, c in desired.items() if c}
         if at_rest and mode is SteeringMode.STANDBY and assignment.standby is not None:
             allowed.add(assignment.standby)
+        every = every if every is not None else frozenset(all_nodes)
         excluded = every.difference(allowed)
     else:
         excluded = frozenset(vacate)
     if possible is not None:
         # Until the positive constraint is in place, every other known node is excluded.
+        every = every if every is not None else frozenset(all_nodes)
         excluded |= every.difference(possible)
     constraints = [*operator_constraints, steering_constraint(service_name)]
     if require_possible_label:
