@@ -83,8 +83,10 @@ def node_spec_with(spec: Attrs, action: Action) -> JsonDict:
     match action:
         case SetNodeLabels(set=to_set, remove=to_remove):
             new["Labels"] = _with_labels(new.get("Labels"), to_set, to_remove)
-        case SetNodeAvailability(availability=availability):
+        case SetNodeAvailability(availability=availability, set_labels=s, remove_labels=r):
             new["Availability"] = availability.value
+            if s or r:
+                new["Labels"] = _with_labels(new.get("Labels"), s, r)
         case _:
             raise TypeError(f"not a node action: {action!r}")
     return new

@@ -74,6 +74,12 @@ class SetNodeAvailability:
     hostname: str
     version: int
     availability: Availability
+    # Node labels written in the same update: the record of why (and any deny labels
+    # that go with it), so the change and its record land together.
+    set_labels: Mapping[str, str] = field(default_factory=dict)
+    remove_labels: tuple[str, ...] = ()
+    # Services whose tasks on this node the label change evicts.
+    evicts: tuple[str, ...] = ()
 
     kind = "set-node-availability"
 
@@ -102,5 +108,6 @@ def describe(action: Action) -> str:
             return f"service {name}: labels set {dict(s)} remove {list(r)}"
         case SetNodeLabels(hostname=host, set=s, remove=r):
             return f"node {host}: labels set {dict(s)} remove {list(r)}"
-        case SetNodeAvailability(hostname=host, availability=a):
-            return f"node {host}: availability = {a.value}"
+        case SetNodeAvailability(hostname=host, availability=a, set_labels=s, remove_labels=r):
+            labels = f", labels set {dict(s)} remove {list(r)}" if s or r else ""
+            return f"node {host}: availability = {a.value}{labels}"

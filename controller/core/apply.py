@@ -50,8 +50,9 @@ def _apply_to_node(node: Node, action: Action) -> Node:
             return replace(
                 node, version=bumped, labels=_merged(dict(node.labels), dict(set_), remove)
             )
-        case SetNodeAvailability(availability=availability):
-            return replace(node, version=bumped, availability=availability)
+        case SetNodeAvailability(availability=availability, set_labels=s, remove_labels=r):
+            labels = _merged(dict(node.labels), dict(s), r)
+            return replace(node, version=bumped, availability=availability, labels=labels)
     return node
 
 

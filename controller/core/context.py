@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from controller.core.actions import Action
 from controller.core.decisions import Decision
+from controller.core.health.assess import Assessment
 from controller.core.memory import Memory
 from controller.core.model import ClusterSnapshot, Service, ServiceMode
 from controller.policy import Policy, ResolvedService, ServiceSettings
@@ -19,6 +20,16 @@ class PlanContext:
     memory: Memory
     now: float
     resolved: Mapping[str, ResolvedService]
+    # `snapshot` is the cluster as the rules should see it: a node reported failed is
+    # down, a node the controller holds paused is paused (see core/health). `observed`
+    # is what Swarm said, for the rule that writes nodes; None: the same as `snapshot`.
+    observed: ClusterSnapshot | None = None
+    health: Assessment = field(default_factory=Assessment)
+
+    @property
+    def swarm(self) -> ClusterSnapshot:
+        """The cluster exactly as observed."""
+        return self.observed if self.observed is not None else self.snapshot
 
     def settings(self, service_id: str) -> ServiceSettings:
         return self.resolved[service_id].settings

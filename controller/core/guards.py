@@ -31,6 +31,8 @@ def disrupted_nodes(action: Action) -> tuple[str, ...]:
             return (node,)
         case SetNodeAvailability(node_id=node, availability=Availability.DRAIN):
             return (node,)
+        case SetNodeAvailability(node_id=node, evicts=services) if services:
+            return (node,)
     return ()
 
 
@@ -92,7 +94,11 @@ def apply_guards(
             continue
         nodes = disrupted_nodes(action)
         if nodes:
-            services = action.evicts if isinstance(action, SetNodeLabels) else (service_id or "",)
+            services = (
+                action.evicts
+                if isinstance(action, SetNodeLabels | SetNodeAvailability)
+                else (service_id or "",)
+            )
             if disruptive >= budgets.actions_per_cycle:
                 drop(
                     action,

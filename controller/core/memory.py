@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
+from controller.core.health.memory import HealthMemory
 from controller.core.model import ACTIVE_TASK_STATES, ClusterSnapshot, TaskState
 from controller.core.replicas import HOLD, OPERATION_LABEL
 from controller.policy import ResolvedService
@@ -68,6 +69,8 @@ class Memory:
     left: Mapping[str, tuple[tuple[str, ...], float]] = field(default_factory=dict)
     # Rebalancing's own hysteresis, kept by the rebalance rule (see core/balance/triggers).
     rebalance: RebalanceMemory = field(default_factory=RebalanceMemory)
+    # Node exits seen by health assessment (quarantine; see core/health).
+    health: HealthMemory = field(default_factory=HealthMemory)
 
     def observe(self, snapshot: ClusterSnapshot, now: float) -> Memory:
         """Track when each node turned ready. At the first observation a ready node is
@@ -123,6 +126,9 @@ class Memory:
 
     def with_rebalance(self, rebalance: RebalanceMemory) -> Memory:
         return replace(self, rebalance=rebalance)
+
+    def with_health(self, health: HealthMemory) -> Memory:
+        return replace(self, health=health)
 
     def with_resolved(self, resolved: Mapping[str, ResolvedService]) -> Memory:
         return replace(self, resolved=resolved)

@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from functools import cached_property
 
+from controller.core.signals import HealthReport, PluginAdvice, SourceStatus, WorkloadEvent
+
 
 class NodeRole(StrEnum):
     MANAGER = "manager"
@@ -196,6 +198,13 @@ class ClusterSnapshot:
     unreadable: tuple[Unreadable, ...] = ()
     # Node id -> measured usage, where an agent reports it (empty: reservations only).
     usage: Mapping[str, NodeUsage] = field(default_factory=dict)
+    # Outside health and placement intelligence (see core/signals), gathered by the
+    # runtime before the plan: live health reports, task failures and unhealthy tasks,
+    # placement plugin answers, and the sources that could not be read.
+    health: tuple[HealthReport, ...] = ()
+    workload: tuple[WorkloadEvent, ...] = ()
+    plugins: PluginAdvice = field(default_factory=PluginAdvice)
+    unavailable_sources: tuple[SourceStatus, ...] = ()
 
     @cached_property
     def node_by_id(self) -> Mapping[str, Node]:

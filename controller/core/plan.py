@@ -1,5 +1,9 @@
 """plan(): the functional core. Snapshot, policy, memory and time in; a Plan out.
 
+Node health is assessed before any rule (core/health): the rules see the cluster with a
+failed node down and a node the controller holds paused as paused, so failover, owners,
+preemption and rebalancing treat a health-failed node as they treat a dead one.
+
 Rules run in registry order. Each object is written at most once per cycle: a later
 rule that wants an object an earlier one already changed is deferred to the next
 cycle, which the first write's event triggers at once. That keeps every write
@@ -15,6 +19,7 @@ from controller.core.actions import Action, describe, target_of
 from controller.core.context import PlanContext, Rule
 from controller.core.decisions import Decision
 from controller.core.guards import apply_guards
+from controller.core.health.assess import assess_nodes
 from controller.core.memory import Memory
 from controller.core.model import ClusterSnapshot
 from controller.core.resolve import resolve_settings
@@ -43,8 +48,20 @@ def plan(
     rules: tuple[tuple[str, Rule], ...] | None = None,
 ) -> Plan:
     resolved, decisions = resolve_settings(snapshot, policy, memory.resolved)
-    memory = memory.observe(snapshot, now).with_resolved(resolved)
-    ctx = PlanContext(snapshot=snapshot, policy=policy, memory=memory, now=now, resolved=resolved)
+    # Health first: every rule then sees a failed node as down and a held node as paused.
+    health = assess_nodes(snapshot=snapshot, policy=policy, memory=memory, now=now)
+    decisions.extend(health.decisions)
+    effective = health.effective(snapshot)
+    memory = memory.observe(effective, now).with_resolved(resolved).with_health(health.memory)
+    ctx = PlanContext(
+        snapshot=effective,
+        policy=policy,
+        memory=memory,
+        now=now,
+        resolved=resolved,
+        observed=snapshot,
+        health=health,
+    )
 
     actions: list[Action] = []
     written: set[tuple[str, str]] = set()

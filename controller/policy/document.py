@@ -75,7 +75,8 @@ class GroupSpec(StrictSpec):
 class QuarantineSpec(StrictSpec):
     failures: t.PositiveCount = Field(
         _QUARANTINE.failures,
-        description="Task failures on one node within `period` that quarantine it.",
+        description="Ungraceful exits of a node, or task failures on it, within `period` "
+        "that quarantine (pause) it (docs/health.md).",
     )
     period: t.PositiveDuration = Field(
         _QUARANTINE.period_seconds, description="The window in which failures are counted."
@@ -98,7 +99,8 @@ class NodesSpec(StrictSpec):
         default_factory=dict, description="Named node groups, usable in preferred/possible nodes."
     )
     quarantine: QuarantineSpec = Field(
-        default_factory=QuarantineSpec, description="When nodes with failing tasks are avoided."
+        default_factory=QuarantineSpec,
+        description="When crash-looping nodes, or nodes where tasks keep failing, are paused.",
     )
 
     @field_validator("fault_domains")

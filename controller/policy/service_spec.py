@@ -105,8 +105,10 @@ class ServiceSettingsSpec(StrictSpec):
     )
     failover_threshold: t.Threshold | None = Field(
         None,
-        description="Move the service off a node after this many task failures there within "
-        "the period; none: Swarm's own behaviour.",
+        description="Move the service off a node after this many task failures (or "
+        "unhealthy tasks) there within the period, for that period; once it has been moved "
+        "off this many nodes within the period it fails wherever it runs, and it is not "
+        "moved again (reported); none: Swarm's own behaviour (docs/health.md).",
     )
     rebalance: t.Flag | None = Field(
         None,

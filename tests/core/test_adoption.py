@@ -49,12 +49,19 @@ def test_a_service_in_a_rolling_update_waits() -> None:
     assert [d.outcome for d in result.decisions if d.subject == "service web"] == ["wait"]
 
 
-def test_deny_labels_of_unmanaged_or_removed_services_are_released() -> None:
+def test_deny_labels_with_no_reason_left_are_released() -> None:
+    """Deny labels are recomputed from their reasons (core/health/deny.py): one of a service
+    no longer managed, or of a managed one whose reason ended, goes; others stay."""
     labels = {deny_label("gone"): "true", deny_label("web"): "true", "rack": "r1"}
     web = service("web", labels=MANAGED, constraints=[steering_constraint("web")])
     result = _plan(snapshot([node(1, manager=True, labels=labels)], [web]))
     assert result.actions == (
-        SetNodeLabels(node_id="n1", hostname="node-1", version=11, remove=(deny_label("gone"),)),
+        SetNodeLabels(
+            node_id="n1",
+            hostname="node-1",
+            version=11,
+            remove=(deny_label("gone"), deny_label("web")),
+        ),
     )
 
 

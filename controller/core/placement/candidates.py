@@ -1,7 +1,8 @@
 """Which nodes a service may use, in which order, and in which fault domain.
 
 Two sets matter: nodes where a task may *stay* (ready, not drained, allowed by the
-operator's constraints, the possible owners and hard anti-affinity) and nodes where a
+operator's constraints, the possible owners and hard anti-affinity, and not refusing the
+service with a deny label) and nodes where a
 task may be *placed* (the same, and active: a paused node keeps its tasks but takes no
 new ones).
 """
@@ -12,7 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from controller.core.constraints import Constraint, node_filter, parse_constraint
-from controller.core.labels import own_constraints
+from controller.core.labels import DENY_LABEL_PREFIX, DENY_VALUE, deny_label, own_constraints
 from controller.core.model import Availability, Node, Service
 from controller.policy import NodeGroup, Policy, ServiceSettings
 
@@ -68,6 +69,16 @@ class NodeIndex:
         self._groups: dict[NodeGroup, tuple[str, ...]] = {}
         self._matching: dict[tuple[Constraint, ...], frozenset[str]] = {}
         self._allowed: dict[tuple[Constraint, ...], tuple[frozenset[str], frozenset[str]]] = {}
+        # Node label swarm-placement.deny.<service> -> the nodes that carry it set to true.
+        self._denied: dict[str, set[str]] = {}
+        for node in self.ordered:
+            for key, value in node.labels.items():
+                if key.startswith(DENY_LABEL_PREFIX) and value == DENY_VALUE:
+                    self._denied.setdefault(key, set()).add(node.id)
+
+    def denied(self, service_name: str) -> frozenset[str]:
+        """Nodes that refuse the service with a deny label."""
+        return frozenset(self._denied.get(deny_label(service_name), ()))
 
     def named(self, entry: str, groups: Mapping[str, NodeGroup]) -> Sequence[str]:
         """The nodes an owner-list entry names, by hostname order (see entry_matches)."""
@@ -140,8 +151,10 @@ def find_candidates(
         else None
     )
     keepable, placeable = index.allowed(constraints)
-    if possible is not None or hard_excluded:
-        keepable = keepable - hard_excluded
+    # Refused by the health rules (failed, degraded, failing there, a plugin veto).
+    denied = index.denied(service.name)
+    if possible is not None or hard_excluded or denied:
+        keepable = keepable - hard_excluded - denied
         if possible is not None:
             keepable &= possible
         placeable = keepable & index.active

@@ -9,20 +9,22 @@ from __future__ import annotations
 from controller.core.context import Rule
 from controller.core.rules.adoption import adopt_services
 from controller.core.rules.failover import plan_failover
-from controller.core.rules.node_labels import plan_node_labels
+from controller.core.rules.nodes import plan_nodes
 from controller.core.rules.owners import plan_owners
 from controller.core.rules.preemption import plan_preemption
 from controller.core.rules.rebalance import plan_rebalance
 from controller.core.rules.restore import plan_restores
 
 RULES: tuple[tuple[str, Rule], ...] = (
+    # Every node write first (marks, health, quarantine, deny labels): an eviction lands
+    # before the failover surge that replaces the evicted tasks at once.
+    ("nodes", plan_nodes),
     ("failover", plan_failover),
     # After failover, whose surge, trim or forget must land before a record is reused;
     # before steering, so room for a pending higher-priority service beats a move.
     ("preemption", plan_preemption),
     ("restore", plan_restores),
     ("adoption", adopt_services),
-    ("node-labels", plan_node_labels),
     ("owners", plan_owners),
     ("rebalance", plan_rebalance),
 )

@@ -1,0 +1,343 @@
+"""Node health, before any rule runs: failed, degraded, quarantined or fine.
+
+Inputs are pure values: live reports (webhook, plugins), the durable records on the nodes,
+Swarm's task history, the node exits remembered, the policy and `now`.
+
+- Health: per source, the live report wins over the recorded one; a report lapses at
+  its ttl. The node's health is the worst of its sources. `failed` makes every rule see
+  the node as down (so failover surges at once), `degraded` as paused.
+- Quarantine (`nodes.quarantine`): a node with at least `failures` incidents within
+  `period` is paused for `duration`, never more than `max-fraction` of the nodes at once.
+  An incident is an ungraceful exit (ready, then down, while not drained by an operator) or
+  a task failure there. Failures in the first RETURN_GRACE seconds after a node turns ready
+  are its return's (Swarm reports the tasks a crash killed only then), and a service that
+  also fails on other nodes is failing by itself, not because of the node: neither counts.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+
+from controller.core.decisions import Decision
+from controller.core.health.memory import HealthMemory
+from controller.core.health.records import (
+    PAUSE_HEALTH,
+    PAUSE_QUARANTINE,
+    QUARANTINE_UNTIL,
+    HealthRecord,
+    paused_for,
+    read_float,
+    read_health_records,
+)
+from controller.core.memory import Memory
+from controller.core.model import Availability, ClusterSnapshot, Node, NodeRole, NodeState
+from controller.core.signals import HealthState, WorkloadEvent
+from controller.policy import Policy
+
+RULE = "health"
+# Task failures this soon after a node turns ready belong to its return, not to it.
+RETURN_GRACE_SECONDS = 30.0
+
+
+@dataclass(frozen=True, slots=True)
+class NodeVerdict:
+    node_id: str
+    hostname: str
+    health: HealthState = HealthState.OK
+    # The health records the node should carry (non-ok, unexpired), by source.
+    records: Mapping[str, HealthRecord] = field(default_factory=dict)
+    quarantine_until: float | None = None  # set while quarantined (or from this cycle)
+    quarantine_reason: str = ""  # set when the quarantine starts this cycle
+    pause: frozenset[str] = frozenset()  # why the controller should hold it paused
+
+    @property
+    def quarantined(self) -> bool:
+        return self.quarantine_until is not None
+
+
+@dataclass(frozen=True)
+class Assessment:
+    verdicts: Mapping[str, NodeVerdict] = field(default_factory=dict)
+    decisions: tuple[Decision, ...] = ()
+    memory: HealthMemory = field(default_factory=HealthMemory)
+
+    def verdict(self, node: Node) -> NodeVerdict:
+        return self.verdicts.get(node.id) or NodeVerdict(node.id, node.hostname)
+
+    @property
+    def failed(self) -> frozenset[str]:
+        return frozenset(n for n, v in self.verdicts.items() if v.health is HealthState.FAILED)
+
+    def effective(self, snapshot: ClusterSnapshot) -> ClusterSnapshot:
+        """The cluster as the other rules should see it: a failed node is down, a node
+        the controller holds paused is paused and one it releases is active (from this
+        cycle on, before Swarm says so)."""
+        if not self.verdicts:
+            return snapshot
+        nodes = []
+        for seen in snapshot.nodes:
+            node, verdict = seen, self.verdicts.get(seen.id)
+            if verdict is not None and verdict.health is HealthState.FAILED:
+                node = replace(node, state=NodeState.DOWN)
+            if verdict is not None and verdict.pause and node.availability is Availability.ACTIVE:
+                node = replace(node, availability=Availability.PAUSE)
+            released = verdict is None or not verdict.pause
+            if released and paused_for(node.labels) and node.availability is Availability.PAUSE:
+                node = replace(node, availability=Availability.ACTIVE)
+            nodes.append(node)
+        return replace(snapshot, nodes=tuple(nodes))
+
+
+def ready_since(memory: Memory, node: Node, now: float) -> float:
+    """When Swarm last reported the node turning ready, as far as the controller knows
+    (health reports aside); at the first sight, its last update (never too early)."""
+    known = memory.health.ready_since or {}
+    since = known.get(node.id)
+    if since is not None:
+        return since
+    return min(node.updated_at, now) if node.updated_at else now
+
+
+def track_exits(
+    snapshot: ClusterSnapshot, memory: HealthMemory, now: float, keep: float
+) -> HealthMemory:
+    """Record ungraceful exits: a node seen ready last cycle and not now, not drained."""
+    exits = {
+        n: kept
+        for n, times in memory.exits.items()
+        if (kept := tuple(t for t in times if now - t < keep))
+    }
+    before = memory.ready_since
+    if before is not None:
+        for node in snapshot.nodes:
+            if node.id in before and not node.is_ready and node.id not in memory.drained:
+                exits[node.id] = (*exits.get(node.id, ()), now)
+    ready_since = {}
+    for node in snapshot.nodes:
+        if not node.is_ready:
+            continue
+        if before is not None and node.id in before:
+            ready_since[node.id] = before[node.id]
+        elif before is None and node.updated_at:
+            ready_since[node.id] = min(node.updated_at, now)
+        else:
+            ready_since[node.id] = now
+    drained = frozenset(
+        n.id for n in snapshot.nodes if n.is_ready and n.availability is Availability.DRAIN
+    )
+    return HealthMemory(ready_since=ready_since, drained=drained, exits=exits)
+
+
+def counted_failures(
+    snapshot: ClusterSnapshot, memory: Memory, now: float, *, since: Mapping[str, float]
+) -> dict[str, set[str]]:
+    """Node id -> task ids whose failure counts against that node (see module doc).
+    `since`: per node, the earliest time that counts."""
+    nodes = snapshot.node_by_id
+    by_service: dict[str, set[str]] = {}
+    kept: list[WorkloadEvent] = []
+    for event in snapshot.workload:
+        node = nodes.get(event.node_id)
+        if node is None or event.at <= since.get(node.id, math.inf) or event.at > now:
+            continue
+        if event.at < ready_since(memory, node, now) + RETURN_GRACE_SECONDS:
+            continue
+        by_service.setdefault(event.service_id, set()).add(event.node_id)
+        kept.append(event)
+    out: dict[str, set[str]] = {}
+    for event in kept:
+        if len(by_service[event.service_id]) == 1:
+            out.setdefault(event.node_id, set()).add(event.task_id)
+    return out
+
+
+def _health_records(
+    node: Node, reports: Mapping[str, HealthRecord | None], now: float
+) -> dict[str, HealthRecord]:
+    records = {r.source: r for r in read_health_records(node.labels) if r.until > now}
+    for source, live in reports.items():
+        if live is None or live.until <= now:
+            records.pop(source, None)
+        else:
+            records[source] = live
+    return records
+
+
+def _live_reports(snapshot: ClusterSnapshot) -> dict[str, dict[str, HealthRecord | None]]:
+    """Node id -> source -> its live word (None: ok)."""
+    out: dict[str, dict[str, HealthRecord | None]] = {}
+    for report in sorted(snapshot.health, key=lambda r: (r.node_id, r.source, r.expires_at)):
+        record = (
+            None
+            if report.state is HealthState.OK
+            else HealthRecord(report.source, report.state, report.expires_at, report.reason)
+        )
+        out.setdefault(report.node_id, {})[report.source] = record
+    return out
+
+
+def assess_nodes(
+    *, snapshot: ClusterSnapshot, policy: Policy, memory: Memory, now: float
+) -> Assessment:
+    q = policy.quarantine
+    health_memory = track_exits(snapshot, memory.health, now, keep=q.period_seconds)
+    live = _live_reports(snapshot)
+    decisions: list[Decision] = []
+    verdicts: dict[str, NodeVerdict] = {}
+    ended: dict[str, float] = {}  # node id -> end of its current or last quarantine
+    for node in snapshot.nodes:
+        records = _health_records(node, live.get(node.id, {}), now)
+        worst = max((r.state for r in records.values()), key=lambda s: s.severity, default=None)
+        until = read_float(node.labels, QUARANTINE_UNTIL)
+        if until is not None:
+            ended[node.id] = until
+        verdicts[node.id] = NodeVerdict(
+            node_id=node.id,
+            hostname=node.hostname,
+            health=worst or HealthState.OK,
+            records=records,
+            quarantine_until=until if until is not None and until > now else None,
+        )
+        if worst is not None:
+            why = "; ".join(
+                f"{r.source}: {r.reason or 'no reason given'} (until {r.until:.0f})"
+                for r in records.values()
+                if r.state is worst
+            )
+            effect = (
+                "its tasks are evicted and it counts as down"
+                if worst is HealthState.FAILED
+                else "paused, preemptible work moves away within the budgets"
+            )
+            decisions.append(
+                Decision(RULE, f"node {node.hostname}", worst.value, f"{why}: {effect}")
+            )
+
+    for source in snapshot.unavailable_sources:
+        decisions.append(
+            Decision(
+                f"{source.kind}s",
+                f"{source.kind} {source.name}",
+                "skip",
+                f"{source.problem}: the controller goes on without it"
+                + (
+                    " (node load from reservations; an agent lost is no node failure)"
+                    if source.kind == "agent"
+                    else ""
+                ),
+            )
+        )
+    verdicts = _quarantine(
+        snapshot,
+        policy=policy,
+        memory=memory,
+        health_memory=health_memory,
+        now=now,
+        verdicts=verdicts,
+        ended=ended,
+        decisions=decisions,
+    )
+    verdicts = _pauses(snapshot, verdicts, decisions)
+    return Assessment(verdicts=verdicts, decisions=tuple(decisions), memory=health_memory)
+
+
+def _quarantine(
+    snapshot: ClusterSnapshot,
+    *,
+    policy: Policy,
+    memory: Memory,
+    health_memory: HealthMemory,
+    now: float,
+    verdicts: dict[str, NodeVerdict],
+    ended: Mapping[str, float],
+    decisions: list[Decision],
+) -> dict[str, NodeVerdict]:
+    q = policy.quarantine
+    window_start = now - q.period_seconds
+    since = {n.id: max(window_start, ended.get(n.id, -math.inf)) for n in snapshot.nodes}
+    failures = counted_failures(snapshot, replace(memory, health=health_memory), now, since=since)
+    incidents: dict[str, tuple[int, int]] = {}
+    for node in snapshot.nodes:
+        exits = sum(1 for t in health_memory.exits.get(node.id, ()) if t > since[node.id])
+        failed = len(failures.get(node.id, ()))
+        if exits + failed >= q.failures and not verdicts[node.id].quarantined:
+            incidents[node.id] = (exits, failed)
+    active = sum(1 for v in verdicts.values() if v.quarantined)
+    cap = math.floor(q.max_fraction * len(snapshot.nodes) + 1e-9)
+    for node_id in sorted(incidents, key=lambda n: (-sum(incidents[n]), verdicts[n].hostname)):
+        exits, failed = incidents[node_id]
+        verdict = verdicts[node_id]
+        what = (
+            f"{exits} ungraceful exit(s) and {failed} task failure(s) "
+            f"within {_span(q.period_seconds)}"
+        )
+        subject = f"node {verdict.hostname}"
+        if active >= cap:
+            decisions.append(
+                Decision(
+                    RULE,
+                    subject,
+                    "keep",
+                    f"{what}, but {active} of {len(snapshot.nodes)} node(s) are quarantined "
+                    f"already (max-fraction {q.max_fraction:.0%})",
+                )
+            )
+            continue
+        active += 1
+        until = now + q.duration_seconds
+        verdicts[node_id] = replace(verdict, quarantine_until=until, quarantine_reason=what)
+        decisions.append(
+            Decision(
+                RULE,
+                subject,
+                "quarantine",
+                f"{what}: paused for {_span(q.duration_seconds)}, until {until:.0f}",
+            )
+        )
+    return verdicts
+
+
+def _pauses(
+    snapshot: ClusterSnapshot, verdicts: dict[str, NodeVerdict], decisions: list[Decision]
+) -> dict[str, NodeVerdict]:
+    """Why each node should be held paused; never the last manager that takes tasks."""
+    out = dict(verdicts)
+    wanted: dict[str, frozenset[str]] = {}
+    for node in snapshot.nodes:
+        verdict = verdicts[node.id]
+        reasons: set[str] = set()
+        if verdict.health is not HealthState.OK:
+            reasons.add(PAUSE_HEALTH)
+        if verdict.quarantined:
+            reasons.add(PAUSE_QUARANTINE)
+        if reasons:
+            wanted[node.id] = frozenset(reasons)
+    takers = {n.id for n in snapshot.nodes if n.role is NodeRole.MANAGER and n.accepts_tasks}
+    for node in snapshot.nodes:
+        pause = wanted.get(node.id)
+        if not pause:
+            continue
+        # Pausing a manager must leave a manager that takes tasks (the guards insist).
+        lone = not takers - {node.id} - set(wanted)
+        if node.role is NodeRole.MANAGER and node.availability is Availability.ACTIVE and lone:
+            decisions.append(
+                Decision(
+                    RULE,
+                    f"node {node.hostname}",
+                    "keep",
+                    f"not paused ({', '.join(sorted(pause))}): no other manager takes tasks",
+                )
+            )
+            continue
+        out[node.id] = replace(verdicts[node.id], pause=pause)
+    return out
+
+
+def _span(seconds: float) -> str:
+    if seconds >= 3600 and seconds % 3600 == 0:
+        return f"{seconds / 3600:.0f} h"
+    if seconds >= 60 and seconds % 60 == 0:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds:.0f} s"

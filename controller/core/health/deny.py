@@ -1,0 +1,161 @@
+"""Which services each node must refuse: the deny labels, from every reason at once.
+
+`swarm-placement.deny.<service>=true` on a node makes the constraint enforcer stop that
+service's tasks there at once and keeps new ones away (every managed service carries the
+matching steering constraint). The set is recomputed each cycle from its reasons, so a
+label with no reason left is removed, whoever wrote it:
+
+- the node is `failed`: every managed service;
+- the node is `degraded`: preemptible managed services with tasks there, a batch of at
+  most `budgets.actions-per-node` services at a time, the next batch once the last one
+  runs its replicas elsewhere; those already refused stay refused while it is degraded;
+- the service failed there too often (workload.py);
+- a placement plugin vetoes the node for the service, unless its vetoes would leave the
+  service no node at all (then they are set aside, and a decision says so).
+Removing a deny label moves nothing back: it only lets the node take the service again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from controller.core.balance.counts import active_counts
+from controller.core.decisions import Decision
+from controller.core.health.assess import Assessment
+from controller.core.labels import DENY_LABEL_PREFIX, DENY_VALUE
+from controller.core.model import ClusterSnapshot, Service, ServiceMode
+from controller.core.signals import HealthState, PluginVeto
+from controller.policy import ServiceSettings
+
+RULE = "health"
+
+
+@dataclass
+class DenyPlan:
+    # Node id -> service name -> why it is refused there.
+    wanted: dict[str, dict[str, str]] = field(default_factory=dict)
+    decisions: list[Decision] = field(default_factory=list)
+
+    def deny(self, node_id: str, service_name: str, why: str) -> None:
+        self.wanted.setdefault(node_id, {}).setdefault(service_name, why)
+
+
+def denied_on(labels: Mapping[str, str]) -> set[str]:
+    return {
+        k.removeprefix(DENY_LABEL_PREFIX)
+        for k, v in labels.items()
+        if k.startswith(DENY_LABEL_PREFIX) and v == DENY_VALUE
+    }
+
+
+def _running_elsewhere(snapshot: ClusterSnapshot, service: Service, node_id: str) -> bool:
+    """The service runs its replicas without this node (a global one: nothing to wait for)."""
+    if service.mode is not ServiceMode.REPLICATED:
+        return True
+    ready = {n.id for n in snapshot.nodes if n.is_ready and n.id != node_id}
+    running = sum(1 for t in snapshot.tasks_of(service.id) if t.is_running and t.node_id in ready)
+    return running >= (service.replicas or 0) and not active_counts(snapshot, service.id).get(
+        node_id
+    )
+
+
+def plan_denials(
+    *,
+    observed: ClusterSnapshot,
+    effective: ClusterSnapshot,
+    assessment: Assessment,
+    managed: tuple[Service, ...],
+    settings: Mapping[str, ServiceSettings],
+    batch: int,
+    move_offs: Mapping[str, Mapping[str, float]],
+    vetoes: tuple[PluginVeto, ...],
+) -> DenyPlan:
+    plan = DenyPlan()
+    by_id = {s.id: s for s in managed}
+    for node in observed.nodes:
+        verdict = assessment.verdict(node)
+        if verdict.health is HealthState.FAILED:
+            for service in managed:
+                plan.deny(node.id, service.name, "node failed")
+        elif verdict.health is HealthState.DEGRADED:
+            _degraded(plan, observed, node.id, managed=managed, settings=settings, batch=batch)
+        for name in move_offs.get(node.id, {}):
+            plan.deny(node.id, name, "keeps failing here")
+    _vetoes(plan, effective, by_id, vetoes)
+    return plan
+
+
+def _degraded(
+    plan: DenyPlan,
+    observed: ClusterSnapshot,
+    node_id: str,
+    *,
+    managed: tuple[Service, ...],
+    settings: Mapping[str, ServiceSettings],
+    batch: int,
+) -> None:
+    node = observed.node_by_id[node_id]
+    hostname = node.hostname
+    movable = [
+        s for s in managed if settings[s.id].preemptible and settings[s.id].max_unavailable > 0
+    ]
+    refused = [s for s in movable if s.name in denied_on(node.labels)]
+    for service in refused:
+        plan.deny(node_id, service.name, "node degraded")
+    here = [s for s in movable if s not in refused and active_counts(observed, s.id).get(node_id)]
+    if not here:
+        return
+    moving = [s.name for s in refused if not _running_elsewhere(observed, s, node_id)]
+    if moving:
+        plan.decisions.append(
+            Decision(
+                RULE,
+                f"node {hostname}",
+                "wait",
+                f"degraded: {', '.join(moving)} still moving off; "
+                f"{len(here)} more preemptible service(s) follow",
+            )
+        )
+        return
+    if batch <= 0:
+        plan.decisions.append(
+            Decision(
+                RULE,
+                f"node {hostname}",
+                "keep",
+                "degraded, but budgets.actions-per-node is 0: no preemptible work moves",
+            )
+        )
+        return
+    ordered = sorted(here, key=lambda s: (settings[s.id].priority, s.name))
+    for service in ordered[:batch]:
+        plan.deny(node_id, service.name, "node degraded")
+
+
+def _vetoes(
+    plan: DenyPlan,
+    effective: ClusterSnapshot,
+    by_id: Mapping[str, Service],
+    vetoes: tuple[PluginVeto, ...],
+) -> None:
+    per_service: dict[str, dict[str, PluginVeto]] = {}
+    for veto in vetoes:
+        if veto.service_id in by_id and veto.node_id in effective.node_by_id:
+            per_service.setdefault(veto.service_id, {}).setdefault(veto.node_id, veto)
+    for service_id, nodes in sorted(per_service.items()):
+        service = by_id[service_id]
+        usable = {n.id for n in effective.nodes if n.accepts_tasks}
+        if usable and usable <= set(nodes):
+            plan.decisions.append(
+                Decision(
+                    "plugins",
+                    f"service {service.name}",
+                    "ignore",
+                    "the placement plugins veto every node that takes tasks: their vetoes "
+                    "are set aside rather than leave it nowhere to run",
+                )
+            )
+            continue
+        for node_id, veto in sorted(nodes.items()):
+            plan.deny(node_id, service.name, f"vetoed by plugin {veto.plugin}: {veto.reason}")

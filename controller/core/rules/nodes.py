@@ -1,0 +1,221 @@
+"""Every label of ours on a node, and its availability, in one write per node per cycle.
+
+What a node should carry is computed from all its reasons at once: possible-owner marks
+(the owners' hard constraint), health records, quarantine, the pause the controller
+holds, deny labels (failed or degraded node, a service failing there, a plugin veto) and
+workload-health records. One write per node keeps every change version-checked against
+what was observed; it runs first, so evictions land before failover's surge that
+replaces the evicted tasks at once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from controller.core.actions import Action, SetNodeAvailability, SetNodeLabels, describe
+from controller.core.balance.counts import active_counts
+from controller.core.context import PlanContext, RuleOutput
+from controller.core.decisions import Decision
+from controller.core.health.assess import NodeVerdict
+from controller.core.health.deny import denied_on, plan_denials
+from controller.core.health.records import (
+    HEALTH_PREFIX,
+    PAUSED,
+    QUARANTINE_REASON,
+    QUARANTINE_UNTIL,
+    HealthRecord,
+    clean_reason,
+    format_paused,
+    health_key,
+    paused_for,
+    read_health_records,
+    unhealthy_key,
+    unhealthy_records,
+)
+from controller.core.health.workload import plan_move_offs
+from controller.core.labels import DENY_LABEL_PREFIX, DENY_VALUE, deny_label
+from controller.core.model import Availability, ClusterSnapshot, Node, Service
+from controller.core.rules.node_labels import MarkChange, possible_marks
+
+RULE = "nodes"
+# A health record is rewritten when its end moves by more than this (a source repeating
+# its report with a fresh ttl would otherwise write the node every time).
+UNTIL_SLACK_SECONDS = 5.0
+
+
+@dataclass
+class _Change:
+    put: dict[str, str] = field(default_factory=dict)
+    drop: set[str] = field(default_factory=set)
+    availability: Availability | None = None
+    evicts: list[str] = field(default_factory=list)
+    why: list[str] = field(default_factory=list)
+
+
+def plan_nodes(ctx: PlanContext) -> RuleOutput:
+    observed = ctx.swarm
+    managed = ctx.managed_services()
+    settings = {s.id: ctx.settings(s.id) for s in managed}
+    move_offs = plan_move_offs(
+        snapshot=ctx.snapshot,
+        services=managed,
+        thresholds={s.name: settings[s.id].failover_threshold for s in managed},
+        memory=ctx.memory,
+        now=ctx.now,
+    )
+    denials = plan_denials(
+        observed=observed,
+        effective=ctx.snapshot,
+        assessment=ctx.health,
+        managed=managed,
+        settings=settings,
+        batch=ctx.policy.controller.budgets.actions_per_node,
+        move_offs=move_offs.wanted,
+        vetoes=ctx.snapshot.plugins.vetoes,
+    )
+    marks = possible_marks(ctx)
+    decisions: list[Decision] = [*move_offs.decisions, *denials.decisions]
+    actions: list[Action] = []
+    by_name = {s.name: s for s in managed}
+    for node in observed.nodes:
+        change = _Change()
+        _health(change, node, ctx.health.verdict(node))
+        _quarantine(change, node, ctx.health.verdict(node))
+        _pause(change, node, ctx.health.verdict(node))
+        _deny(change, node, denials.wanted.get(node.id, {}), by_name, observed)
+        _unhealthy(change, node, move_offs.wanted.get(node.id, {}))
+        _marks(change, marks.get(node.id))
+        action = _action(node, change)
+        if action is None:
+            continue
+        actions.append(action)
+        decisions.append(
+            Decision(
+                RULE, f"node {node.hostname}", "label", "; ".join(change.why), describe(action)
+            )
+        )
+    return RuleOutput(tuple(actions), tuple(decisions))
+
+
+def _same(current: HealthRecord | None, wanted: HealthRecord) -> bool:
+    return (
+        current is not None
+        and current.state is wanted.state
+        and current.reason == clean_reason(wanted.reason)
+        and abs(current.until - wanted.until) <= UNTIL_SLACK_SECONDS
+    )
+
+
+def _health(change: _Change, node: Node, verdict: NodeVerdict) -> None:
+    current = {r.source: r for r in read_health_records(node.labels)}
+    for key in node.labels:
+        source = key.removeprefix(HEALTH_PREFIX)
+        if key.startswith(HEALTH_PREFIX) and source not in verdict.records:
+            change.drop.add(key)
+            change.why.append(f"health from {source} is ok or lapsed")
+    for source, record in sorted(verdict.records.items()):
+        if not _same(current.get(source), record):
+            change.put[health_key(source)] = record.value()
+            change.why.append(f"{source} reports {record.state.value} until {record.until:.0f}")
+
+
+def _quarantine(change: _Change, node: Node, verdict: NodeVerdict) -> None:
+    if verdict.quarantine_reason and verdict.quarantine_until is not None:
+        change.put[QUARANTINE_UNTIL] = f"{verdict.quarantine_until:.3f}"
+        change.put[QUARANTINE_REASON] = clean_reason(verdict.quarantine_reason)
+        change.why.append(f"quarantined until {verdict.quarantine_until:.0f}")
+
+
+def _pause(change: _Change, node: Node, verdict: NodeVerdict) -> None:
+    ours = paused_for(node.labels)
+    if verdict.pause:
+        if node.availability is Availability.ACTIVE:
+            change.availability = Availability.PAUSE
+            change.put[PAUSED] = format_paused(verdict.pause)
+            change.why.append(f"paused ({format_paused(verdict.pause)})")
+        elif ours and ours != verdict.pause:
+            change.put[PAUSED] = format_paused(verdict.pause)
+            change.why.append(f"held paused ({format_paused(verdict.pause)})")
+        return
+    if ours:
+        change.drop.add(PAUSED)
+        if node.availability is Availability.PAUSE:
+            change.availability = Availability.ACTIVE
+        change.why.append(f"released ({format_paused(ours)} over)")
+
+
+def _deny(
+    change: _Change,
+    node: Node,
+    wanted: dict[str, str],
+    by_name: dict[str, Service],
+    observed: ClusterSnapshot,
+) -> None:
+    have = denied_on(node.labels)
+    stale = {
+        k
+        for k, v in node.labels.items()
+        if k.startswith(DENY_LABEL_PREFIX)
+        and (k.removeprefix(DENY_LABEL_PREFIX) not in wanted or v != DENY_VALUE)
+    }
+    if stale:
+        change.drop.update(stale)
+        names = sorted(k.removeprefix(DENY_LABEL_PREFIX) for k in stale)
+        change.why.append(f"{', '.join(names)} may run here again")
+    reasons: dict[str, list[str]] = {}
+    for name, why in sorted(wanted.items()):
+        if name in have:
+            continue
+        change.put[deny_label(name)] = DENY_VALUE
+        reasons.setdefault(why, []).append(name)
+        service = by_name.get(name)
+        if service is not None and active_counts(observed, service.id).get(node.id):
+            change.evicts.append(service.id)
+    for why, names in sorted(reasons.items()):
+        change.why.append(f"refuse {', '.join(names)} ({why})")
+
+
+def _unhealthy(change: _Change, node: Node, wanted: dict[str, float]) -> None:
+    have = unhealthy_records(node.labels)
+    for name in sorted(set(have) - set(wanted)):
+        change.drop.add(unhealthy_key(name))
+    for name, since in sorted(wanted.items()):
+        if name not in have:
+            change.put[unhealthy_key(name)] = f"{since:.3f}"
+
+
+def _marks(change: _Change, marks: MarkChange | None) -> None:
+    if marks is None:
+        return
+    change.put.update(marks.add)
+    change.drop.update(marks.remove)
+    change.evicts.extend(e for e in marks.evicts if e not in change.evicts)
+    change.why.append(
+        "possible-owner marks follow the policy; marks of services no longer managed are released"
+    )
+
+
+def _action(node: Node, change: _Change) -> Action | None:
+    remove = tuple(sorted(k for k in change.drop if k in node.labels and k not in change.put))
+    to_set = {k: v for k, v in sorted(change.put.items()) if node.labels.get(k) != v}
+    evicts = tuple(sorted(set(change.evicts)))
+    if change.availability is not None and change.availability is not node.availability:
+        return SetNodeAvailability(
+            node_id=node.id,
+            hostname=node.hostname,
+            version=node.version,
+            availability=change.availability,
+            set_labels=to_set,
+            remove_labels=remove,
+            evicts=evicts,
+        )
+    if not to_set and not remove:
+        return None
+    return SetNodeLabels(
+        node_id=node.id,
+        hostname=node.hostname,
+        version=node.version,
+        set=to_set,
+        remove=remove,
+        evicts=evicts,
+    )

@@ -1,0 +1,137 @@
+"""Quarantine: a crash-looping node is paused for a while, never too many at once."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from controller.core.actions import SetNodeAvailability, SetNodeLabels
+from controller.core.health.records import PAUSED, QUARANTINE_UNTIL
+from controller.core.memory import Memory
+from controller.core.model import Availability, ClusterSnapshot, NodeState
+from controller.core.plan import Plan, plan
+from controller.core.signals import WorkloadEvent
+from controller.policy import Policy, policy_from_data
+
+from .builders import node, snapshot
+
+T0 = 100_000.0
+
+
+def cluster(
+    count: int = 4, *, down: set[int] = frozenset(), labels: dict[int, dict[str, str]] | None = None
+) -> ClusterSnapshot:  # type: ignore[assignment]
+    return snapshot(
+        [
+            node(
+                n,
+                manager=n == 1,
+                state=NodeState.DOWN if n in down else NodeState.READY,
+                labels=(labels or {}).get(n),
+            )
+            for n in range(1, count + 1)
+        ],
+        [],
+    )
+
+
+def cycle(snap: ClusterSnapshot, memory: Memory, now: float, policy: Policy | None = None) -> Plan:
+    return plan(snapshot=snap, policy=policy or Policy.default(), memory=memory, now=now)
+
+
+def crash_loop(nodes: set[int], *, count: int = 4, times: int = 3) -> tuple[Memory, float]:
+    """Memory after `times` ungraceful exits of each of `nodes`, a minute apart."""
+    memory, now = cycle(cluster(count), Memory(), T0).memory, T0
+    for _ in range(times):
+        now += 30
+        memory = cycle(cluster(count, down=nodes), memory, now).memory
+        now += 30
+        memory = cycle(cluster(count), memory, now).memory
+    return memory, now
+
+
+def node_actions(result: Plan) -> dict[str, SetNodeLabels | SetNodeAvailability]:
+    return {
+        a.node_id: a for a in result.actions if isinstance(a, SetNodeLabels | SetNodeAvailability)
+    }
+
+
+def test_three_ungraceful_exits_within_the_hour_quarantine_the_node_for_two_hours() -> None:
+    memory, now = crash_loop({3})
+    assert len(memory.health.exits["n3"]) == 3
+    # The third exit was counted while the node was down; it is quarantined from then.
+    result = cycle(cluster(4), memory, now + 1)
+    actions = node_actions(result)
+    assert set(actions) == {"n3"}, result.actions
+    quarantine = actions["n3"]
+    assert isinstance(quarantine, SetNodeAvailability)
+    assert quarantine.availability is Availability.PAUSE
+    assert quarantine.set_labels[PAUSED] == "quarantine"
+    until = float(quarantine.set_labels[QUARANTINE_UNTIL])
+    assert until == now + 1 + 7200
+    assert any(d.outcome == "quarantine" for d in result.decisions)
+
+
+def test_a_quarantine_ends_on_time_and_its_failures_never_count_again() -> None:
+    memory, now = crash_loop({3})
+    until = now + 7200.0
+    held = cluster(4, labels={3: {QUARANTINE_UNTIL: f"{until:.3f}", PAUSED: "quarantine"}})
+    held = replace(
+        held,
+        nodes=tuple(
+            replace(n, availability=Availability.PAUSE) if n.id == "n3" else n for n in held.nodes
+        ),
+    )
+    assert not node_actions(cycle(held, memory, until - 1))
+    released = node_actions(cycle(held, memory, until + 1))["n3"]
+    assert isinstance(released, SetNodeAvailability)
+    assert released.availability is Availability.ACTIVE
+    assert released.remove_labels == (PAUSED,), "the record of the quarantine stays"
+
+
+def test_never_more_than_a_quarter_of_the_nodes() -> None:
+    memory, now = crash_loop({2, 3})
+    result = cycle(cluster(4), memory, now + 1)
+    assert len(node_actions(result)) == 1
+    assert any("max-fraction" in d.reason for d in result.decisions)
+    memory3, now3 = crash_loop({3}, count=3)
+    assert not node_actions(cycle(cluster(3), memory3, now3 + 1)), "1 of 3 is over 25 %"
+
+
+def test_a_drained_node_that_goes_down_left_gracefully() -> None:
+    drained = cluster(4)
+    drained = replace(
+        drained,
+        nodes=tuple(
+            replace(n, availability=Availability.DRAIN) if n.id == "n3" else n
+            for n in drained.nodes
+        ),
+    )
+    memory, now = cycle(drained, Memory(), T0).memory, T0
+    for _ in range(3):
+        now += 30
+        memory = cycle(cluster(4, down={3}), memory, now).memory
+        now += 30
+        memory = cycle(drained, memory, now).memory
+    assert not memory.health.exits
+
+
+def test_task_failures_count_only_when_the_node_is_to_blame() -> None:
+    policy = policy_from_data(
+        {"apiVersion": "placement/v1", "nodes": {"quarantine": {"max-fraction": 0.5}}}
+    )
+    base = cluster(4)
+    memory = cycle(base, Memory(), T0, policy).memory  # nodes ready since T0 (first seen)
+    now = T0 + 600
+
+    def failures(service: str, node_id: str, n: int, start: float) -> list[WorkloadEvent]:
+        return [
+            WorkloadEvent(f"{service}-{node_id}-{i}", service, node_id, start + i) for i in range(n)
+        ]
+
+    only_here = failures("s-a", "n3", 3, T0 + 100)
+    everywhere = failures("s-b", "n2", 3, T0 + 100) + failures("s-b", "n4", 1, T0 + 100)
+    at_return = failures("s-c", "n4", 3, T0 + 1)  # in the first 30 s after n4 turned ready
+    result = cycle(
+        replace(base, workload=(*only_here, *everywhere, *at_return)), memory, now, policy
+    )
+    assert set(node_actions(result)) == {"n3"}
