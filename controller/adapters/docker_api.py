@@ -8,6 +8,7 @@ back byte-for-byte but for the one field changed, with the version it was read a
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from typing import Any, cast
 
 import docker
@@ -15,6 +16,7 @@ import docker.errors
 import requests
 
 from controller.adapters.attrs import Attrs, snapshot_from_attrs
+from controller.adapters.health_attrs import failure_events_from_attrs
 from controller.core.model import ClusterSnapshot
 
 OUT_OF_SEQUENCE = "update out of sequence"
@@ -68,7 +70,10 @@ def observe_cluster(client: docker.DockerClient) -> ClusterSnapshot:
     nodes = _call(client.api.nodes)
     services = _call(client.api.services)
     tasks = _call(lambda: client.api.tasks(filters={"desired-state": "running"}))
-    return snapshot_from_attrs(nodes=nodes, services=services, tasks=tasks)
+    # Finished tasks: the failures among them are health input (quarantine, workload).
+    history = _call(lambda: client.api.tasks(filters={"desired-state": "shutdown"}))
+    snapshot = snapshot_from_attrs(nodes=nodes, services=services, tasks=tasks)
+    return replace(snapshot, workload=failure_events_from_attrs([*tasks, *history]))
 
 
 def inspect_service(client: docker.DockerClient, service_id: str) -> Attrs:

@@ -23,6 +23,7 @@ COMMAND_MODULES = (
     "controller.cli.explain_cmd",
     "controller.cli.snapshot_cmd",
     "controller.cli.simulate_cmd",
+    "controller.cli.agent_cmd",
     "controller.cli.image_cmd",
 )
 

@@ -14,6 +14,7 @@ import anyio
 
 from controller.adapters.docker_api import DockerUnavailableError, NotAManagerError
 from controller.adapters.policy_file import PolicyFileError
+from controller.cli.health_opts import add_health_arguments, health_config
 from controller.runtime.endpoints import parse_address
 from controller.runtime.lease import DEFAULT_LIFETIME_SECONDS, LeaseConfig
 from controller.runtime.loop import Controller, RunConfig
@@ -107,6 +108,7 @@ def register(subparsers: Any) -> None:
         metavar="FILE",
         help="a file (a Docker secret) whose token /metrics requires as a bearer token",
     )
+    add_health_arguments(parser)
     parser.set_defaults(handler=run)
 
 
@@ -150,6 +152,7 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     try:
         service_options = _service_options(args)
+        service_options["health"] = health_config(args)
     except ValueError as exc:
         print(f"run: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -166,7 +169,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         controller = Controller(config, policy)
     except OSError as exc:
-        print(f"run: cannot listen on {args.http}: {exc}", file=sys.stderr)
+        where = f"{args.http} or {args.health_listen}" if args.health_listen else args.http
+        print(f"run: cannot listen on {where}: {exc}", file=sys.stderr)
         return EXIT_USAGE
     try:
         anyio.run(controller.run)

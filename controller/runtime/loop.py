@@ -7,6 +7,7 @@ update's dozens of events cost one or two cycles).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import signal
@@ -31,6 +32,7 @@ from tenacity import (
     wait_random_exponential,
 )
 
+from controller.adapters.agent_client import discover_agents
 from controller.adapters.docker_api import (
     DockerUnavailableError,
     check_manager,
@@ -39,6 +41,7 @@ from controller.adapters.docker_api import (
 from controller.adapters.lease_store import LeaseStore, ServiceLeaseStore
 from controller.adapters.writes import Executor, docker_executor
 from controller.runtime.endpoints import EndpointServer, Health, make_app
+from controller.runtime.health_inputs import HealthConfig, build_inputs
 from controller.runtime.lease import LeaseConfig, LeaseKeeper, fenced
 from controller.runtime.metrics import Metrics
 from controller.runtime.policy_source import PolicySource
@@ -52,6 +55,7 @@ from controller.runtime.tracing import (
 )
 from controller.runtime.trigger import Trigger
 from controller.runtime.watcher import EventWatcher
+from controller.runtime.webhook import WebhookServer
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +74,7 @@ class RunConfig:
     lease: LeaseConfig | None = None  # None: a single instance, always the writer
     http: tuple[str, int] | None = None  # where /healthz, /readyz and /metrics listen
     metrics_token: str | None = None  # with it, /metrics wants this bearer token
+    health: HealthConfig | None = None  # webhook, placement plugins, node agents
 
 
 class Controller:
@@ -115,6 +120,13 @@ class Controller:
             if config.http is not None
             else None
         )
+        # Health and placement intelligence from outside Swarm (core/health).
+        self.inputs = (
+            build_inputs(config.health, discover=self._discover_agents)
+            if config.health is not None
+            else None
+        )
+        self.webhook = self._make_webhook()
 
     def _is_lease_renewal(self, event: dict[str, Any]) -> bool:
         """An update of the controller's own service: the lease, nothing to place."""
@@ -140,6 +152,33 @@ class Controller:
             say=self.say,
             on_acquire=lambda: self.trigger.fire("lease:acquired"),
         )
+
+    def _make_webhook(self) -> WebhookServer | None:
+        health, inputs = self.config.health, self.inputs
+        if health is None or inputs is None or health.webhook is None:
+            return None
+        return WebhookServer(
+            health.webhook,
+            token=health.webhook_token,
+            store=inputs.store,
+            latest=inputs.latest,
+            on_report=lambda report: self._fire_from_thread(f"health:{report.state.value}"),
+            clock=self._clock,
+            max_body=health.webhook_max_body,
+        )
+
+    def _discover_agents(self, service: str, port: int) -> dict[str, str]:
+        client = self._client_factory()
+        try:
+            return discover_agents(client, service, port)
+        finally:
+            client.close()
+
+    def _fire_from_thread(self, reason: str) -> None:
+        if self._token is None:
+            return
+        with contextlib.suppress(RuntimeError):  # the loop is gone: stopping
+            anyio.from_thread.run_sync(self.trigger.fire, reason, token=self._token)
 
     def say(self, text: str) -> None:
         self._decision_log.note(text, now=self._clock())
@@ -175,6 +214,9 @@ class Controller:
                     tg.start_soon(self._heartbeat)
                     if self.endpoints is not None:
                         tg.start_soon(self.endpoints.run)
+                    # The webhook too: until the first observation it answers 503.
+                    if self.webhook is not None:
+                        tg.start_soon(self.webhook.run)
                     await self._run()
                     tg.cancel_scope.cancel()
         except BaseExceptionGroup as group:
@@ -205,6 +247,7 @@ class Controller:
             executor=fenced(executor, lease.fence) if lease else executor,
             clock=self._clock,
             standby=lease.standby_reason if lease else lambda: None,
+            enrich=self.inputs.enrich if self.inputs is not None else None,
         )
         if self.config.once:
             await anyio.to_thread.run_sync(self.reconciler.reconcile, {"once"})
@@ -216,6 +259,8 @@ class Controller:
                 tg.start_soon(self._policy_watch)
                 if lease is not None:
                     tg.start_soon(lease.run)
+                if self.inputs is not None and self.inputs.agents is not None:
+                    tg.start_soon(self.inputs.agents.run)
                 if self._handle_signals:
                     tg.start_soon(self._signals, tg.cancel_scope)
                 self.trigger.fire("start")

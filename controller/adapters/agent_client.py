@@ -1,0 +1,65 @@
+"""The controller's side of the node agents: where they are, and one report from one.
+
+Agents are found either from a fixed list of addresses, or from the tasks of the agent's
+global service: each running task's address on the service's (overlay) network, which
+the controller must share with it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import docker
+from pydantic import ValidationError
+
+from controller.adapters.agent_report import AgentReport
+from controller.adapters.http_json import Endpoint, HttpJsonError, call_json
+
+
+class AgentError(RuntimeError):
+    """The agent could not be reached or answered something unusable."""
+
+
+def fetch_report(address: str, *, secret: str, timeout: float) -> AgentReport:
+    try:
+        answer = call_json(
+            Endpoint(address),
+            "GET",
+            "/v1/report",
+            timeout=timeout,
+            headers={"Authorization": f"Bearer {secret}"},
+        )
+    except HttpJsonError as exc:
+        raise AgentError(str(exc)) from exc
+    try:
+        return AgentReport.model_validate(answer)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "the report"
+        raise AgentError(f"unusable report: {where}: {first['msg']}") from None
+
+
+def addresses_from_tasks(tasks: list[dict[str, Any]], port: int) -> dict[str, str]:
+    """Node id -> http://ADDRESS:PORT of each running task (first non-ingress network)."""
+    out: dict[str, str] = {}
+    for task in tasks:
+        if (task.get("Status") or {}).get("State") != "running" or not task.get("NodeID"):
+            continue
+        for attachment in task.get("NetworksAttachments") or []:
+            network = attachment.get("Network") or {}
+            if (network.get("Spec") or {}).get("Ingress"):
+                continue
+            addresses = attachment.get("Addresses") or []
+            if addresses:
+                host = str(addresses[0]).split("/")[0]
+                out[str(task["NodeID"])] = f"http://{host}:{port}"
+                break
+    return out
+
+
+def discover_agents(client: docker.DockerClient, service: str, port: int) -> dict[str, str]:
+    try:
+        tasks = client.api.tasks(filters={"service": service, "desired-state": "running"})
+    except docker.errors.DockerException as exc:
+        raise AgentError(f"cannot list the tasks of {service}: {exc}") from exc
+    return addresses_from_tasks(tasks, port)

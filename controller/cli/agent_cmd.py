@@ -1,0 +1,137 @@
+"""`swarm-placement agent` (the node agent) and `swarm-placement reference-plugin`."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import logging
+import os
+import signal
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+from controller.cli.health_opts import parse_listen, read_secret
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+
+
+def _env(name: str, default: Any = None) -> Any:
+    return os.environ.get(f"PLACEMENT_{name}", default)
+
+
+def register(subparsers: Any) -> None:
+    agent: argparse.ArgumentParser = subparsers.add_parser(
+        "agent",
+        help="the node agent: report this node's usage and container health",
+        description=(
+            "Runs on every node (a global service) with the local Docker socket (DOCKER_HOST "
+            "or the default socket) and answers GET /v1/report to holders of the shared "
+            "secret: CPU and memory in use averaged over a window, and the containers of "
+            "Swarm tasks that turned unhealthy or died."
+        ),
+    )
+    agent.add_argument("--listen", default=_env("AGENT_LISTEN", ":9810"), metavar="HOST:PORT")
+    agent.add_argument(
+        "--secret-file",
+        type=Path,
+        default=_env("AGENT_SECRET_FILE"),
+        metavar="FILE",
+        help="a file (a Docker secret) holding the secret callers must present",
+    )
+    agent.add_argument(
+        "--usage",
+        choices=("host", "containers"),
+        default=_env("AGENT_USAGE", "host"),
+        help="host: the node's /proc (default); containers: the sum of Docker's containers",
+    )
+    agent.add_argument(
+        "--proc",
+        type=Path,
+        default=Path(_env("AGENT_PROC", "/proc")),
+        metavar="DIR",
+        help="the host's /proc, where the agent runs in a container (e.g. /host/proc)",
+    )
+    agent.add_argument("--interval", type=float, default=float(_env("AGENT_INTERVAL", 5.0)))
+    agent.add_argument("--window", type=float, default=float(_env("AGENT_WINDOW", 60.0)))
+    agent.set_defaults(handler=run_agent)
+
+    plugin: argparse.ArgumentParser = subparsers.add_parser(
+        "reference-plugin",
+        help="the reference placement plugin (topology and health from a JSON file)",
+        description="docs/plugin-protocol.md; the file format is in controller/refplugin.py.",
+    )
+    plugin.add_argument("--file", type=Path, required=True, help="the topology file (JSON)")
+    where = plugin.add_mutually_exclusive_group(required=True)
+    where.add_argument("--socket", type=Path, help="e.g. /run/docker/plugins/topology.sock")
+    where.add_argument("--listen", metavar="HOST:PORT", help="TCP instead (write a .spec file)")
+    plugin.set_defaults(handler=run_reference_plugin)
+
+
+def _stop_on_signals(stop: Any) -> None:
+    def handler(signum: int, _frame: Any) -> None:
+        threading.Thread(target=stop, daemon=True).start()
+
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, handler)
+
+
+def run_agent(args: argparse.Namespace) -> int:
+    logging.basicConfig(
+        level=logging.WARNING, stream=sys.stderr, format="%(levelname)s %(message)s"
+    )
+    from controller.adapters.agent_probe import ProbeError  # noqa: PLC0415
+    from controller.adapters.docker_api import connect  # noqa: PLC0415
+    from controller.runtime.agent import Agent, AgentConfig  # noqa: PLC0415
+
+    try:
+        if not args.secret_file:
+            raise ValueError("--secret-file is required: the agent does not answer strangers")
+        if args.interval <= 0 or args.window < args.interval:
+            raise ValueError("--interval must be above 0 and --window at least --interval")
+        config = AgentConfig(
+            listen=parse_listen(args.listen),
+            secret=read_secret(args.secret_file, "agent secret"),
+            usage=args.usage,
+            proc=args.proc,
+            interval=args.interval,
+            window=args.window,
+        )
+        agent = Agent(config, connect)
+    except ValueError as exc:
+        print(f"agent: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except (ProbeError, OSError, RuntimeError) as exc:
+        print(f"agent: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    _stop_on_signals(agent.stop)
+    print(
+        f"agent: node {agent.node.hostname} ({agent.node.node_id[:12]}) on port {agent.port}, "
+        f"usage from {config.usage}",
+        file=sys.stderr,
+        flush=True,
+    )
+    agent.serve_forever()
+    return EXIT_OK
+
+
+def run_reference_plugin(args: argparse.Namespace) -> int:
+    from controller.refplugin import make_server  # noqa: PLC0415
+
+    try:
+        listen = parse_listen(args.listen) if args.listen else None
+        server = make_server(args.file, socket_path=args.socket, listen=listen)
+    except (ValueError, OSError) as exc:
+        print(f"reference-plugin: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    _stop_on_signals(server.shutdown)
+    print(f"reference-plugin: serving {args.socket or args.listen}", file=sys.stderr, flush=True)
+    try:
+        server.serve_forever()
+    finally:
+        server.server_close()
+        if args.socket is not None:
+            with contextlib.suppress(OSError):
+                args.socket.unlink()
+    return EXIT_OK

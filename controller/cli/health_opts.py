@@ -1,0 +1,160 @@
+"""`swarm-placement run` options for health and placement intelligence (core/health).
+
+Every option also reads a PLACEMENT_* variable, like the others of `run`. Secrets are
+read from files (Docker secrets), never from the command line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+from typing import Any
+
+from controller.runtime.health_inputs import HealthConfig
+
+DEFAULT_PLUGIN_DIRS = "/run/docker/plugins:/etc/docker/plugins:/usr/lib/docker/plugins"
+
+
+def _env(name: str, default: Any = None) -> Any:
+    return os.environ.get(f"PLACEMENT_{name}", default)
+
+
+def add_health_arguments(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group(
+        "health and placement intelligence",
+        "The health webhook, placement plugins and node agents (docs/health.md, "
+        "docs/plugin-protocol.md). All off unless asked for.",
+    )
+    group.add_argument(
+        "--health-listen",
+        default=_env("HEALTH_LISTEN"),
+        metavar="HOST:PORT",
+        help="serve POST /v1/health here (e.g. :9465); needs --health-token-file",
+    )
+    group.add_argument(
+        "--health-token-file",
+        type=Path,
+        default=_env("HEALTH_TOKEN_FILE"),
+        metavar="FILE",
+        help="a file (a Docker secret) holding the webhook's bearer token",
+    )
+    group.add_argument(
+        "--health-max-body",
+        type=int,
+        default=int(_env("HEALTH_MAX_BODY", 16 * 1024)),
+        metavar="BYTES",
+        help="largest webhook body accepted (default 16384)",
+    )
+    group.add_argument(
+        "--plugins",
+        action="store_true",
+        default=str(_env("PLUGINS", "")).lower() in {"1", "true", "yes", "on"},
+        help="ask the placement plugins found in --plugin-dirs before every plan",
+    )
+    group.add_argument(
+        "--plugin-dirs",
+        default=_env("PLUGIN_DIRS", DEFAULT_PLUGIN_DIRS),
+        metavar="DIR:DIR",
+        help=f"where plugins are discovered (default {DEFAULT_PLUGIN_DIRS})",
+    )
+    group.add_argument(
+        "--plugin-timeout",
+        type=float,
+        default=float(_env("PLUGIN_TIMEOUT", 2.0)),
+        metavar="SECONDS",
+        help="deadline of each plugin call (default 2)",
+    )
+    group.add_argument(
+        "--plugin-retry",
+        type=float,
+        default=float(_env("PLUGIN_RETRY", 10.0)),
+        metavar="SECONDS",
+        help="a plugin that failed is asked again after this long (default 10)",
+    )
+    group.add_argument(
+        "--agents",
+        default=_env("AGENTS"),
+        metavar="URL,URL",
+        help="node agents to collect from, e.g. http://10.0.0.5:9810,...",
+    )
+    group.add_argument(
+        "--agent-service",
+        default=_env("AGENT_SERVICE"),
+        metavar="SERVICE",
+        help="or find the agents as the tasks of this global service (shared overlay network)",
+    )
+    group.add_argument(
+        "--agent-port", type=int, default=int(_env("AGENT_PORT", 9810)), metavar="PORT"
+    )
+    group.add_argument(
+        "--agent-secret-file",
+        type=Path,
+        default=_env("AGENT_SECRET_FILE"),
+        metavar="FILE",
+        help="a file (a Docker secret) holding the secret the agents require",
+    )
+    group.add_argument(
+        "--agent-interval",
+        type=float,
+        default=float(_env("AGENT_INTERVAL", 5.0)),
+        metavar="SECONDS",
+        help="how often the agents are polled (default 5)",
+    )
+
+
+def read_secret(path: Path, what: str) -> str:
+    try:
+        secret = Path(path).read_text().strip()
+    except OSError as exc:
+        raise ValueError(f"cannot read the {what}: {exc}") from exc
+    if not secret:
+        raise ValueError(f"the {what} file {path} is empty")
+    return secret
+
+
+def parse_listen(text: str) -> tuple[str, int]:
+    host, _, port = text.rpartition(":")
+    try:
+        number = int(port)
+    except ValueError:
+        raise ValueError(f"invalid address {text!r}: expected HOST:PORT, e.g. :9465") from None
+    if not 0 <= number <= 65535:
+        raise ValueError(f"invalid port {number} in {text!r}")
+    return host.strip("[]") or "0.0.0.0", number
+
+
+def health_config(args: argparse.Namespace) -> HealthConfig | None:
+    """The HealthConfig the options ask for (None: none of it); ValueError says what is
+    wrong."""
+    webhook = parse_listen(args.health_listen) if args.health_listen else None
+    token = ""
+    if webhook is not None:
+        if not args.health_token_file:
+            raise ValueError("--health-listen needs --health-token-file: the webhook is not open")
+        token = read_secret(args.health_token_file, "webhook token")
+    if args.health_max_body < 1:
+        raise ValueError("--health-max-body must be at least 1")
+    if args.plugin_timeout <= 0 or args.plugin_retry < 0 or args.agent_interval <= 0:
+        raise ValueError("--plugin-timeout and --agent-interval must be above 0")
+    agents = tuple(a.strip() for a in (args.agents or "").split(",") if a.strip())
+    secret = ""
+    if agents or args.agent_service:
+        if not args.agent_secret_file:
+            raise ValueError("collecting from agents needs --agent-secret-file")
+        secret = read_secret(args.agent_secret_file, "agent secret")
+    if webhook is None and not args.plugins and not agents and not args.agent_service:
+        return None
+    return HealthConfig(
+        webhook=webhook,
+        webhook_token=token,
+        webhook_max_body=args.health_max_body,
+        plugin_dirs=tuple(d for d in args.plugin_dirs.split(":") if d) if args.plugins else (),
+        plugin_timeout=args.plugin_timeout,
+        plugin_retry=args.plugin_retry,
+        agents=agents,
+        agent_service=args.agent_service,
+        agent_port=args.agent_port,
+        agent_secret=secret,
+        agent_interval=args.agent_interval,
+    )

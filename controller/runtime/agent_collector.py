@@ -1,0 +1,125 @@
+"""Polls the node agents in the background; each cycle reads their latest reports.
+
+An agent that cannot be reached, answers badly or has not answered for `stale_after`
+seconds contributes nothing: its node's load falls back to reservations, and a decision
+says the agent is unavailable. Nothing else follows from it: a lost agent is not a lost
+node (Swarm's heartbeat and the health sources say that).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+import anyio
+import anyio.to_thread
+
+from controller.adapters.agent_client import AgentError, fetch_report
+from controller.adapters.agent_report import AgentReport
+from controller.core.model import ClusterSnapshot, NodeUsage
+from controller.core.signals import SourceStatus, WorkloadEvent
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class _Seen:
+    report: AgentReport | None = None
+    at: float = 0.0  # when the last good report came (clock)
+    problem: str = ""
+
+
+@dataclass(frozen=True)
+class AgentInputs:
+    usage: Mapping[str, NodeUsage] = field(default_factory=dict)
+    events: tuple[WorkloadEvent, ...] = ()
+    unavailable: tuple[SourceStatus, ...] = ()
+
+
+class AgentCollector:
+    def __init__(
+        self,
+        *,
+        secret: str,
+        addresses: Sequence[str] = (),
+        discover: Callable[[], Mapping[str, str]] | None = None,
+        interval: float = 5.0,
+        timeout: float = 2.0,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        if not secret:
+            raise ValueError("collecting from agents needs the shared secret")
+        self._secret, self._addresses, self._discover = secret, tuple(addresses), discover
+        self.interval, self.timeout, self._clock = interval, timeout, clock
+        self.stale_after = 3 * interval + timeout
+        self._lock = threading.Lock()
+        self._seen: dict[str, _Seen] = {}  # address -> latest
+        self.polls = 0
+
+    async def run(self) -> None:
+        while True:
+            await anyio.to_thread.run_sync(self.poll_once, abandon_on_cancel=True)
+            await anyio.sleep(self.interval)
+
+    def targets(self) -> list[str]:
+        if self._discover is None:
+            return list(self._addresses)
+        try:
+            return sorted(set(self._discover().values()) | set(self._addresses))
+        except AgentError as exc:
+            log.warning("agent discovery: %s", exc)
+            return list(self._addresses)
+
+    def poll_once(self) -> None:
+        targets = self.targets()
+        results: dict[str, AgentReport | str] = {}
+
+        def one(address: str) -> None:
+            try:
+                results[address] = fetch_report(address, secret=self._secret, timeout=self.timeout)
+            except AgentError as exc:
+                results[address] = str(exc)
+
+        threads = [threading.Thread(target=one, args=(a,), daemon=True) for a in targets]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(self.timeout * 3)
+        now = self._clock()
+        with self._lock:
+            for address in list(self._seen):
+                if address not in targets:
+                    del self._seen[address]
+            for address in targets:
+                seen = self._seen.setdefault(address, _Seen())
+                result = results.get(address, "no answer")
+                if isinstance(result, AgentReport):
+                    seen.report, seen.at, seen.problem = result, now, ""
+                else:
+                    seen.problem = f"unreachable: {result}"
+            self.polls += 1
+
+    def inputs(self, snapshot: ClusterSnapshot, now: float) -> AgentInputs:
+        usage: dict[str, NodeUsage] = {}
+        events: list[WorkloadEvent] = []
+        unavailable: list[SourceStatus] = []
+        known = snapshot.node_by_id
+        with self._lock:
+            seen = dict(self._seen)
+        for address, entry in sorted(seen.items()):
+            report = entry.report
+            fresh = report is not None and now - entry.at <= self.stale_after
+            name = report.hostname if report is not None and report.hostname else address
+            if entry.problem and not fresh:
+                unavailable.append(SourceStatus("agent", name, entry.problem))
+                continue
+            if report is None or not fresh or report.node_id not in known:
+                continue
+            node_usage = report.node_usage()
+            if node_usage is not None:
+                usage[report.node_id] = node_usage
+            events.extend(report.workload_events())
+        return AgentInputs(usage=usage, events=tuple(events), unavailable=tuple(unavailable))

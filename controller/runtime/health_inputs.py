@@ -1,0 +1,104 @@
+"""Everything from outside Swarm, folded into the snapshot before each plan.
+
+Webhook reports (kept by the store), placement plugin answers (asked now) and node agent
+reports (polled in the background) become plain values in the snapshot: health reports,
+usage, workload events, plugin advice, and the sources that could not be read. The
+planner sees nothing else of them, so it stays pure and a cycle stays replayable.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+
+from controller.core.model import ClusterSnapshot
+from controller.runtime.agent_collector import AgentCollector
+from controller.runtime.health_store import HealthStore
+from controller.runtime.plugin_host import PluginHost
+
+
+@dataclass
+class HealthInputs:
+    store: HealthStore = field(default_factory=HealthStore)
+    plugins: PluginHost | None = None
+    agents: AgentCollector | None = None
+    _latest: ClusterSnapshot | None = None
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def latest(self) -> ClusterSnapshot | None:
+        """The last snapshot observed (the webhook checks node names against it)."""
+        with self._lock:
+            return self._latest
+
+    def enrich(self, snapshot: ClusterSnapshot, now: float) -> ClusterSnapshot:
+        with self._lock:
+            self._latest = snapshot
+        health = list(self.store.live(now))
+        unavailable = list(snapshot.unavailable_sources)
+        changes: dict[str, object] = {}
+        if self.plugins is not None:
+            gathered = self.plugins.gather(snapshot, now=now)
+            health.extend(gathered.health)
+            unavailable.extend(gathered.unavailable)
+            changes["plugins"] = gathered.advice
+        workload = list(snapshot.workload)
+        if self.agents is not None:
+            agents = self.agents.inputs(snapshot, now)
+            changes["usage"] = {**snapshot.usage, **agents.usage}
+            workload.extend(agents.events)
+            unavailable.extend(agents.unavailable)
+        return replace(
+            snapshot,
+            health=(*snapshot.health, *health),
+            workload=tuple(workload),
+            unavailable_sources=tuple(unavailable),
+            **changes,  # type: ignore[arg-type]
+        )
+
+
+@dataclass(frozen=True)
+class HealthConfig:
+    """Where health and placement intelligence comes from (`swarm-placement run` options)."""
+
+    webhook: tuple[str, int] | None = None  # where POST /v1/health listens
+    webhook_token: str = ""
+    webhook_max_body: int = 16 * 1024
+    plugin_dirs: tuple[str, ...] = ()  # empty: no placement plugins
+    plugin_timeout: float = 2.0
+    plugin_retry: float = 10.0
+    agents: tuple[str, ...] = ()  # agent addresses (http://HOST:PORT)
+    agent_service: str | None = None  # or: the agents' global service, found by its tasks
+    agent_port: int = 9810
+    agent_secret: str = ""
+    agent_interval: float = 5.0
+    agent_timeout: float = 2.0
+
+
+def build_inputs(
+    config: HealthConfig, discover: Callable[[str, int], Mapping[str, str]] | None = None
+) -> HealthInputs:
+    """The inputs a configuration asks for; `discover(service, port)` finds agents."""
+    plugins = (
+        PluginHost(
+            config.plugin_dirs, timeout=config.plugin_timeout, retry_after=config.plugin_retry
+        )
+        if config.plugin_dirs
+        else None
+    )
+    agents = None
+    if config.agents or config.agent_service:
+        service = config.agent_service
+        finder = (
+            (lambda: discover(service, config.agent_port))
+            if service is not None and discover is not None
+            else None
+        )
+        agents = AgentCollector(
+            secret=config.agent_secret,
+            addresses=config.agents,
+            discover=finder,
+            interval=config.agent_interval,
+            timeout=config.agent_timeout,
+        )
+    return HealthInputs(plugins=plugins, agents=agents)

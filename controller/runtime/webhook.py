@@ -1,0 +1,242 @@
+"""`POST /v1/health`: outside monitors tell the controller a node is ok, degraded or failed.
+
+    POST /v1/health
+    Authorization: Bearer <token>
+    Content-Type: application/json
+
+    {"node": "node-2", "state": "failed", "reason": "storage path lost", "ttl": 300}
+
+`node` is a hostname or a node ID; `ttl` (seconds, default 600, at most 7 days) is how
+long the word stands without being repeated. Answers are JSON: 202 with what was taken,
+or an error with `{"error": "..."}`: 401 (no or wrong token), 404 (unknown node or path),
+405, 411 (no Content-Length), 413 (body over the limit), 415 (not JSON), 400 (not
+parseable JSON), 422 (fields wrong, each named), 503 (no cluster observed yet).
+`GET /v1/health` (same token) lists the live reports.
+
+The server is the standard library's, one thread per request with a socket timeout, so
+a slow or hostile client holds one thread and nothing of the reconcile loop; a report
+only fires the loop's trigger.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import logging
+import threading
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Literal
+
+import anyio
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from controller.core.model import ClusterSnapshot
+from controller.core.signals import HealthReport, HealthState
+from controller.runtime.health_store import HealthStore
+
+log = logging.getLogger(__name__)
+
+DEFAULT_MAX_BODY = 16 * 1024
+DEFAULT_TTL_SECONDS = 600.0
+MAX_TTL_SECONDS = 7 * 86_400.0
+SOURCE = "webhook"
+
+
+class HealthPost(BaseModel):
+    """The body of POST /v1/health, validated strictly (no extra fields, no coercion)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    node: str = Field(min_length=1, max_length=200)
+    state: Literal["ok", "degraded", "failed"]
+    reason: str = Field("", max_length=500)
+    ttl: float = Field(DEFAULT_TTL_SECONDS, gt=0, le=MAX_TTL_SECONDS)
+
+
+class _RequestError(Exception):
+    def __init__(self, status: int, message: str, **extra: Any) -> None:
+        super().__init__(message)
+        self.status, self.message, self.extra = status, message, extra
+
+
+class WebhookServer:
+    """Binds at construction (a taken port fails the start), serves in `run()`."""
+
+    def __init__(
+        self,
+        address: tuple[str, int],
+        *,
+        token: str,
+        store: HealthStore,
+        latest: Callable[[], ClusterSnapshot | None],
+        on_report: Callable[[HealthReport], None],
+        clock: Callable[[], float],
+        max_body: int = DEFAULT_MAX_BODY,
+    ) -> None:
+        if not token:
+            raise ValueError("the health webhook needs a token")
+        self.token, self.store, self.latest = token, store, latest
+        self.on_report, self.clock, self.max_body = on_report, clock, max_body
+        handler = type("Handler", (_Handler,), {"app": self})
+        self._server = ThreadingHTTPServer(address, handler)
+        self._server.daemon_threads = True
+        self._thread: threading.Thread | None = None
+
+    @property
+    def port(self) -> int:
+        return int(self._server.server_address[1])
+
+    def start(self) -> None:
+        self._thread = threading.Thread(
+            target=self._server.serve_forever,
+            kwargs={"poll_interval": 0.1},
+            name="placement-webhook",
+            daemon=True,
+        )
+        self._thread.start()
+
+    def close(self) -> None:
+        if self._thread is not None:
+            self._server.shutdown()
+        self._server.server_close()
+
+    async def run(self) -> None:
+        self.start()
+        try:
+            await anyio.sleep_forever()
+        finally:
+            self.close()
+
+    # --- the API ------------------------------------------------------------------------
+
+    def authorize(self, header: str | None) -> None:
+        if not header:
+            raise _RequestError(401, "missing bearer token (Authorization: Bearer TOKEN)")
+        scheme, _, given = header.partition(" ")
+        if scheme.lower() != "bearer" or not hmac.compare_digest(
+            given.strip().encode(), self.token.encode()
+        ):
+            raise _RequestError(401, "wrong bearer token")
+
+    def accept(self, body: bytes) -> dict[str, Any]:
+        try:
+            data = json.loads(body)
+        except (UnicodeDecodeError, ValueError) as exc:
+            raise _RequestError(400, f"the body is not valid JSON: {exc}") from None
+        if not isinstance(data, dict):
+            raise _RequestError(422, "expected a JSON object {node, state, reason, ttl}")
+        if isinstance(data.get("ttl"), int) and not isinstance(data.get("ttl"), bool):
+            data["ttl"] = float(data["ttl"])
+        try:
+            post = HealthPost.model_validate(data)
+        except ValidationError as exc:
+            problems = [
+                f"{'.'.join(str(p) for p in e['loc']) or 'body'}: {e['msg']}" for e in exc.errors()
+            ]
+            raise _RequestError(422, "; ".join(problems), problems=problems) from None
+        snapshot = self.latest()
+        if snapshot is None:
+            raise _RequestError(503, "no cluster observed yet: try again in a moment")
+        node = snapshot.node_by_hostname.get(post.node) or snapshot.node_by_id.get(post.node)
+        if node is None:
+            raise _RequestError(
+                404, f"unknown node {post.node!r}: not a hostname or ID of this swarm"
+            )
+        now = self.clock()
+        report = HealthReport(node.id, HealthState(post.state), SOURCE, now + post.ttl, post.reason)
+        self.store.put(report)
+        self.on_report(report)
+        return {
+            "node": node.id,
+            "hostname": node.hostname,
+            "state": report.state.value,
+            "expires_at": report.expires_at,
+        }
+
+    def listing(self) -> dict[str, Any]:
+        snapshot = self.latest()
+        names = {n.id: n.hostname for n in snapshot.nodes} if snapshot else {}
+        return {
+            "reports": [
+                {
+                    "node": r.node_id,
+                    "hostname": names.get(r.node_id, ""),
+                    "state": r.state.value,
+                    "reason": r.reason,
+                    "expires_at": r.expires_at,
+                }
+                for r in self.store.live(self.clock())
+            ]
+        }
+
+
+class _Handler(BaseHTTPRequestHandler):
+    app: WebhookServer
+    timeout = 10  # seconds per socket operation: a client that stalls is dropped
+    server_version = "swarm-placement"
+    sys_version = ""
+
+    def log_message(self, format: str, *args: Any) -> None:
+        log.debug("webhook: " + format, *args)
+
+    def _reply(self, status: int, body: dict[str, Any]) -> None:
+        data = (json.dumps(body) + "\n").encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        if status == 401:
+            self.send_header("WWW-Authenticate", 'Bearer realm="swarm-placement"')
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _fail(self, problem: _RequestError) -> None:
+        self._reply(problem.status, {"error": problem.message, **problem.extra})
+
+    def _body(self) -> bytes:
+        if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
+            raise _RequestError(411, "chunked bodies are not accepted: send Content-Length")
+        raw = self.headers.get("Content-Length")
+        if raw is None:
+            raise _RequestError(411, "Content-Length is required")
+        try:
+            length = int(raw)
+        except ValueError:
+            raise _RequestError(400, "Content-Length is not a number") from None
+        if length < 0:
+            raise _RequestError(400, "Content-Length is negative")
+        if length > self.app.max_body:
+            self.close_connection = True  # the body is never read
+            raise _RequestError(
+                413, f"body of {length} bytes is over the {self.app.max_body} limit"
+            )
+        kind = self.headers.get("Content-Type", "").split(";")[0].strip().lower()
+        if kind != "application/json":
+            raise _RequestError(415, "Content-Type must be application/json")
+        return self.rfile.read(length)
+
+    def do_POST(self) -> None:
+        try:
+            if self.path.split("?")[0] != "/v1/health":
+                raise _RequestError(404, f"no such path {self.path}")
+            self.app.authorize(self.headers.get("Authorization"))
+            self._reply(202, self.app.accept(self._body()))
+        except _RequestError as problem:
+            self._fail(problem)
+        except Exception:  # never let one request take the server down
+            log.exception("webhook request failed")
+            self._fail(_RequestError(500, "internal error"))
+
+    def do_GET(self) -> None:
+        try:
+            if self.path.split("?")[0] != "/v1/health":
+                raise _RequestError(404, f"no such path {self.path}")
+            self.app.authorize(self.headers.get("Authorization"))
+            self._reply(200, self.app.listing())
+        except _RequestError as problem:
+            self._fail(problem)
+
+    def _not_allowed(self) -> None:
+        self._fail(_RequestError(405, f"{self.command} is not allowed: POST or GET /v1/health"))
+
+    do_PUT = do_DELETE = do_PATCH = _not_allowed  # noqa: N815

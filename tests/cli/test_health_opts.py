@@ -1,0 +1,65 @@
+"""`swarm-placement run` health options: what they build, and what they refuse."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from controller.cli.health_opts import health_config
+from controller.cli.main import build_parser, main
+
+
+def _config(*argv: str):  # type: ignore[no-untyped-def]
+    return health_config(build_parser().parse_args(["run", *argv]))
+
+
+def test_nothing_asked_nothing_built() -> None:
+    assert _config() is None
+
+
+def test_everything_asked(tmp_path: Path) -> None:
+    (tmp_path / "token").write_text("tok\n")
+    (tmp_path / "secret").write_text("sec")
+    config = _config(
+        "--health-listen",
+        "127.0.0.1:9465",
+        "--health-token-file",
+        str(tmp_path / "token"),
+        "--plugins",
+        "--plugin-dirs",
+        f"{tmp_path}:/nowhere",
+        "--agents",
+        "http://a:9810, http://b:9810",
+        "--agent-secret-file",
+        str(tmp_path / "secret"),
+    )
+    assert config.webhook == ("127.0.0.1", 9465) and config.webhook_token == "tok"
+    assert config.plugin_dirs == (str(tmp_path), "/nowhere")
+    assert config.agents == ("http://a:9810", "http://b:9810") and config.agent_secret == "sec"
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["--health-listen", ":9465"], "needs --health-token-file"),
+        (["--health-listen", "nine", "--health-token-file", "/x"], "invalid address"),
+        (["--health-listen", ":9465", "--health-token-file", "/nonexistent"], "cannot read"),
+        (["--agents", "http://a:1"], "needs --agent-secret-file"),
+        (["--agent-service", "agents"], "needs --agent-secret-file"),
+        (["--plugins", "--plugin-timeout", "0"], "above 0"),
+    ],
+)
+def test_wrong_options_are_refused(argv: list[str], says: str) -> None:
+    with pytest.raises(ValueError, match=says):
+        _config(*argv)
+
+
+def test_run_reports_them_as_usage_errors(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", "--health-listen", ":9465"]) == 2
+    assert "--health-listen needs --health-token-file" in capsys.readouterr().err
+
+
+def test_the_agent_refuses_to_start_without_a_secret(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["agent"]) == 2
+    assert "--secret-file is required" in capsys.readouterr().err

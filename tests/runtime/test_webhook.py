@@ -1,0 +1,165 @@
+"""The health webhook over real HTTP, without Docker: every answer it can give."""
+
+from __future__ import annotations
+
+import http.client
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from controller.core.model import ClusterSnapshot
+from controller.core.signals import HealthReport, HealthState
+from controller.runtime.health_store import HealthStore
+from controller.runtime.webhook import WebhookServer
+from tests.core.builders import node, snapshot
+
+TOKEN = "t0ken"
+NOW = 1000.0
+
+
+class Harness:
+    def __init__(self) -> None:
+        self.store = HealthStore()
+        self.seen: list[HealthReport] = []
+        self.snapshot: ClusterSnapshot | None = snapshot([node(1, manager=True), node(2)], [])
+        self.server = WebhookServer(
+            ("127.0.0.1", 0),
+            token=TOKEN,
+            store=self.store,
+            latest=lambda: self.snapshot,
+            on_report=self.seen.append,
+            clock=lambda: NOW,
+            max_body=256,
+        )
+
+    def request(
+        self,
+        method: str,
+        body: Any = None,
+        *,
+        raw: bytes | None = None,
+        token: str | None = TOKEN,
+        headers: dict[str, str] | None = None,
+        path: str = "/v1/health",
+    ) -> tuple[int, dict[str, Any], dict[str, str]]:
+        data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
+        sent = {"Content-Type": "application/json", **(headers or {})}
+        if token is not None:
+            sent["Authorization"] = f"Bearer {token}"
+        conn = http.client.HTTPConnection("127.0.0.1", self.server.port, timeout=5)
+        try:
+            conn.request(method, path, body=data, headers=sent)
+            response = conn.getresponse()
+            text = response.read()
+            return response.status, json.loads(text) if text else {}, dict(response.getheaders())
+        finally:
+            conn.close()
+
+
+@pytest.fixture
+def hook() -> Iterator[Harness]:
+    harness = Harness()
+    harness.server.start()
+    yield harness
+    harness.server.close()
+
+
+GOOD = {"node": "node-2", "state": "failed", "reason": "disk gone", "ttl": 30}
+
+
+def test_a_good_report_is_taken_by_hostname_or_id(hook: Harness) -> None:
+    status, answer, _ = hook.request("POST", GOOD)
+    assert status == 202
+    assert answer == {"node": "n2", "hostname": "node-2", "state": "failed", "expires_at": NOW + 30}
+    assert hook.seen == [HealthReport("n2", HealthState.FAILED, "webhook", NOW + 30, "disk gone")]
+    status, _, _ = hook.request("POST", {"node": "n2", "state": "ok"})
+    assert status == 202
+    assert hook.store.live(NOW) == (HealthReport("n2", HealthState.OK, "webhook", NOW + 600, ""),)
+    status, listing, _ = hook.request("GET")
+    assert status == 200 and listing["reports"][0]["hostname"] == "node-2"
+
+
+@pytest.mark.parametrize(
+    ("what", "kwargs", "status", "says"),
+    [
+        ("no token", {"token": None}, 401, "missing bearer token"),
+        ("wrong token", {"token": "guess"}, 401, "wrong bearer token"),
+        (
+            "another scheme",
+            {"token": None, "headers": {"Authorization": f"Basic {TOKEN}"}},
+            401,
+            "wrong",
+        ),
+        ("oversized", {"raw": b"{" + b" " * 300 + b"}"}, 413, "over the 256 limit"),
+        ("malformed", {"raw": b'{"node": "node-2",'}, 400, "not valid JSON"),
+        ("not JSON at all", {"raw": b"\xff\xfe"}, 400, "not valid JSON"),
+        ("text/plain", {"headers": {"Content-Type": "text/plain"}}, 415, "application/json"),
+        ("chunked", {"headers": {"Transfer-Encoding": "chunked"}}, 411, "chunked"),
+        ("wrong path", {"path": "/v1/other"}, 404, "no such path"),
+    ],
+)
+def test_bad_requests_are_refused_with_a_reason(
+    hook: Harness, what: str, kwargs: dict[str, Any], status: int, says: str
+) -> None:
+    got, answer, headers = hook.request("POST", GOOD, **kwargs)
+    assert got == status, (what, answer)
+    assert says in answer["error"]
+    if status == 401:
+        assert headers["WWW-Authenticate"].startswith("Bearer")
+    assert not hook.seen and not hook.store.live(NOW)
+
+
+@pytest.mark.parametrize(
+    ("body", "says"),
+    [
+        ({**GOOD, "node": "node-9"}, "unknown node 'node-9'"),
+        ({**GOOD, "state": "sick"}, "state"),
+        ({**GOOD, "ttl": 0}, "ttl"),
+        ({**GOOD, "ttl": 10 * 86400}, "ttl"),
+        ({**GOOD, "ttl": "30"}, "ttl"),
+        ({**GOOD, "node": ""}, "node"),
+        ({**GOOD, "extra": True}, "extra"),
+        ({"state": "failed"}, "node"),
+        ([GOOD], "expected a JSON object"),
+    ],
+)
+def test_invalid_fields_are_named(hook: Harness, body: Any, says: str) -> None:
+    status, answer, _ = hook.request("POST", body)
+    assert status in (404, 422), answer
+    assert says in answer["error"]
+    assert not hook.seen
+
+
+def test_before_the_first_observation_it_asks_to_wait(hook: Harness) -> None:
+    hook.snapshot = None
+    status, answer, _ = hook.request("POST", GOOD)
+    assert status == 503 and "no cluster observed yet" in answer["error"]
+
+
+def test_other_methods_are_not_allowed(hook: Harness) -> None:
+    status, answer, _ = hook.request("DELETE")
+    assert status == 405 and "not allowed" in answer["error"]
+
+
+def test_the_store_forgets_lapsed_reports() -> None:
+    store = HealthStore()
+    store.put(HealthReport("n1", HealthState.FAILED, "webhook", 10.0))
+    store.put(HealthReport("n2", HealthState.DEGRADED, "webhook", 20.0))
+    store.put(HealthReport("n2", HealthState.OK, "webhook", 30.0))  # replaces
+    assert [r.node_id for r in store.live(15.0)] == ["n2"]
+    assert store.live(15.0)[0].state is HealthState.OK
+    assert store.live(31.0) == ()
+
+
+def test_a_token_is_required() -> None:
+    with pytest.raises(ValueError, match="token"):
+        WebhookServer(
+            ("127.0.0.1", 0),
+            token="",
+            store=HealthStore(),
+            latest=lambda: None,
+            on_report=lambda r: None,
+            clock=lambda: 0.0,
+        )
