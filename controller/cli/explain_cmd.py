@@ -144,7 +144,7 @@ def render_explanation(found: Explanation, *, with_log: bool) -> str:
         for host, refusals in pending.nodes:
             lines.append(f"      {host}: {'; '.join(refusals) or 'eligible now'}")
     lines.append("the controller now (a dry-run plan):")
-    lines.extend(f"  {d.line()}" for d in found.now)
+    lines.extend(f"  [{d.rule}] {d.outcome} - {d.reason}" for d in found.now)
     if not found.now:
         lines.append("  nothing to do or say about it")
     if with_log:

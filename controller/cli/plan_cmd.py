@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from controller.adapters.docker_api import DockerUnavailableError
+from controller.cli.render import change
 from controller.cli.swarm_access import (
     EXIT_FAILED,
     EXIT_OK,
@@ -83,12 +84,6 @@ def reasons_for(action: Action, decisions: tuple[Decision, ...]) -> tuple[str, l
     return rule, named + related
 
 
-def _with_hosts(text: str, hosts: Mapping[str, str]) -> str:
-    for node_id, host in hosts.items():
-        text = text.replace(f"'{node_id}'", f"'{node_id}' ({host})")
-    return text
-
-
 def render_plan(dry: DryRun) -> str:
     snap, result = dry.snapshot, dry.plan
     hosts = {n.id: n.hostname for n in snap.nodes}
@@ -103,7 +98,7 @@ def render_plan(dry: DryRun) -> str:
         rule, why = reasons_for(action, result.decisions)
         lines.append("")
         lines.append(f"{number}. [{rule}] {_subject(action, hosts)}: {action.kind}")
-        lines.append(f"   change: {_with_hosts(describe(action).split(': ', 1)[-1], hosts)}")
+        lines.append(f"   change: {change(action, hosts)}")
         for decision in why:
             lines.append(f"   why:    {decision.outcome} - {decision.reason}")
     held = [d for d in result.decisions if d.rule == "guard" or d.outcome == "defer"]

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from controller.adapters.snapshot_file import LoadedSnapshot, SnapshotFileError, load_snapshot
+from controller.cli.render import change
 from controller.cli.swarm_access import EXIT_OK, EXIT_USAGE, CommandError, add_policy_argument
 from controller.cli.swarm_access import load_policy as _load_policy
 from controller.core.simulate import (
@@ -134,13 +135,11 @@ def render_simulation(result: Simulation, loaded: LoadedSnapshot, heartbeat: flo
         "timeline:",
     ]
     for entry in result.timeline:
-        text = entry.text
-        for node_id, host in hosts.items():
-            text = text.replace(f"'{node_id}'", f"'{node_id}' ({host})")
-        source = f"write [{entry.rule}]" if entry.source == "write" else entry.source
-        if entry.source == "decision":
-            source = "decision"
-        lines.append(f"  +{entry.at:7.1f}s  {source:<9} {text}")
+        text, source = entry.text, entry.source
+        if entry.action is not None:
+            target = entry.text.split(": ", 1)[0]
+            text, source = f"[{entry.rule}] {target}: {change(entry.action, hosts)}", "write"
+        lines.append(f"  +{entry.at:7.1f}s  {source:<8}  {text}")
     lines.append(
         f"placement after {result.duration:g} s ({result.cycles} controller cycles, "
         f"{result.writes} writes):"

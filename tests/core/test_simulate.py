@@ -121,11 +121,12 @@ def test_the_scheduler_filters_and_explains_as_swarm_does() -> None:
     scheduler = Scheduler(nodes, {s.id: s for s in (big, pinned)}, [])
     assert scheduler.place(big) == (
         None,
-        "no suitable node (1 node not available for new tasks; insufficient resources on 2 nodes)",
+        # The filter that failed most nodes first, as swarmkit's Pipeline.Explain.
+        "no suitable node (insufficient resources on 2 nodes; 1 node not available for new tasks)",
     )
     assert scheduler.place(pinned)[1] == (
-        "no suitable node (1 node not available for new tasks; "
-        "scheduling constraints not satisfied on 2 nodes)"
+        "no suitable node (scheduling constraints not satisfied on 2 nodes; "
+        "1 node not available for new tasks)"
     )
     reasons = [r.reason for r in scheduler.refusals(nodes[0], big)]
     assert reasons == ["insufficient resources: needs slot=3, slot=2 free"]

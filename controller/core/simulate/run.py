@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from controller.core.actions import describe
+from controller.core.actions import Action, describe
 from controller.core.decisions import Decision
 from controller.core.guards import disrupted_nodes
 from controller.core.memory import Memory
@@ -40,6 +40,7 @@ class Entry:
     source: str  # "scenario", "swarm", "decision" or "write"
     text: str
     rule: str = ""  # for decisions and writes: the rule that decided
+    action: Action | None = None  # for writes
 
 
 @dataclass(frozen=True)
@@ -72,8 +73,8 @@ class _Run:
         self.previous: set[Decision] = set()
         self.cycles = self.writes = 0
 
-    def entry(self, source: str, text: str, rule: str = "") -> None:
-        self.timeline.append(Entry(round(self.now - self.start, 3), source, text, rule))
+    def entry(self, source: str, text: str, rule: str = "", action: Action | None = None) -> None:
+        self.timeline.append(Entry(round(self.now - self.start, 3), source, text, rule, action))
 
     def flush_swarm(self) -> None:
         for text in self.swarm.notes:
@@ -97,11 +98,13 @@ class _Run:
         # Like the decision log: a decision repeated unchanged is told once.
         for decision in result.decisions:
             if decision not in self.previous:
-                self.entry("decision", decision.line(), decision.rule)
+                # The write, if any, follows as its own entry.
+                text = f"[{decision.rule}] {decision.subject}: {decision.outcome} - "
+                self.entry("decision", text + decision.reason, decision.rule)
         self.previous = set(result.decisions)
         for action in result.actions:
             rule = next((d.rule for d in result.decisions if d.action == describe(action)), "")
-            self.entry("write", describe(action), rule)
+            self.entry("write", describe(action), rule, action)
             left = disrupted_nodes(action)
             if left and hasattr(action, "service_id"):
                 self.memory = self.memory.record_move(action.service_id, self.now, left)

@@ -31,7 +31,7 @@ _EXPLAINED = {
     READY: "{n} not available for new tasks",
     RESOURCES: "insufficient resources on {n}",
     CONSTRAINTS: "scheduling constraints not satisfied on {n}",
-    MAX_REPLICAS: "max replicas per node limit exceed on {n}",
+    MAX_REPLICAS: "max replicas per node limit exceed",
 }
 
 
@@ -136,11 +136,12 @@ class Scheduler:
         return None, self.explain(service)
 
     def explain(self, service: Service) -> str:
-        """`no suitable node (...)`, counting each node under the first filter it fails."""
+        """`no suitable node (...)`, counting each node under the first filter it fails,
+        the filter that failed most nodes first (as swarmkit's Pipeline.Explain)."""
         first = Counter(r[0].filter for n in self.nodes if (r := self.refusals(n, service)))
+        order = (READY, RESOURCES, CONSTRAINTS, MAX_REPLICAS)
         parts = [
-            _EXPLAINED[f].format(n=f"{c} node{'s' if c != 1 else ''}")
-            for f in (READY, RESOURCES, CONSTRAINTS, MAX_REPLICAS)
-            if (c := first[f])
+            _EXPLAINED[f].format(n=f"{first[f]} node{'s' if first[f] != 1 else ''}")
+            for f in sorted((f for f in order if first[f]), key=lambda f: -first[f])
         ]
         return f"no suitable node ({'; '.join(parts) or 'no nodes'})"
