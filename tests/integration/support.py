@@ -21,6 +21,7 @@ from opentelemetry.sdk.trace import SpanProcessor
 
 from controller.adapters.lease_store import LeaseStore
 from controller.adapters.writes import Executor
+from controller.runtime.health_inputs import HealthConfig
 from controller.runtime.lease import LeaseConfig
 from controller.runtime.loop import Controller, RunConfig
 from controller.runtime.policy_source import PolicySource
@@ -39,6 +40,7 @@ class ControllerThread:
         clock: Callable[[], float] = time.time,
         lease: LeaseConfig | None = None,
         lease_store: Callable[[], LeaseStore] | None = None,
+        health: HealthConfig | None = None,
     ) -> None:
         self.out = io.StringIO()
         self.docker_host = docker_host
@@ -52,7 +54,13 @@ class ControllerThread:
                 raise DockerUnavailableError(str(exc)) from exc
 
         self.controller = Controller(
-            RunConfig(policy_path=policy, dry_run=dry_run, resync_seconds=resync, lease=lease),
+            RunConfig(
+                policy_path=policy,
+                dry_run=dry_run,
+                resync_seconds=resync,
+                lease=lease,
+                health=health,
+            ),
             PolicySource(policy),
             out=self.out,
             client_factory=factory,
@@ -203,7 +211,8 @@ class OffsetClock:
 
 
 def clean_swarm(client: docker.DockerClient) -> None:
-    """Remove every service and the controller's own node labels: a clean slate."""
+    """Remove every service and the controller's own node labels (and the pause it held,
+    health or quarantine): a clean slate."""
     for svc in client.api.services():
         client.api.remove_service(svc["ID"])
     wait_until(lambda: not client.api.tasks(filters={"desired-state": "running"}), 60, "no tasks")
@@ -212,4 +221,6 @@ def clean_swarm(client: docker.DockerClient) -> None:
         own = {k for k in labels if k.startswith("swarm-placement.")}
         if own:
             spec = {**attrs["Spec"], "Labels": {k: v for k, v in labels.items() if k not in own}}
+            if "swarm-placement.paused" in own and spec.get("Availability") == "pause":
+                spec["Availability"] = "active"
             client.api.update_node(attrs["ID"], attrs["Version"]["Index"], spec)

@@ -2,9 +2,8 @@
 
 Two sets matter: nodes where a task may *stay* (ready, not drained, allowed by the
 operator's constraints, the possible owners and hard anti-affinity, and not refusing the
-service with a deny label) and nodes where a
-task may be *placed* (the same, and active: a paused node keeps its tasks but takes no
-new ones).
+service with a deny label) and nodes where a task may be *placed* (the same, and active:
+a paused node keeps its tasks but takes no new ones).
 """
 
 from __future__ import annotations
