@@ -1,7 +1,8 @@
-"""`swarm-placement-probe [healthz|readyz]`: the container healthcheck.
+"""`swarm-placement-probe [healthz|readyz] [HOST:PORT]`: the container healthcheck.
 
-Asks the running controller's own endpoint (PLACEMENT_HTTP) and exits 0 on 200, 1
-otherwise. Standard library only: it starts in a few milliseconds, every few seconds.
+Asks the running controller's own endpoint (PLACEMENT_HTTP, or the address given: the
+agent's, say) and exits 0 on 200, 1 otherwise. Standard library only: it starts in a few
+milliseconds, every few seconds.
 """
 
 from __future__ import annotations
@@ -25,10 +26,11 @@ def probe_url(address: str, path: str) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     path = args[0] if args else "healthz"
-    if path not in ("healthz", "readyz"):
-        print("usage: swarm-placement-probe [healthz|readyz]", file=sys.stderr)
+    if path not in ("healthz", "readyz") or len(args) > 2:
+        print("usage: swarm-placement-probe [healthz|readyz] [HOST:PORT]", file=sys.stderr)
         return 2
-    url = probe_url(os.environ.get("PLACEMENT_HTTP") or DEFAULT_ADDRESS, path)
+    address = args[1] if len(args) > 1 else os.environ.get("PLACEMENT_HTTP") or DEFAULT_ADDRESS
+    url = probe_url(address, path)
     try:
         with urllib.request.urlopen(url, timeout=3) as reply:
             print(reply.read().decode().strip())

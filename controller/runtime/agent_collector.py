@@ -102,6 +102,13 @@ class AgentCollector:
                     seen.problem = f"unreachable: {result}"
             self.polls += 1
 
+    def reporting(self) -> int:
+        """How many agents have a fresh report (a metric)."""
+        now = self._clock()
+        with self._lock:
+            seen = list(self._seen.values())
+        return sum(1 for s in seen if s.report is not None and now - s.at <= self.stale_after)
+
     def inputs(self, snapshot: ClusterSnapshot, now: float) -> AgentInputs:
         usage: dict[str, NodeUsage] = {}
         events: list[WorkloadEvent] = []

@@ -110,7 +110,13 @@ class Controller:
         self.watcher = EventWatcher(client_factory, self.trigger, ignore=self._is_lease_renewal)
         self._scope: anyio.CancelScope | None = None
         self._token: anyio.lowlevel.EventLoopToken | None = None
-        self.metrics = Metrics(policy, self.lease)
+        # Health and placement intelligence from outside Swarm (core/health).
+        self.inputs = (
+            build_inputs(config.health, discover=self._discover_agents)
+            if config.health is not None
+            else None
+        )
+        self.metrics = Metrics(policy, self.lease, agents=self._agents_reporting)
         self.health = Health(started=time.monotonic(), loop_beat=time.monotonic(), lease=self.lease)
         # Bound now, so a taken port fails the start instead of a task later.
         self.endpoints = (
@@ -120,13 +126,11 @@ class Controller:
             if config.http is not None
             else None
         )
-        # Health and placement intelligence from outside Swarm (core/health).
-        self.inputs = (
-            build_inputs(config.health, discover=self._discover_agents)
-            if config.health is not None
-            else None
-        )
         self.webhook = self._make_webhook()
+
+    def _agents_reporting(self) -> int | None:
+        agents = self.inputs.agents if self.inputs is not None else None
+        return agents.reporting() if agents is not None else None
 
     def _is_lease_renewal(self, event: dict[str, Any]) -> bool:
         """An update of the controller's own service: the lease, nothing to place."""

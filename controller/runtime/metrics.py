@@ -7,7 +7,7 @@ read at scrape time by a collector, so they are never stale.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoMetricFamily
@@ -56,9 +56,15 @@ def events_of(executed: Sequence[Action], decisions: Iterable[Decision]) -> dict
 class _StateCollector(Collector):
     """The lease and the policy, read when scraped."""
 
-    def __init__(self, policy: PolicySource, lease: LeaseKeeper | None) -> None:
+    def __init__(
+        self,
+        policy: PolicySource,
+        lease: LeaseKeeper | None,
+        agents: Callable[[], int | None],
+    ) -> None:
         self._policy = policy
         self._lease = lease
+        self._agents = agents
 
     def collect(self) -> Iterator[Metric]:
         reloads = CounterMetricFamily(
@@ -74,6 +80,13 @@ class _StateCollector(Collector):
         info = InfoMetricFamily("placement_policy", "The policy file in force.")
         info.add_metric([], {"path": str(self._policy.path or ""), "sha256": self._policy.digest})
         yield info
+        agents = self._agents()
+        if agents is not None:
+            reporting = GaugeMetricFamily(
+                "placement_agents_reporting", "Node agents whose last report is fresh."
+            )
+            reporting.add_metric([], agents)
+            yield reporting
         lease = self._lease
         leader = GaugeMetricFamily(
             "placement_lease_leader",
@@ -106,7 +119,13 @@ class _StateCollector(Collector):
 
 
 class Metrics:
-    def __init__(self, policy: PolicySource, lease: LeaseKeeper | None) -> None:
+    def __init__(
+        self,
+        policy: PolicySource,
+        lease: LeaseKeeper | None,
+        *,
+        agents: Callable[[], int | None] = lambda: None,
+    ) -> None:
         self.registry = CollectorRegistry()
         r = self.registry
         self.reconcile_seconds = Histogram(
@@ -137,7 +156,7 @@ class Metrics:
             kind: Counter(f"placement_{kind}s", f"{kind.capitalize()}s started.", registry=r)
             for kind in EVENT_KINDS
         }
-        r.register(_StateCollector(policy, lease))
+        r.register(_StateCollector(policy, lease, agents))
         self._previous: set[Decision] = set()
 
     def record_cycle(

@@ -70,6 +70,31 @@ def test_every_variable_the_stack_sets_is_an_option_of_run(
     assert float(args.lease_lifetime) == float(env["PLACEMENT_LEASE_LIFETIME"])
     assert args.http == env["PLACEMENT_HTTP"]
     assert str(args.metrics_token_file) == env["PLACEMENT_METRICS_TOKEN_FILE"]
+    assert args.agent_service == env["PLACEMENT_AGENT_SERVICE"]
+    assert str(args.agent_secret_file) == env["PLACEMENT_AGENT_SECRET_FILE"]
+
+
+def test_an_agent_on_every_node_reachable_by_the_controllers(
+    controller: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    stack = _load("compose.yaml")
+    agent = stack["services"]["agent"]
+    assert agent["deploy"]["mode"] == "global"
+    assert agent["deploy"]["labels"]["placement.managed"] == "false"
+    assert set(agent["networks"]) & set(controller["networks"])
+    env = agent["environment"]
+    port = env["PLACEMENT_AGENT_LISTEN"].rsplit(":", 1)[1]
+    assert agent["healthcheck"]["test"][-1] == f":{port}"
+    (secret,) = agent["secrets"]
+    assert env["PLACEMENT_AGENT_SECRET_FILE"] == f"/run/secrets/{secret['target']}"
+    assert secret["source"] in {s["source"] for s in controller["secrets"]}
+    assert controller["environment"]["PLACEMENT_AGENT_SERVICE"].endswith("_agent")
+    for key, value in env.items():
+        monkeypatch.setenv(key, re.sub(r"\$\{[A-Z_]+:-([^}]*)\}", r"\1", value))
+    args = build_parser().parse_args(agent["command"])
+    assert args.listen == env["PLACEMENT_AGENT_LISTEN"]
+    assert str(args.secret_file) == env["PLACEMENT_AGENT_SECRET_FILE"]
+    assert args.usage == "host" and str(args.proc) == env["PLACEMENT_AGENT_PROC"]
 
 
 def test_the_stacks_sample_policy_is_valid_and_opt_in() -> None:

@@ -2,7 +2,8 @@
 
 On a sandbox of three managers and a worker (node-4), the image is built with no registry
 (a Debian base made by debootstrap, wheels from this host), loaded into every node, and
-`docker stack deploy -c compose.yaml` starts two controller replicas. Through the stack:
+`docker stack deploy -c compose.yaml` starts two controller replicas and an agent on every
+node. Through the stack:
 a service that prefers node-4 is placed there, fails over when node-4 dies and fails
 back when it returns. Then the lease holder's node is killed: the other replica takes
 the lease and handles the next failover and failback. /metrics of the new leader is
@@ -66,10 +67,13 @@ def stack(make_sandbox, tmp_path) -> Iterator[tuple[Sandbox, dict[str, str]]]:  
         "PLACEMENT_LEASE_LIFETIME": str(LIFETIME),
         "PLACEMENT_POLICY_FILE": str(policy),
         "PLACEMENT_POLICY_VERSION": "1",
+        # The sandbox's nodes share this host's /proc: agents sum their containers instead.
+        "PLACEMENT_AGENT_USAGE": "containers",
         "DOCKER_CLI": cli,
     }
     client = sandbox.client()
     client.secrets.create(name="placement-metrics-token", data=TOKEN.encode())
+    client.secrets.create(name="placement-agent-secret", data=b"agent-secret-for-the-test")
     client.close()
     yield sandbox, env
 
@@ -127,6 +131,18 @@ def _metrics(sandbox: Sandbox, record: LeaseRecord) -> dict[str, float]:
 
 def _total(samples: dict[str, float], name: str) -> float:
     return sum(v for k, v in samples.items() if k.split("{", 1)[0] == name)
+
+
+def _lease_notes(sandbox: Sandbox, record: LeaseRecord) -> list[str]:
+    """What the holder's container said about the lease and the engine."""
+    task, node = record.holder.rsplit("@", 1)
+    client = sandbox.client(node)
+    try:
+        text = client.containers.get(task).logs().decode(errors="replace")
+    finally:
+        client.close()
+    words = ("lease:", "unreachable")
+    return [line for line in text.splitlines() if any(w in line for w in words)][-8:]
 
 
 def _signal_holder(sandbox: Sandbox, record: LeaseRecord, signal: str) -> None:
@@ -191,6 +207,13 @@ def test_the_stack_places_fails_over_and_survives_its_leader(stack) -> None:  # 
     client.close()
     nodes = {t["NodeID"] for t in tasks}
     assert len(tasks) == 2 and len(nodes) == 2, "two replicas on two managers"
+    # An agent on every node, and the leader collects from each of them.
+    wait_until(
+        lambda: _total(_metrics(sandbox, first), "placement_agents_reporting") == 4,
+        90,
+        "the leader to hear from the four agents",
+        interval=1.0,
+    )
 
     # Fillers make Swarm itself put db anywhere but on node-4, its preferred node.
     for i in range(2):
@@ -225,6 +248,7 @@ def test_the_stack_places_fails_over_and_survives_its_leader(stack) -> None:  # 
           f"{took:.1f} s after its node was killed; lifetime {LIFETIME} s; the killed node "
           f"{'was' if raft_leader == old_node else 'was not'} the Raft leader")  # fmt: skip
     assert _holder_node(second) != old_node and second.term > first.term
+    print("\n".join(_lease_notes(sandbox, second)))
 
     print(f"after the new leader took over: {_fail_over_and_back(sandbox, 'db')}")
     _signal_holder(sandbox, second, "SIGHUP")  # a policy reload

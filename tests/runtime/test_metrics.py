@@ -79,3 +79,10 @@ def test_policy_reloads_and_errors_are_read_when_scraped(tmp_path: Path) -> None
     assert "placement_policy_reloads_total 1.0" in text
     assert "placement_policy_errors_total 1.0" in text
     assert f'sha256="{source.digest}"' in text
+
+
+def test_the_agents_gauge_shows_only_with_agents_configured() -> None:
+    without = Metrics(PolicySource(None), lease=None)
+    assert _sample(without, "placement_agents_reporting") is None
+    metrics = Metrics(PolicySource(None), lease=None, agents=lambda: 3)
+    assert _sample(metrics, "placement_agents_reporting") == 3
