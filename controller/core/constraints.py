@@ -12,7 +12,7 @@ from __future__ import annotations
 import ipaddress
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 
 from controller.core.model import Node
@@ -29,11 +29,22 @@ class Constraint:
     key: str
     equal: bool
     value: str
+    # Derived once: constraints are matched against every node, every cycle.
+    _lower: str = field(init=False, repr=False, compare=False)
+    _folded: str = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_lower", self.key.lower())
+        object.__setattr__(self, "_folded", self.value.casefold())
 
     def matches(self, node: Node) -> bool:
-        if self.key.lower() == "node.ip":
+        if self._lower == "node.ip":
             return _ip_matches(node.addr, self.value) is self.equal
-        return (_node_value(node, self.key).casefold() == self.value.casefold()) is self.equal
+        if self._lower.startswith("node.labels."):
+            value = node.labels.get(self.key[len("node.labels.") :], "")
+        else:
+            value = _node_value(node, self.key)
+        return (value.casefold() == self._folded) is self.equal
 
     def __str__(self) -> str:
         return f"{self.key}{'==' if self.equal else '!='}{self.value}"

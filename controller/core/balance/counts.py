@@ -82,17 +82,23 @@ def running_by_node(snapshot: ClusterSnapshot) -> Mapping[str, int]:
 @per_snapshot  # the same for every service of a cycle: computed once
 def reserved_by_node(snapshot: ClusterSnapshot) -> Mapping[str, Resources]:
     """Node id -> reservations of the active tasks there, all services together."""
-    reserved: dict[str, Resources] = {}
+    pairs: dict[tuple[str, str], int] = {}  # (node, service) -> tasks: one sum per pair
     for task in snapshot.tasks:
-        service = snapshot.service_by_id.get(task.service_id)
         if (
-            service is None
-            or not task.node_id
-            or task.desired_state is not TaskState.RUNNING
-            or task.state not in ACTIVE_TASK_STATES
+            task.node_id
+            and task.desired_state is TaskState.RUNNING
+            and task.state in ACTIVE_TASK_STATES
+            and task.service_id in snapshot.service_by_id
         ):
-            continue
-        reserved[task.node_id] = reserved.get(task.node_id, Resources()) + service.reservations
+            key = (task.node_id, task.service_id)
+            pairs[key] = pairs.get(key, 0) + 1
+    reserved: dict[str, Resources] = {}
+    for (node_id, service_id), n in pairs.items():
+        need = snapshot.service_by_id[service_id].reservations
+        total = Resources(
+            need.nano_cpus * n, need.memory_bytes * n, {k: v * n for k, v in need.generic.items()}
+        )
+        reserved[node_id] = reserved.get(node_id, Resources()) + total
     return reserved
 
 

@@ -71,12 +71,14 @@ def by_priority(ctx: PlanContext) -> list[Service]:
 
 
 def plan_preemption(ctx: PlanContext) -> RuleOutput:
-    room = observe_room(ctx.snapshot)
+    room: Room | None = None  # observed once some service has tasks to place
     decisions: list[Decision] = []
     for service in by_priority(ctx):
         wanted = demand(ctx.snapshot, service)
         if not wanted:
             continue  # nothing pending: it neither preempts nor claims room
+        if room is None:
+            room = observe_room(ctx.snapshot)
         try:
             eligible = eligible_nodes(ctx.snapshot, service)
         except ConstraintError as exc:

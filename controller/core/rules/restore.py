@@ -14,7 +14,7 @@ from __future__ import annotations
 from itertools import groupby
 
 from controller.core.actions import Action, describe
-from controller.core.capacity import demand, eligible_nodes, observe_room
+from controller.core.capacity import Room, demand, eligible_nodes, observe_room
 from controller.core.constraints import ConstraintError
 from controller.core.context import PlanContext, RuleOutput
 from controller.core.decisions import Decision
@@ -44,7 +44,7 @@ def _preempted(service: Service) -> ReplicaRecord | None:
 
 
 def plan_restores(ctx: PlanContext) -> RuleOutput:
-    room = observe_room(ctx.snapshot)
+    room: Room | None = None  # observed once some service claims or takes back room
     actions: list[Action] = []
     decisions: list[Decision] = []
     updating: str | None = None  # a service at this level or above rolling an update
@@ -63,7 +63,11 @@ def plan_restores(ctx: PlanContext) -> RuleOutput:
                         Decision(RULE, f"service {service.name}", "skip", f"{exc}: cannot plan")
                     )
         for service, eligible in services:
-            room = room.place(service, eligible, demand(ctx.snapshot, service))
+            wanted = demand(ctx.snapshot, service)
+            if wanted:
+                room = (room if room is not None else observe_room(ctx.snapshot)).place(
+                    service, eligible, wanted
+                )
             if service.updating and updating is None:
                 updating = service.name
         for service, eligible in services:
@@ -95,6 +99,8 @@ def plan_restores(ctx: PlanContext) -> RuleOutput:
                 )
                 continue
             missing = record.base - (service.replicas or 0)
+            if room is None:
+                room = observe_room(ctx.snapshot)
             back = min(missing, room.fit_count(service, eligible))
             action, decision = _restore(ctx, service, record, missing=missing, back=back)
             decisions.append(decision)
