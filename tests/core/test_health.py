@@ -56,29 +56,54 @@ def node_action(result: Plan, node_id: str = "n2") -> SetNodeLabels | SetNodeAva
     return found[0]
 
 
-def test_a_failed_node_is_refused_paused_and_its_replicas_surge_elsewhere() -> None:
+def node_writes(result: Plan) -> list[SetNodeLabels | SetNodeAvailability]:
+    return [a for a in result.actions if isinstance(a, SetNodeLabels | SetNodeAvailability)]
+
+
+def settle(snap: ClusterSnapshot, now: float = NOW) -> ClusterSnapshot:
+    """Apply the node writes of successive cycles until there are none."""
+    memory = started(snap)
+    for _ in range(5):
+        result = plan(snapshot=snap, policy=Policy.default(), memory=memory, now=now)
+        writes = node_writes(result)
+        if not writes:
+            return snap
+        snap, memory = apply_actions(snap, tuple(writes)), result.memory
+    raise AssertionError("node writes did not settle")
+
+
+def failed_snapshot() -> ClusterSnapshot:
+    return settle(replace(web_snapshot(), health=(report(HealthState.FAILED),)))
+
+
+def test_a_failed_node_refuses_its_tasks_surges_them_elsewhere_then_is_paused() -> None:
     snap = web_snapshot()
     result = run(replace(snap, health=(report(HealthState.FAILED),)))
     action = node_action(result)
-    assert isinstance(action, SetNodeAvailability)
-    assert action.availability is Availability.PAUSE
-    assert action.set_labels[deny_label("web")] == "true"
-    assert action.set_labels[PAUSED] == "health"
-    assert action.set_labels[health_key("webhook")].startswith(f"failed,{NOW + 60:.3f},disk gone")
+    # Swarm's constraint enforcer evicts nothing from a paused node: refuse first.
+    assert isinstance(action, SetNodeLabels)
+    assert action.set[deny_label("web")] == "true"
+    assert action.set[health_key("webhook")].startswith(f"failed,{NOW + 60:.3f},disk gone")
+    assert PAUSED not in action.set
     assert action.evicts == ("s-web",)
     surge = [a for a in result.actions if isinstance(a, SetReplicas)]
     assert [a.replicas for a in surge] == [4], "the lost replica starts at once elsewhere"
     assert result.actions.index(action) < result.actions.index(surge[0]), "evict first"
     assert any(d.rule == "health" and d.outcome == "failed" for d in result.decisions)
+    # The next cycle pauses it.
+    labelled = apply_actions(replace(snap, health=(report(HealthState.FAILED),)), (action,))
+    pause = node_action(run(labelled, now=NOW + 1))
+    assert isinstance(pause, SetNodeAvailability)
+    assert pause.availability is Availability.PAUSE
+    assert pause.set_labels == {PAUSED: "health"} and pause.evicts == ()
 
 
 def test_the_failure_is_durable_and_released_by_ok_or_by_its_ttl() -> None:
-    snap = web_snapshot()
-    first = run(replace(snap, health=(report(HealthState.FAILED),)))
-    labelled = apply_actions(snap, (node_action(first),))
+    labelled = replace(failed_snapshot(), health=())
+    assert labelled.node_by_id["n2"].availability is Availability.PAUSE
     # A restarted controller (no report, empty memory) keeps the node failed.
     again = plan(snapshot=labelled, policy=Policy.default(), memory=Memory(), now=NOW + 1)
-    assert not [a for a in again.actions if isinstance(a, SetNodeLabels | SetNodeAvailability)]
+    assert not node_writes(again)
     assert any(d.outcome == "failed" for d in again.decisions if d.rule == "health")
     # `ok` releases it: labels gone, active again; nothing is moved back by the release.
     ok = run(replace(labelled, health=(report(HealthState.OK),)), now=NOW + 2)
@@ -93,18 +118,14 @@ def test_the_failure_is_durable_and_released_by_ok_or_by_its_ttl() -> None:
 
 
 def test_a_repeated_report_does_not_rewrite_the_node() -> None:
-    snap = web_snapshot()
-    first = run(replace(snap, health=(report(HealthState.FAILED),)))
-    labelled = apply_actions(snap, (node_action(first),))
+    labelled = failed_snapshot()
     same = run(replace(labelled, health=(report(HealthState.FAILED, ttl=62.0),)), now=NOW + 1)
-    assert not [a for a in same.actions if isinstance(a, SetNodeLabels | SetNodeAvailability)]
+    assert not node_writes(same)
 
 
 def test_the_worst_source_wins_and_each_source_releases_only_its_own_word() -> None:
-    snap = web_snapshot()
     both = (report(HealthState.FAILED, source="plugin.topo"), report(HealthState.DEGRADED))
-    first = run(replace(snap, health=both))
-    labelled = apply_actions(snap, (node_action(first),))
+    labelled = settle(replace(web_snapshot(), health=both))
     assert set(labelled.node_by_id["n2"].labels) >= {
         health_key("plugin.topo"),
         health_key("webhook"),
@@ -112,6 +133,20 @@ def test_the_worst_source_wins_and_each_source_releases_only_its_own_word() -> N
     ok = run(replace(labelled, health=(report(HealthState.OK),)), now=NOW + 1)
     action = node_action(ok)
     assert action.remove == (health_key("webhook"),), "the plugin still says failed"
+
+
+def test_a_node_failing_while_paused_by_us_is_made_active_for_the_eviction() -> None:
+    degraded = settle(replace(web_snapshot(replicas=1), health=(report(HealthState.DEGRADED),)))
+    # web has no task on node-2 (1 replica on node-1): the node is only paused.
+    assert degraded.node_by_id["n2"].availability is Availability.PAUSE
+    moved_in = replace(degraded, tasks=tuple(replace(t, node_id="n2") for t in degraded.tasks))
+    failing = replace(moved_in, health=(report(HealthState.FAILED),))
+    action = node_action(run(failing, now=NOW + 1))
+    assert isinstance(action, SetNodeAvailability) and action.availability is Availability.ACTIVE
+    assert action.set_labels[deny_label("web")] == "true" and action.evicts == ("s-web",)
+    after = apply_actions(failing, (action,))
+    again = node_action(run(after, now=NOW + 2))
+    assert isinstance(again, SetNodeAvailability) and again.availability is Availability.PAUSE
 
 
 def test_a_degraded_node_is_paused_and_sheds_preemptible_work_in_batches() -> None:
@@ -127,26 +162,29 @@ def test_a_degraded_node_is_paused_and_sheds_preemptible_work_in_batches() -> No
     services[3] = pinned
     nodes = [node(1, manager=True), node(2), node(3)]
     tasks = [running(s, 2, 1) for s in services]
-    snap = snapshot(nodes, services, tasks)
-    result = run(replace(snap, health=(report(HealthState.DEGRADED),)))
-    action = node_action(result)
-    assert isinstance(action, SetNodeAvailability) and action.availability is Availability.PAUSE
-    denied = {k for k in action.set_labels if k.startswith("swarm-placement.deny.")}
+    snap = replace(snapshot(nodes, services, tasks), health=(report(HealthState.DEGRADED),))
+    action = node_action(run(snap))
+    assert isinstance(action, SetNodeLabels), "refuse first, pause after"
+    denied = {k for k in action.set if k.startswith("swarm-placement.deny.")}
     assert denied == {deny_label("a"), deny_label("b")}, "lowest priority first, 2 per node"
+    labelled = apply_actions(snap, (action,))
+    pause = node_action(run(labelled, now=NOW + 1))
+    assert isinstance(pause, SetNodeAvailability) and pause.availability is Availability.PAUSE
     # The next batch waits until the first one runs elsewhere.
-    labelled = apply_actions(replace(snap, health=(report(HealthState.DEGRADED),)), (action,))
-    waiting = run(labelled, now=NOW + 1)
-    assert not [a for a in waiting.actions if isinstance(a, SetNodeLabels | SetNodeAvailability)]
+    paused = apply_actions(labelled, (pause,))
+    waiting = run(paused, now=NOW + 2)
+    assert not node_writes(waiting)
     assert any(d.outcome == "wait" and "still moving off" in d.reason for d in waiting.decisions)
     moved = replace(
-        labelled,
+        paused,
         tasks=tuple(
-            replace(t, node_id="n3") if t.service_id in {"s-a", "s-b"} else t
-            for t in labelled.tasks
+            replace(t, node_id="n3") if t.service_id in {"s-a", "s-b"} else t for t in paused.tasks
         ),
     )
-    following = node_action(run(moved, now=NOW + 2))
-    assert set(following.set) == {deny_label("c")}, "preemptible: false stays"
+    following = node_action(run(moved, now=NOW + 3))
+    assert isinstance(following, SetNodeAvailability)
+    assert following.availability is Availability.ACTIVE, "active for the eviction"
+    assert set(following.set_labels) == {deny_label("c")}, "preemptible: false stays"
 
 
 def test_the_last_manager_that_takes_tasks_is_never_paused() -> None:

@@ -162,6 +162,7 @@ def create_service(
     labels: dict[str, str] | None = None,
     healthcheck: list[str] | None = None,
     restart_delay: float = 1.0,
+    constraints: list[str] | None = None,
 ) -> str:
     """A service by raw API: the sandbox image, a node-name variable, an optional check."""
     container: dict[str, Any] = {
@@ -181,6 +182,7 @@ def create_service(
     template = {
         "ContainerSpec": container,
         "RestartPolicy": {"Condition": "any", "Delay": int(restart_delay * NANO), "MaxAttempts": 0},
+        "Placement": {"Constraints": list(constraints or [])},
     }
     result = client.api.create_service(
         template,

@@ -18,7 +18,7 @@ import docker
 import pytest
 
 from controller.core.health.records import PAUSED, QUARANTINE_UNTIL, health_key
-from controller.core.labels import deny_label
+from controller.core.labels import deny_label, steering_constraint
 from controller.runtime.health_inputs import HealthConfig
 from controller.sandbox import Sandbox, SandboxSpec
 
@@ -113,8 +113,18 @@ def _labels(c: docker.DockerClient, host: str) -> dict[str, str]:
     return dict(node_attrs(c, host)["Spec"].get("Labels") or {})
 
 
-def _start(four: Sandbox, client: docker.DockerClient, name: str, replicas: int = 4) -> None:
-    create_service(client, name, four.image_id, replicas=replicas)
+def _start(
+    four: Sandbox,
+    client: docker.DockerClient,
+    name: str,
+    replicas: int = 4,
+    *,
+    adopted: bool = False,
+) -> None:
+    """`adopted`: created with the steering constraint already there, so its tasks carry
+    it (as after any restart of an adopted service): only the deny label can evict them."""
+    constraints = [steering_constraint(name)] if adopted else []
+    create_service(client, name, four.image_id, replicas=replicas, constraints=constraints)
     four.wait_services_running([name])
     wait_until(lambda: len(running_by_node(client, name)) == min(replicas, 4), 30, "spread")
 
@@ -123,7 +133,7 @@ def test_a_failed_node_is_evicted_at_once_kept_across_a_restart_and_released(
     four, client, policy
 ) -> None:  # type: ignore[no-untyped-def]
     web = _name("web")
-    _start(four, client, web)
+    _start(four, client, web, adopted=True)
     legacy = _name("legacy")  # unmanaged: the controller never touches it
     create_service(client, legacy, four.image_id, replicas=4, labels={"placement.managed": "false"})
     four.wait_services_running([legacy])
@@ -300,7 +310,7 @@ def test_a_crash_looping_node_is_quarantined_then_released(four, client, tmp_pat
     print(ctl.out.getvalue())
 
 
-def test_bad_input_is_rejected_and_the_controller_is_unaffected(
+def test_bad_input_is_rejected_and_the_controller_is_unaffected_then_degraded_works(
     four, client, policy, tmp_path
 ) -> None:  # type: ignore[no-untyped-def]
     web = _name("web")
@@ -361,6 +371,16 @@ def test_bad_input_is_rejected_and_the_controller_is_unaffected(
         status, _ = post_health(port, {**good, "state": "degraded"}, token=TOKEN)
         assert status == 202
         wait_until(lambda: _availability(client, "node-2") == "pause", 30, "degraded: paused")
+        # web is preemptible (the default): it moves off the degraded node, in budget.
+        wait_until(
+            lambda: (
+                "node-2" not in running_by_node(client, web)
+                and sum(running_by_node(client, web).values()) == 4
+            ),
+            30,
+            "preemptible work off node-2",
+        )
+        assert f"refuse {web} (node degraded)" in ctl.out.getvalue()
     print(ctl.out.getvalue())
 
 

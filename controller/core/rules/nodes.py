@@ -5,7 +5,8 @@ What a node should carry is computed from all its reasons at once: possible-owne
 holds, deny labels (failed or degraded node, a service failing there, a plugin veto) and
 workload-health records. One write per node keeps every change version-checked against
 what was observed; it runs first, so evictions land before failover's surge that
-replaces the evicted tasks at once.
+replaces the evicted tasks at once. Evictions need an active node (see _evict_first):
+the pause comes one cycle after them.
 """
 
 from __future__ import annotations
@@ -85,6 +86,7 @@ def plan_nodes(ctx: PlanContext) -> RuleOutput:
         _deny(change, node, denials.wanted.get(node.id, {}), by_name, observed)
         _unhealthy(change, node, move_offs.wanted.get(node.id, {}))
         _marks(change, marks.get(node.id))
+        _evict_first(change, node)
         action = _action(node, change)
         if action is None:
             continue
@@ -95,6 +97,29 @@ def plan_nodes(ctx: PlanContext) -> RuleOutput:
             )
         )
     return RuleOutput(tuple(actions), tuple(decisions))
+
+
+def _evict_first(change: _Change, node: Node) -> None:
+    """Swarm's constraint enforcer leaves a node alone while it is not active (swarmkit
+    skips paused nodes), so a write that refuses services their tasks there leaves the
+    node active, or sets a node the controller paused active again for that write; the
+    pause follows in the next cycle, when the evicted tasks are gone. A node an operator
+    paused is not touched: its refused tasks stay until it is active again."""
+    if not change.evicts:
+        return
+    if change.availability is Availability.PAUSE:
+        change.availability = None
+        change.put.pop(PAUSED, None)
+        change.why.append("the pause follows once the refused tasks are gone")
+    elif node.availability is Availability.PAUSE and paused_for(node.labels):
+        change.availability = Availability.ACTIVE
+        change.why.append(
+            "active for this write so that Swarm evicts the refused tasks; paused again next"
+        )
+    elif node.availability is Availability.PAUSE:
+        change.why.append(
+            "paused by an operator: Swarm evicts nothing there until it is active again"
+        )
 
 
 def _same(current: HealthRecord | None, wanted: HealthRecord) -> bool:

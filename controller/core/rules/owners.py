@@ -299,6 +299,7 @@ def _plan_service(
         failback_ready=failback_ready,
         max_moves=0 if waiting else max(settings.max_unavailable, 0),
         order=shared.order(level),
+        scores=ctx.snapshot.plugins.scores.get(service.id, {}),
     )
     result = assign(inputs)
     notes.extend(
