@@ -207,12 +207,19 @@ def observe_room(snapshot: ClusterSnapshot) -> Room:
             continue
         per_node = counts.setdefault(task.service_id, {})
         per_node[task.node_id] = per_node.get(task.node_id, 0) + 1
-    # Summed per service and node, then per node: one addition per pair, not per task.
-    used: dict[str, Resources] = {}
+    # Plain sums per node, made into Resources once: one object per node, not per task.
+    cpus: dict[str, int] = {}
+    memory: dict[str, int] = {}
+    generic: dict[str, dict[str, int]] = {}
     for service_id, per_node in counts.items():
         need = snapshot.service_by_id[service_id].reservations
         for node_id, n in per_node.items():
-            used[node_id] = _combine(used.get(node_id, Resources()), times(need, n), 1)
+            cpus[node_id] = cpus.get(node_id, 0) + need.nano_cpus * n
+            memory[node_id] = memory.get(node_id, 0) + need.memory_bytes * n
+            kinds = generic.setdefault(node_id, {})
+            for kind, amount in need.generic.items():
+                kinds[kind] = kinds.get(kind, 0) + amount * n
+    used = {n: Resources(cpus[n], memory[n], generic[n]) for n in cpus}
     free = {
         n.id: _combine(n.capacity, used.get(n.id, Resources()), -1)
         for n in snapshot.nodes

@@ -82,24 +82,27 @@ def running_by_node(snapshot: ClusterSnapshot) -> Mapping[str, int]:
 @per_snapshot  # the same for every service of a cycle: computed once
 def reserved_by_node(snapshot: ClusterSnapshot) -> Mapping[str, Resources]:
     """Node id -> reservations of the active tasks there, all services together."""
-    pairs: dict[tuple[str, str], int] = {}  # (node, service) -> tasks: one sum per pair
+    # Plain sums per node, made into Resources once: one object per node, not per task.
+    cpus: dict[str, int] = {}
+    memory: dict[str, int] = {}
+    generic: dict[str, dict[str, int]] = {}
+    services = snapshot.service_by_id
     for task in snapshot.tasks:
+        node = task.node_id
         if (
-            task.node_id
-            and task.desired_state is TaskState.RUNNING
-            and task.state in ACTIVE_TASK_STATES
-            and task.service_id in snapshot.service_by_id
+            not node
+            or task.desired_state is not TaskState.RUNNING
+            or task.state not in ACTIVE_TASK_STATES
+            or task.service_id not in services
         ):
-            key = (task.node_id, task.service_id)
-            pairs[key] = pairs.get(key, 0) + 1
-    reserved: dict[str, Resources] = {}
-    for (node_id, service_id), n in pairs.items():
-        need = snapshot.service_by_id[service_id].reservations
-        total = Resources(
-            need.nano_cpus * n, need.memory_bytes * n, {k: v * n for k, v in need.generic.items()}
-        )
-        reserved[node_id] = reserved.get(node_id, Resources()) + total
-    return reserved
+            continue
+        need = services[task.service_id].reservations
+        cpus[node] = cpus.get(node, 0) + need.nano_cpus
+        memory[node] = memory.get(node, 0) + need.memory_bytes
+        kinds = generic.setdefault(node, {})
+        for kind, amount in need.generic.items():
+            kinds[kind] = kinds.get(kind, 0) + amount
+    return {node: Resources(cpus[node], memory[node], generic[node]) for node in cpus}
 
 
 def _fits(free: Resources, need: Resources) -> int:
