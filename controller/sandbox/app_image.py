@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import io
 import subprocess
 import sys
@@ -33,6 +34,7 @@ IMAGE_REFERENCE = "swarm-placement:sandbox"
 BASE_CHANGES = ("ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",)
 BUILD_TIMEOUT_SECONDS = 900
 PIP_TIMEOUT_SECONDS = 600
+STALE_SAVE_SECONDS = 3600.0
 
 
 @dataclass
@@ -161,6 +163,7 @@ def build_controller_image(docker_host: str, *, repo: Path | None = None) -> Bui
                 for chunk in dockerapi.save_image(api, IMAGE_REFERENCE):
                     out.write(chunk)
             partial.replace(tarball)
+        _prune_saved(keep=tarball)
         lap("save")
     finally:
         api.close()
@@ -189,6 +192,16 @@ def load_into(docker_hosts: Iterable[str], built: BuiltImage) -> float:
         list(pool.map(load, hosts))
     built.seconds["load"] = time.monotonic() - started
     return built.seconds["load"]
+
+
+def _prune_saved(*, keep: Path) -> None:
+    """Drop images saved by earlier builds: each is 160 MB. Only those older than an hour
+    go, so a build running beside this one still finds its own."""
+    cutoff = time.time() - STALE_SAVE_SECONDS
+    for old in cache_dir().glob("swarm-placement-*.tar"):
+        with contextlib.suppress(OSError):  # another build removed it first
+            if old != keep and old.stat().st_mtime < cutoff:
+                old.unlink()
 
 
 def _has_image(api: Any, image_id: str) -> bool:
