@@ -213,7 +213,7 @@ def test_losing_an_agent_is_not_a_node_failure(four, client, policy, tmp_path) -
                 usage = collector.inputs(snapshot, time.time()).usage
                 return {snapshot.node_by_id[n].hostname for n in usage}
 
-            wait_until(lambda: measured() == set(four.nodes), 30, "usage from every agent")
+            wait_until(lambda: measured() == set(four.nodes), 90, "usage from every agent")
             kill(running["node-2"][0])
             wait_for('subject="agent node-2" outcome=skip', ctl.out, 30)
             assert measured() == set(four.nodes) - {"node-2"}, "node-2 falls back to reservations"
