@@ -20,6 +20,7 @@ from typing import Any
 
 import docker
 import docker.errors
+import requests
 
 TASK_LABEL = "com.docker.swarm.task.id"
 SERVICE_ID_LABEL = "com.docker.swarm.service.id"
@@ -99,7 +100,7 @@ class ContainerUsage:
     def sample(self) -> tuple[float, float] | None:
         try:
             containers = self._client.api.containers(filters={"status": "running"})
-        except docker.errors.DockerException as exc:
+        except (docker.errors.DockerException, requests.RequestException) as exc:
             raise ProbeError(f"cannot list containers: {exc}") from exc
         now = time.monotonic()
         busy, memory, seen = 0.0, 0, {}
@@ -107,8 +108,9 @@ class ContainerUsage:
         for container in containers:
             try:
                 stats = self._client.api.stats(container["Id"], stream=False, one_shot=True)
-            except docker.errors.DockerException:
-                continue  # gone meanwhile
+            except (docker.errors.DockerException, requests.RequestException, ValueError):
+                # Gone meanwhile: the engine answers 404, or 200 with an empty body.
+                continue
             cpu_ns = int(
                 ((stats.get("cpu_stats") or {}).get("cpu_usage") or {}).get("total_usage") or 0
             )

@@ -112,6 +112,10 @@ class Agent:
                 self.last_problem = str(exc)
                 log.warning("usage: %s", exc)
                 sample = None
+            except Exception as exc:  # a sampler that dies would leave the node unmeasured
+                self.last_problem = f"usage: {exc!r}"
+                log.exception("usage: unexpected failure, sampling again")
+                sample = None
             now = self._clock()
             with self._lock:
                 if sample is not None:

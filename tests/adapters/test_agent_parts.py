@@ -11,9 +11,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import requests
 
 from controller.adapters.agent_client import addresses_from_tasks
-from controller.adapters.agent_probe import EventReader, HostUsage, ProbeError
+from controller.adapters.agent_probe import (
+    ContainerUsage,
+    EventReader,
+    HostUsage,
+    Identity,
+    ProbeError,
+)
 from controller.adapters.health_attrs import failure_events_from_attrs
 from controller.core.model import NodeUsage
 from controller.core.signals import WorkloadEventKind
@@ -60,6 +67,33 @@ def test_host_usage_from_proc(tmp_path: Path) -> None:
     (tmp_path / "stat").unlink()
     with pytest.raises(ProbeError):
         meter.sample()
+
+
+class _VanishingEngine:
+    """Two running containers; `gone` exits between the list and its stats call, and the
+    engine then answers 200 with an empty body (seen on dockerd 20.10)."""
+
+    def __init__(self) -> None:
+        self.cpu_ns = 0
+
+    def containers(self, filters: dict[str, str]) -> list[dict[str, str]]:
+        return [{"Id": "gone"}, {"Id": "busy"}]
+
+    def stats(self, container: str, stream: bool, one_shot: bool) -> dict[str, Any]:
+        if container == "gone":
+            raise requests.exceptions.JSONDecodeError("Expecting value", "", 0)
+        self.cpu_ns += 500_000_000
+        return {"cpu_stats": {"cpu_usage": {"total_usage": self.cpu_ns}},
+                "memory_stats": {"usage": 512}}  # fmt: skip
+
+
+def test_container_usage_skips_a_container_that_exits_while_measured() -> None:
+    engine = _VanishingEngine()
+    client = type("Client", (), {"api": engine})()
+    meter = ContainerUsage(client, Identity("n1", "node-1", cpus=2, memory_bytes=1024))
+    assert meter.sample() is None, "the first read only sets the baseline"
+    cpu, memory = meter.sample() or (-1.0, -1.0)
+    assert cpu > 0 and memory == pytest.approx(0.5), "the busy container is still measured"
 
 
 def test_agent_addresses_come_from_the_tasks_network_attachments() -> None:
