@@ -53,14 +53,20 @@ class SimSwarm:
         parsed = tuple(parse_constraint(c) for c in constraints)
         return [n for n in self.snapshot.nodes if n.accepts_tasks and node_satisfies(n, parsed)]
 
-    def place_one(self, service: Service, constraints: tuple[str, ...]) -> str:
+    def takers(self, service: Service, constraints: tuple[str, ...]) -> list[Node]:
+        """The nodes Swarm's filters pass for one more task: constraints, room for the
+        reservation, max-replicas-per-node."""
         counts = self.placed.setdefault(service.id, Counter())
-        nodes = [
+        return [
             n
             for n in self.allowed(service, constraints)
             if self._fits(n, service.reservations)
             and (not service.max_replicas_per_node or counts[n.id] < service.max_replicas_per_node)
         ]
+
+    def place_one(self, service: Service, constraints: tuple[str, ...]) -> str:
+        counts = self.placed.setdefault(service.id, Counter())
+        nodes = self.takers(service, constraints)
         if not nodes:
             raise StuckError(f"no node for a task of {service.name}")
         low = min(counts[n.id] for n in nodes)
