@@ -133,16 +133,24 @@ def _total(samples: dict[str, float], name: str) -> float:
     return sum(v for k, v in samples.items() if k.split("{", 1)[0] == name)
 
 
-def _lease_notes(sandbox: Sandbox, record: LeaseRecord) -> list[str]:
-    """What the holder's container said about the lease and the engine."""
+def _holder_log(
+    sandbox: Sandbox, record: LeaseRecord, words: tuple[str, ...] = (), last: int = 8
+) -> list[str]:
+    """The last lines of the holder's log that contain one of `words` (any line if none)."""
     task, node = record.holder.rsplit("@", 1)
     client = sandbox.client(node)
     try:
         text = client.containers.get(task).logs().decode(errors="replace")
     finally:
         client.close()
-    words = ("lease:", "unreachable")
-    return [line for line in text.splitlines() if any(w in line for w in words)][-8:]
+    return [line for line in text.splitlines() if not words or any(w in line for w in words)][
+        -last:
+    ]
+
+
+def _lease_notes(sandbox: Sandbox, record: LeaseRecord) -> list[str]:
+    """What the holder's container said about the lease and the engine."""
+    return _holder_log(sandbox, record, ("lease:", "unreachable"))
 
 
 def _signal_holder(sandbox: Sandbox, record: LeaseRecord, signal: str) -> None:
@@ -250,7 +258,18 @@ def test_the_stack_places_fails_over_and_survives_its_leader(stack) -> None:  # 
     assert _holder_node(second) != old_node and second.term > first.term
     print("\n".join(_lease_notes(sandbox, second)))
 
-    print(f"after the new leader took over: {_fail_over_and_back(sandbox, 'db')}")
+    try:
+        print(f"after the new leader took over: {_fail_over_and_back(sandbox, 'db')}")
+    except AssertionError:
+        # What the new leader saw and did, for whoever reads a failed run.
+        print("\n".join(_holder_log(sandbox, second, last=80)))
+        client = sandbox.client()
+        for task in client.api.tasks(filters={"service": "db"}):
+            state, err = task["Status"]["State"], task["Status"].get("Err", "")
+            node = task.get("NodeID", "")[:12]
+            print(f"db task {task['ID'][:12]} on {node}: {task['DesiredState']}/{state} {err}")
+        client.close()
+        raise
     _signal_holder(sandbox, second, "SIGHUP")  # a policy reload
     wait_until(
         lambda: _total(_metrics(sandbox, second), "placement_policy_reloads_total") >= 1,
