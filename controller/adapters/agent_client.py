@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 import docker
+import requests
 from pydantic import ValidationError
 
 from controller.adapters.agent_report import AgentReport
@@ -60,6 +61,7 @@ def addresses_from_tasks(tasks: list[dict[str, Any]], port: int) -> dict[str, st
 def discover_agents(client: docker.DockerClient, service: str, port: int) -> dict[str, str]:
     try:
         tasks = client.api.tasks(filters={"service": service, "desired-state": "running"})
-    except docker.errors.DockerException as exc:
+    except (docker.errors.DockerException, requests.RequestException) as exc:
+        # A manager amid a Raft election times out (requests' error, not Docker's).
         raise AgentError(f"cannot list the tasks of {service}: {exc}") from exc
     return addresses_from_tasks(tasks, port)

@@ -61,7 +61,10 @@ class AgentCollector:
 
     async def run(self) -> None:
         while True:
-            await anyio.to_thread.run_sync(self.poll_once, abandon_on_cancel=True)
+            try:
+                await anyio.to_thread.run_sync(self.poll_once, abandon_on_cancel=True)
+            except Exception:  # agents are advice: never let them stop the controller
+                log.exception("polling the agents failed; polling again")
             await anyio.sleep(self.interval)
 
     def targets(self) -> list[str]:

@@ -23,6 +23,7 @@ import anyio.from_thread
 import anyio.lowlevel
 import anyio.to_thread
 import docker
+import requests
 from opentelemetry.sdk.trace import SpanProcessor
 from tenacity import (
     AsyncRetrying,
@@ -32,7 +33,7 @@ from tenacity import (
     wait_random_exponential,
 )
 
-from controller.adapters.agent_client import discover_agents
+from controller.adapters.agent_client import AgentError, discover_agents
 from controller.adapters.docker_api import (
     DockerUnavailableError,
     check_manager,
@@ -172,7 +173,10 @@ class Controller:
         )
 
     def _discover_agents(self, service: str, port: int) -> dict[str, str]:
-        client = self._client_factory()
+        try:
+            client = self._client_factory()
+        except (docker.errors.DockerException, requests.RequestException) as exc:
+            raise AgentError(f"cannot reach the Docker engine: {exc}") from exc
         try:
             return discover_agents(client, service, port)
         finally:

@@ -5,15 +5,17 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 import requests
 
-from controller.adapters.agent_client import addresses_from_tasks
+from controller.adapters.agent_client import AgentError, addresses_from_tasks, discover_agents
 from controller.adapters.agent_probe import (
     ContainerUsage,
     EventReader,
@@ -242,3 +244,40 @@ def test_reports_of_nodes_not_in_the_swarm_are_ignored() -> None:
         assert collector.inputs(SNAP, 0.0).usage == {}
     finally:
         agent.stop()
+
+
+class _ElectingManager:
+    """A manager amid a Raft election: the tasks call times out (a requests error)."""
+
+    def tasks(self, filters: dict[str, str]) -> list[dict[str, Any]]:
+        raise requests.exceptions.ReadTimeout("Read timed out. (read timeout=10)")
+
+
+def test_discovery_on_a_manager_amid_an_election_is_an_agent_error() -> None:
+    client = type("Client", (), {"api": _ElectingManager()})()
+    with pytest.raises(AgentError, match="Read timed out"):
+        discover_agents(client, "placement_agent", 9810)
+
+
+def test_the_collector_keeps_polling_whatever_discovery_raises(fake: FakeAgent) -> None:
+    calls = []
+
+    def discover() -> dict[str, str]:
+        calls.append(1)
+        if len(calls) == 1:
+            raise RuntimeError("something nobody foresaw")
+        return {"n2": fake.url}
+
+    collector = AgentCollector(secret="s", discover=discover, interval=0.01)
+
+    async def main() -> None:
+        with anyio.move_on_after(5):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(collector.run)
+                while collector.polls < 1:
+                    await anyio.sleep(0.01)
+                tg.cancel_scope.cancel()
+
+    anyio.run(main)
+    assert len(calls) >= 2, "the failed poll did not end the collector"
+    assert collector.inputs(SNAP, time.time()).usage == {"n2": NodeUsage(cpu=0.5, memory=0.25)}
