@@ -83,17 +83,39 @@ def format_exclusions(node_ids: Iterable[str]) -> str:
     return ",".join(sorted(set(node_ids)))
 
 
+@lru_cache(maxsize=4096)  # at rest a service excludes the same nodes cycle after cycle
+def exclusion_constraints(excluded: frozenset[str]) -> tuple[str, ...]:
+    """`node.id!=X` for each excluded node, in the order the controller writes them."""
+    return tuple(map(exclusion_constraint, sorted(excluded)))
+
+
 def is_own_constraint(text: str, service_name: str, labels: Mapping[str, str]) -> bool:
-    return text in own_constraints(service_name, labels)
+    """A constraint the controller may have written on the service."""
+    if text.startswith(_EXCLUSION_PREFIX):
+        return text[len(_EXCLUSION_PREFIX) :] in recorded_exclusion_set(labels)
+    return text in (steering_constraint(service_name), possible_constraint(service_name))
 
 
-def own_constraints(service_name: str, labels: Mapping[str, str]) -> frozenset[str]:
-    """Every constraint the controller may have written on the service."""
-    return _own_constraints(service_name, labels.get(EXCLUDED_LABEL, ""))
+_EXCLUSION_PREFIX = exclusion_constraint("")
 
 
-@lru_cache(maxsize=1024)  # asked once per constraint, with hundreds of exclusions each
-def _own_constraints(service_name: str, excluded: str) -> frozenset[str]:
-    own = {steering_constraint(service_name), possible_constraint(service_name)}
-    own.update(exclusion_constraint(i) for i in recorded_exclusions({EXCLUDED_LABEL: excluded}))
-    return frozenset(own)
+def operator_texts(
+    service_name: str, labels: Mapping[str, str], constraints: tuple[str, ...]
+) -> tuple[str, ...]:
+    """The operator's constraints, in their order: the service's without the controller's.
+
+    The controller writes its exclusions last, so at scale (thousands of them on a
+    service) they are recognised by one tuple comparison rather than one by one.
+    """
+    head = without_exclusions(constraints, recorded_exclusion_set(labels))
+    return tuple(c for c in head if not is_own_constraint(c, service_name, labels))
+
+
+def without_exclusions(constraints: tuple[str, ...], excluded: frozenset[str]) -> tuple[str, ...]:
+    """`constraints` without the `node.id!=X` of the excluded nodes."""
+    ours = exclusion_constraints(excluded)
+    rest = len(constraints) - len(ours)
+    if rest >= 0 and constraints[rest:] == ours:
+        return constraints[:rest]  # written last, as the controller does: one comparison
+    drop = frozenset(ours)
+    return tuple(c for c in constraints if c not in drop)

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from controller.core.constraints import Constraint, node_filter, parse_constraint
-from controller.core.labels import DENY_LABEL_PREFIX, DENY_VALUE, deny_label, own_constraints
+from controller.core.labels import DENY_LABEL_PREFIX, DENY_VALUE, deny_label, operator_texts
 from controller.core.model import Availability, Node, Service
 from controller.policy import NodeGroup, Policy, ServiceSettings
 
@@ -45,10 +45,8 @@ def expand_owner_list(
 
 def operator_constraints(service: Service) -> tuple[Constraint, ...]:
     """The operator's own constraints (ours are recognised and left out). May raise."""
-    theirs = frozenset(service.constraints) - own_constraints(service.name, service.labels)
-    if not theirs:
-        return ()
-    return tuple(parse_constraint(text) for text in service.constraints if text in theirs)
+    texts = operator_texts(service.name, service.labels, service.constraints)
+    return tuple(parse_constraint(text) for text in texts)
 
 
 class NodeIndex:

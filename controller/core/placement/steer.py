@@ -17,9 +17,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from functools import lru_cache
 
-from controller.core.labels import exclusion_constraint, possible_constraint, steering_constraint
+from controller.core.labels import exclusion_constraints, possible_constraint, steering_constraint
 from controller.core.placement.assign import Assignment
 from controller.policy import SteeringMode
 
@@ -38,14 +37,13 @@ def steer(
     operator_constraints: Iterable[str],
     assignment: Assignment,
     current: Mapping[str, int],
-    all_nodes: Iterable[str],
+    all_nodes: frozenset[str],
     steered: bool,
     mode: SteeringMode,
     possible: frozenset[str] | None,
     require_possible_label: bool,
 ) -> Steering:
     desired = assignment.desired
-    every = all_nodes if isinstance(all_nodes, frozenset) else None  # made when needed
     vacate = tuple(sorted(n for n, c in current.items() if c and not desired.get(n)))
     reduce = tuple(sorted(n for n, c in current.items() if desired.get(n, 0) and c > desired[n]))
     # At rest every desired replica already runs where it should; only then is a standby
@@ -55,21 +53,14 @@ def steer(
         allowed = {n for n, c in desired.items() if c}
         if at_rest and mode is SteeringMode.STANDBY and assignment.standby is not None:
             allowed.add(assignment.standby)
-        every = every if every is not None else frozenset(all_nodes)
-        excluded = every.difference(allowed)
+        excluded = all_nodes.difference(allowed)
     else:
         excluded = frozenset(vacate)
     if possible is not None:
         # Until the positive constraint is in place, every other known node is excluded.
-        every = every if every is not None else frozenset(all_nodes)
-        excluded |= every.difference(possible)
+        excluded |= all_nodes.difference(possible)
     constraints = [*operator_constraints, steering_constraint(service_name)]
     if require_possible_label:
         constraints.append(possible_constraint(service_name))
-    constraints.extend(_exclusions(excluded))
+    constraints.extend(exclusion_constraints(excluded))
     return Steering(constraints=tuple(constraints), excluded=excluded, vacate=vacate, reduce=reduce)
-
-
-@lru_cache(maxsize=4096)  # at rest a service excludes the same nodes cycle after cycle
-def _exclusions(excluded: frozenset[str]) -> tuple[str, ...]:
-    return tuple(map(exclusion_constraint, sorted(excluded)))

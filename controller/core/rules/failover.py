@@ -17,7 +17,7 @@ from controller.core.actions import Action, describe
 from controller.core.constraints import ConstraintError, node_filter, parse_constraint
 from controller.core.context import PlanContext, RuleOutput
 from controller.core.decisions import Decision
-from controller.core.labels import exclusion_constraint, recorded_exclusions
+from controller.core.labels import recorded_exclusion_set, without_exclusions
 from controller.core.model import Service, ServiceMode
 from controller.core.replicas import (
     HOLD,
@@ -53,10 +53,11 @@ def free_nodes(ctx: PlanContext, service: Service) -> tuple[int, int, int]:
     """Where surged tasks could go: (nodes the constraints allow at all, of those the ones
     holding none of the service's tasks, and how many such free nodes there would be
     without the controller's own exclusions). Only ready, active nodes count."""
-    ours = {exclusion_constraint(n) for n in recorded_exclusions(service.labels)}
+    excluded = recorded_exclusion_set(service.labels)
+    theirs_texts = without_exclusions(service.constraints, excluded)
     try:
         everything = node_filter(parse_constraint(c) for c in service.constraints)
-        theirs = node_filter(parse_constraint(c) for c in service.constraints if c not in ours)
+        theirs = node_filter(parse_constraint(c) for c in theirs_texts)
     except ConstraintError:
         return 0, 0, 0
     occupied = set(ctx.memory.placement.get(service.id, {}))

@@ -233,7 +233,7 @@ class _Shared:
         self._ctx = ctx
         self.load: Counter[str] = Counter(t.node_id for t in ctx.snapshot.tasks if t.node_id)
         self.hostname = {n.id: n.hostname for n in ctx.snapshot.nodes}
-        self.node_ids = tuple(sorted(self.hostname))
+        self.node_ids = frozenset(self.hostname)  # steering takes set differences of it
         self.index = NodeIndex(ctx.snapshot.nodes)
         self._orders: dict[str | None, NodeOrder] = {}
 
