@@ -154,6 +154,14 @@ class ControllerSpec(StrictSpec):
             "after Swarm's own failover)."
         ),
     )
+    steering_max_exclusions: t.Count = Field(
+        _CONTROLLER.steering_max_exclusions,
+        description=(
+            "Most nodes a settled service excludes under standby steering; one that would "
+            "exclude more (a large swarm) is steered open at rest: Swarm fails it over "
+            "anywhere and the controller corrects it."
+        ),
+    )
     preemption_gap: t.PriorityGap = Field(
         _CONTROLLER.preemption_gap,
         description="How much lower a service's priority must be for a pending service to "
@@ -222,6 +230,7 @@ def policy_from_document(doc: PolicyDocument) -> Policy:
             aggressiveness=controller.aggressiveness,
             move_cooldown_seconds=controller.move_cooldown,
             steering=controller.steering,
+            steering_max_exclusions=controller.steering_max_exclusions,
             preemption_gap=controller.preemption_gap,
             timezone=controller.timezone,
         ),

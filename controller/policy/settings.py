@@ -124,6 +124,11 @@ class ControllerSettings:
     aggressiveness: int = 3
     move_cooldown_seconds: float = 300.0
     steering: SteeringMode = SteeringMode.STANDBY
+    # Standby steering excludes every node but the targets and one standby, one
+    # `node.id!=` each: on a large swarm a settled service that would carry more than
+    # this many is steered open at rest instead, so specs (and Swarm's scheduler, which
+    # reads them) stay small.
+    steering_max_exclusions: int = 100
     # A service may preempt only services whose priority is lower by at least this much;
     # one named level by default, so finer numeric priorities order without evicting.
     preemption_gap: int = 1000

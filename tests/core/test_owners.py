@@ -273,6 +273,39 @@ def test_steering_modes_at_rest() -> None:
     assert excluded(SteeringMode.OPEN) == set()
 
 
+def test_standby_past_the_exclusion_cap_is_open_at_rest_but_moves_stay_exact() -> None:
+    db = managed("db", 1, preferred_nodes="node-2,node-3", failback="immediate")
+    with_exclusions = replace(
+        db,
+        labels={**db.labels, EXCLUDED_LABEL: "n1,n4"},
+        constraints=(*db.constraints, "node.id!=n1", "node.id!=n4"),
+    )
+
+    def run(svc: Service, on: int, cap: int) -> Plan:
+        settings = ControllerSettings(steering_max_exclusions=cap)
+        return plan(
+            snapshot=snapshot(four_nodes(), [svc], [running(svc, on, 1)]),
+            policy=replace(Policy.default(), controller=settings),
+            memory=STABLE,
+            now=NOW,
+            rules=(("owners", plan_owners),),
+        )
+
+    # At rest on node-2, standby would exclude node-1 and node-4: two, over a cap of one.
+    lifted = run(with_exclusions, 2, cap=1)
+    action = only_constraints(lifted)
+    assert excluded_hosts(action) == set() and action.evicts_from == ()
+    (steer,) = [d for d in lifted.decisions if d.outcome == "steer"]
+    assert "steering-max-exclusions" in steer.reason
+    assert not run(db, 2, cap=1).actions, "open at rest: nothing to write"
+    assert not run(with_exclusions, 2, cap=2).actions, "within the cap: standby as before"
+    # Off its owners (Swarm failed it over to node-4), the move back still excludes every
+    # node but the target, whatever the cap: Swarm must land it exactly there.
+    move = only_constraints(run(db, 4, cap=1))
+    assert move.evicts_from == ("n4",)
+    assert excluded_hosts(move) == {"node-1", "node-3", "node-4"}
+
+
 def test_a_rolling_update_stuck_on_a_pending_task_does_not_block_steering() -> None:
 
     db = replace(managed("db", 1, preferred_nodes="node-2"), update_state="updating")

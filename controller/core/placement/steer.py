@@ -11,6 +11,9 @@ A service with no placement preference is not steered at all: Swarm's own failov
 `controller.steering` trades these off: `standby` (the default, above), `strict` (no
 standby: a lost replica waits until the controller allows its next owner) and `open`
 (nothing excluded at rest: Swarm fails over anywhere and the controller moves it after).
+On a swarm so large that standby would exclude more than `steering-max-exclusions`
+nodes, a settled service is steered open: its spec stays short, at the price of open's
+second move on failover.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ class Steering:
     excluded: frozenset[str]
     vacate: tuple[str, ...]  # nodes whose tasks the new constraints evict
     reduce: tuple[str, ...]  # nodes that keep some tasks but should hold fewer
+    open_at_rest: bool = False  # standby would have excluded more than the cap
 
 
 def steer(
@@ -40,6 +44,7 @@ def steer(
     all_nodes: frozenset[str],
     steered: bool,
     mode: SteeringMode,
+    max_exclusions: int,
     possible: frozenset[str] | None,
     require_possible_label: bool,
 ) -> Steering:
@@ -49,10 +54,12 @@ def steer(
     # At rest every desired replica already runs where it should; only then is a standby
     # allowed. While replicas are missing or moving, Swarm must place them on the targets.
     at_rest = all(current.get(n, 0) == desired.get(n, 0) for n in {*current, *desired})
-    if steered and not (at_rest and mode is SteeringMode.OPEN):
-        allowed = {n for n, c in desired.items() if c}
-        if at_rest and mode is SteeringMode.STANDBY and assignment.standby is not None:
-            allowed.add(assignment.standby)
+    allowed = {n for n, c in desired.items() if c}
+    standby = steered and at_rest and mode is SteeringMode.STANDBY
+    if standby and assignment.standby is not None:
+        allowed.add(assignment.standby)
+    open_at_rest = standby and len(all_nodes) - len(allowed & all_nodes) > max_exclusions
+    if steered and not (at_rest and (mode is SteeringMode.OPEN or open_at_rest)):
         excluded = all_nodes.difference(allowed)
     else:
         excluded = frozenset(vacate)
@@ -63,4 +70,10 @@ def steer(
     if require_possible_label:
         constraints.append(possible_constraint(service_name))
     constraints.extend(exclusion_constraints(excluded))
-    return Steering(constraints=tuple(constraints), excluded=excluded, vacate=vacate, reduce=reduce)
+    return Steering(
+        constraints=tuple(constraints),
+        excluded=excluded,
+        vacate=vacate,
+        reduce=reduce,
+        open_at_rest=open_at_rest,
+    )

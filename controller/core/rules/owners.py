@@ -327,6 +327,7 @@ def _plan_service(
         all_nodes=shared.node_ids,
         steered=bool(settings.preferred_nodes or settings.spread or settings.anti_affinity),
         mode=ctx.policy.controller.steering,
+        max_exclusions=ctx.policy.controller.steering_max_exclusions,
         possible=cands.possible,
         require_possible_label=possible_ready,
     )
@@ -346,11 +347,16 @@ def _plan_service(
         evicts_from=steering.vacate,
         set_labels={EXCLUDED_LABEL: format_exclusions(steering.excluded)},
     )
-    why = (
-        "steer Swarm to the desired placement"
-        if steering.vacate
-        else ("keep Swarm's failover on the policy's nodes (no task moves)")
-    )
+    if steering.vacate:
+        why = "steer Swarm to the desired placement"
+    elif steering.open_at_rest:
+        why = (
+            f"at rest, open: standby steering would exclude more than "
+            f"{ctx.policy.controller.steering_max_exclusions} nodes (steering-max-exclusions), "
+            "so Swarm fails over anywhere and the controller corrects it (no task moves)"
+        )
+    else:
+        why = "keep Swarm's failover on the policy's nodes (no task moves)"
     notes.append(Decision(RULE, subject, "steer", why, action=describe(action)))
     return action, notes, result.desired
 
