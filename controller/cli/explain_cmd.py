@@ -16,18 +16,15 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from controller.adapters.decision_log import read_decisions
-from controller.adapters.docker_api import DockerUnavailableError
 from controller.cli.swarm_access import (
-    EXIT_FAILED,
     EXIT_OK,
     EXIT_USAGE,
     CommandError,
     add_policy_argument,
-    connect_manager,
+    dry_plan,
     load_policy,
 )
 from controller.core.explain import Explanation, Past, explain_service
-from controller.runtime.dry_run import plan_once
 
 RECENT = 20
 
@@ -73,17 +70,9 @@ def run(args: argparse.Namespace) -> int:
     try:
         policy = load_policy(args.policy, "explain")
         history = _history(args.log, sys.stdin)
-        client = connect_manager("explain")
-        try:
-            dry = plan_once(client, policy)
-        finally:
-            client.close()
+        dry = dry_plan(policy, "explain")
     except CommandError as exc:
-        print("\n".join(exc.lines), file=sys.stderr)
-        return exc.code
-    except DockerUnavailableError as exc:
-        print(f"explain: {exc}", file=sys.stderr)
-        return EXIT_FAILED
+        return exc.report()
     service = next(
         (s for s in dry.snapshot.services if args.service in (s.name, s.id)),
         None,

@@ -10,24 +10,21 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import sys
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from controller.adapters.docker_api import DockerUnavailableError
 from controller.cli.render import change
 from controller.cli.swarm_access import (
-    EXIT_FAILED,
     EXIT_OK,
     CommandError,
     add_policy_argument,
-    connect_manager,
+    dry_plan,
     load_policy,
 )
 from controller.core.actions import Action, describe, target_of
 from controller.core.decisions import Decision
-from controller.runtime.dry_run import DryRun, plan_once
+from controller.runtime.dry_run import DryRun
 
 
 def register(subparsers: Any) -> None:
@@ -47,18 +44,9 @@ def register(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     try:
-        policy = load_policy(args.policy, "plan")
-        client = connect_manager("plan")
-        try:
-            dry = plan_once(client, policy)
-        finally:
-            client.close()
+        dry = dry_plan(load_policy(args.policy, "plan"), "plan")
     except CommandError as exc:
-        print("\n".join(exc.lines), file=sys.stderr)
-        return exc.code
-    except DockerUnavailableError as exc:
-        print(f"plan: {exc}", file=sys.stderr)
-        return EXIT_FAILED
+        return exc.report()
     if args.json:
         print(json.dumps(plan_document(dry), indent=2, sort_keys=True))
     else:

@@ -1,4 +1,5 @@
-"""What the read-only commands (plan, explain, snapshot) share: a manager and a policy.
+"""What the read-only commands (plan, explain, snapshot) share: a manager, a policy and
+one dry-run plan.
 
 Errors become `CommandError` with the exit code the command returns: 2 for what the
 user must fix (a bad policy file, an endpoint that is not a manager), 1 for trouble
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 from pathlib import Path
 
 import docker
@@ -21,6 +23,7 @@ from controller.adapters.docker_api import (
 )
 from controller.adapters.policy_file import PolicyFileError, load_policy_file
 from controller.policy import Policy
+from controller.runtime.dry_run import DryRun, plan_once
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
@@ -29,6 +32,11 @@ class CommandError(Exception):
     def __init__(self, lines: list[str], code: int) -> None:
         self.lines, self.code = lines, code
         super().__init__("\n".join(lines))
+
+    def report(self) -> int:
+        """Print the message on stderr; the command's exit code."""
+        print("\n".join(self.lines), file=sys.stderr)
+        return self.code
 
 
 def add_policy_argument(parser: argparse.ArgumentParser) -> None:
@@ -60,3 +68,14 @@ def connect_manager(command: str) -> docker.DockerClient:
     except DockerUnavailableError as exc:
         raise CommandError([f"{command}: {exc}"], EXIT_FAILED) from None
     return client
+
+
+def dry_plan(policy: Policy, command: str) -> DryRun:
+    """One observation and one plan of the manager at DOCKER_HOST, nothing written."""
+    client = connect_manager(command)
+    try:
+        return plan_once(client, policy)
+    except DockerUnavailableError as exc:
+        raise CommandError([f"{command}: {exc}"], EXIT_FAILED) from None
+    finally:
+        client.close()
