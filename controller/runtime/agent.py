@@ -9,15 +9,13 @@ its numbers; an agent is no judge of its node's liveness.
 
 from __future__ import annotations
 
-import hmac
-import json
 import logging
 import threading
 import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Literal
 
@@ -35,6 +33,7 @@ from controller.adapters.agent_probe import (
     service_counts,
 )
 from controller.adapters.agent_report import AgentEvent, AgentReport, AgentService, AgentUsage
+from controller.runtime.json_http import JsonHandler, bearer_matches
 
 log = logging.getLogger(__name__)
 
@@ -188,41 +187,23 @@ class Agent:
         ).model_dump(mode="json")
 
 
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(JsonHandler):
     agent: Agent
-    timeout = 10
-    server_version = "swarm-placement-agent"
-    sys_version = ""
-
-    def log_message(self, format: str, *args: Any) -> None:
-        log.debug("agent http: " + format, *args)
-
-    def _reply(self, status: int, body: dict[str, Any]) -> None:
-        data = (json.dumps(body) + "\n").encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        if status == 401:
-            self.send_header("WWW-Authenticate", 'Bearer realm="swarm-placement-agent"')
-        self.end_headers()
-        self.wfile.write(data)
+    server_version = realm = "swarm-placement-agent"
 
     def do_GET(self) -> None:
         path = self.path.split("?")[0]
         if path == "/healthz":
-            self._reply(200, {"ok": True, "node": self.agent.node.hostname})
+            self.reply(200, {"ok": True, "node": self.agent.node.hostname})
             return
         if path != "/v1/report":
-            self._reply(404, {"error": f"no such path {path}"})
+            self.reply(404, {"error": f"no such path {path}"})
             return
-        scheme, _, given = self.headers.get("Authorization", "").partition(" ")
-        if scheme.lower() != "bearer" or not hmac.compare_digest(
-            given.strip().encode(), self.agent.config.secret.encode()
-        ):
-            self._reply(401, {"error": "missing or wrong bearer token"})
+        if not bearer_matches(self.headers.get("Authorization"), self.agent.config.secret):
+            self.reply(401, {"error": "missing or wrong bearer token"})
             return
         try:
-            self._reply(200, self.agent.report())
+            self.reply(200, self.agent.report())
         except Exception:  # one bad report must not take the agent down
             log.exception("report failed")
-            self._reply(500, {"error": "internal error"})
+            self.reply(500, {"error": "internal error"})

@@ -20,12 +20,11 @@ only fires the loop's trigger.
 
 from __future__ import annotations
 
-import hmac
 import json
 import logging
 import threading
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from typing import Any, Literal
 
 import anyio
@@ -34,6 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from controller.core.model import ClusterSnapshot
 from controller.core.signals import HealthReport, HealthState
 from controller.runtime.health_store import HealthStore
+from controller.runtime.json_http import JsonHandler, bearer_matches
 
 log = logging.getLogger(__name__)
 
@@ -113,10 +113,7 @@ class WebhookServer:
     def authorize(self, header: str | None) -> None:
         if not header:
             raise _RequestError(401, "missing bearer token (Authorization: Bearer TOKEN)")
-        scheme, _, given = header.partition(" ")
-        if scheme.lower() != "bearer" or not hmac.compare_digest(
-            given.strip().encode(), self.token.encode()
-        ):
+        if not bearer_matches(header, self.token):
             raise _RequestError(401, "wrong bearer token")
 
     def accept(self, body: bytes) -> dict[str, Any]:
@@ -171,27 +168,12 @@ class WebhookServer:
         }
 
 
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(JsonHandler):
     app: WebhookServer
-    timeout = 10  # seconds per socket operation: a client that stalls is dropped
-    server_version = "swarm-placement"
-    sys_version = ""
-
-    def log_message(self, format: str, *args: Any) -> None:
-        log.debug("webhook: " + format, *args)
-
-    def _reply(self, status: int, body: dict[str, Any]) -> None:
-        data = (json.dumps(body) + "\n").encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        if status == 401:
-            self.send_header("WWW-Authenticate", 'Bearer realm="swarm-placement"')
-        self.end_headers()
-        self.wfile.write(data)
+    server_version = realm = "swarm-placement"
 
     def _fail(self, problem: _RequestError) -> None:
-        self._reply(problem.status, {"error": problem.message, **problem.extra})
+        self.reply(problem.status, {"error": problem.message, **problem.extra})
 
     def _body(self) -> bytes:
         if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
@@ -220,7 +202,7 @@ class _Handler(BaseHTTPRequestHandler):
             if self.path.split("?")[0] != "/v1/health":
                 raise _RequestError(404, f"no such path {self.path}")
             self.app.authorize(self.headers.get("Authorization"))
-            self._reply(202, self.app.accept(self._body()))
+            self.reply(202, self.app.accept(self._body()))
         except _RequestError as problem:
             self._fail(problem)
         except Exception:  # never let one request take the server down
@@ -232,7 +214,7 @@ class _Handler(BaseHTTPRequestHandler):
             if self.path.split("?")[0] != "/v1/health":
                 raise _RequestError(404, f"no such path {self.path}")
             self.app.authorize(self.headers.get("Authorization"))
-            self._reply(200, self.app.listing())
+            self.reply(200, self.app.listing())
         except _RequestError as problem:
             self._fail(problem)
 
