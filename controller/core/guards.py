@@ -20,6 +20,7 @@ from controller.core.actions import (
 from controller.core.context import PlanContext
 from controller.core.decisions import Decision
 from controller.core.model import Availability, NodeRole
+from controller.policy import Budgets
 
 
 def disrupted_nodes(action: Action) -> tuple[str, ...]:
@@ -62,15 +63,41 @@ def _drains_last_manager(
     return not others
 
 
+class _Spent:
+    """Disruptive actions kept so far, counted per cycle, per node and per service."""
+
+    def __init__(self, budgets: Budgets) -> None:
+        self._budgets = budgets
+        self._spent: Counter[tuple[str, str]] = Counter()
+
+    def _scopes(
+        self, nodes: tuple[str, ...], services: tuple[str, ...]
+    ) -> tuple[tuple[str, tuple[str, ...], int], ...]:
+        b = self._budgets
+        return (
+            ("cycle", ("",), b.actions_per_cycle),
+            ("node", nodes, b.actions_per_node),
+            ("service", services, b.actions_per_service),
+        )
+
+    def refusal(self, nodes: tuple[str, ...], services: tuple[str, ...]) -> str | None:
+        """The budget one more such action would exceed, if any."""
+        for scope, keys, limit in self._scopes(nodes, services):
+            if any(self._spent[scope, key] >= limit for key in keys):
+                return f"budget: {limit} disruptive actions per {scope}"
+        return None
+
+    def spend(self, nodes: tuple[str, ...], services: tuple[str, ...]) -> None:
+        for scope, keys, _ in self._scopes(nodes, services):
+            self._spent.update((scope, key) for key in keys)
+
+
 def apply_guards(
     ctx: PlanContext, actions: tuple[Action, ...]
 ) -> tuple[tuple[Action, ...], list[Decision]]:
-    budgets = ctx.policy.controller.budgets
+    spent = _Spent(ctx.policy.controller.budgets)
     kept: list[Action] = []
     decisions: list[Decision] = []
-    per_node: Counter[str] = Counter()
-    per_service: Counter[str] = Counter()
-    disruptive = 0
     taken_out: set[str] = set()  # nodes this plan pauses or drains
 
     def drop(action: Action, outcome: str, reason: str) -> None:
@@ -99,30 +126,11 @@ def apply_guards(
                 if isinstance(action, SetNodeLabels | SetNodeAvailability)
                 else (service_id or "",)
             )
-            if disruptive >= budgets.actions_per_cycle:
-                drop(
-                    action,
-                    "defer",
-                    f"budget: {budgets.actions_per_cycle} disruptive actions per cycle",
-                )
+            over = spent.refusal(nodes, services)
+            if over is not None:
+                drop(action, "defer", over)
                 continue
-            if any(per_node[n] >= budgets.actions_per_node for n in nodes):
-                drop(
-                    action,
-                    "defer",
-                    f"budget: {budgets.actions_per_node} disruptive actions per node",
-                )
-                continue
-            if any(per_service[s] >= budgets.actions_per_service for s in services):
-                drop(
-                    action,
-                    "defer",
-                    f"budget: {budgets.actions_per_service} disruptive actions per service",
-                )
-                continue
-            disruptive += 1
-            per_node.update(nodes)
-            per_service.update(services)
+            spent.spend(nodes, services)
         if (
             isinstance(action, SetNodeAvailability)
             and action.availability is not Availability.ACTIVE
