@@ -5,20 +5,16 @@ from __future__ import annotations
 import argparse
 import contextlib
 import logging
-import os
 import signal
 import sys
 import threading
 from pathlib import Path
 from typing import Any
 
+from controller.cli.env_options import option
 from controller.cli.health_opts import parse_listen, read_secret
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
-
-
-def _env(name: str, default: Any = None) -> Any:
-    return os.environ.get(f"PLACEMENT_{name}", default)
 
 
 def register(subparsers: Any) -> None:
@@ -32,29 +28,59 @@ def register(subparsers: Any) -> None:
             "Swarm tasks that turned unhealthy or died."
         ),
     )
-    agent.add_argument("--listen", default=_env("AGENT_LISTEN", ":9810"), metavar="HOST:PORT")
-    agent.add_argument(
+    option(
+        agent,
+        "--listen",
+        env="AGENT_LISTEN",
+        default=":9810",
+        metavar="HOST:PORT",
+        help="where to answer (:9810)",
+    )
+    option(
+        agent,
         "--secret-file",
+        env="AGENT_SECRET_FILE",
         type=Path,
-        default=_env("AGENT_SECRET_FILE"),
         metavar="FILE",
         help="a file (a Docker secret) holding the secret callers must present",
     )
-    agent.add_argument(
+    option(
+        agent,
         "--usage",
+        env="AGENT_USAGE",
         choices=("host", "containers"),
-        default=_env("AGENT_USAGE", "host"),
+        default="host",
         help="host: the node's /proc (default); containers: the sum of Docker's containers",
     )
-    agent.add_argument(
+    option(
+        agent,
         "--proc",
+        env="AGENT_PROC",
         type=Path,
-        default=Path(_env("AGENT_PROC", "/proc")),
+        default=Path("/proc"),
         metavar="DIR",
         help="the host's /proc, where the agent runs in a container (e.g. /host/proc)",
     )
-    agent.add_argument("--interval", type=float, default=float(_env("AGENT_INTERVAL", 5.0)))
-    agent.add_argument("--window", type=float, default=float(_env("AGENT_WINDOW", 60.0)))
+    option(
+        agent,
+        "--interval",
+        env="AGENT_INTERVAL",
+        type=float,
+        what="seconds",
+        default=5.0,
+        metavar="SECONDS",
+        help="how often usage is sampled (5)",
+    )
+    option(
+        agent,
+        "--window",
+        env="AGENT_WINDOW",
+        type=float,
+        what="seconds",
+        default=60.0,
+        metavar="SECONDS",
+        help="usage is averaged over this long (60)",
+    )
     agent.set_defaults(handler=run_agent)
 
     plugin: argparse.ArgumentParser = subparsers.add_parser(

@@ -7,17 +7,12 @@ read from files (Docker secrets), never from the command line.
 from __future__ import annotations
 
 import argparse
-import os
 from pathlib import Path
-from typing import Any
 
+from controller.cli.env_options import option, switch
 from controller.runtime.health_inputs import HealthConfig
 
 DEFAULT_PLUGIN_DIRS = "/run/docker/plugins:/etc/docker/plugins:/usr/lib/docker/plugins"
-
-
-def _env(name: str, default: Any = None) -> Any:
-    return os.environ.get(f"PLACEMENT_{name}", default)
 
 
 def add_health_arguments(parser: argparse.ArgumentParser) -> None:
@@ -26,80 +21,106 @@ def add_health_arguments(parser: argparse.ArgumentParser) -> None:
         "The health webhook, placement plugins and node agents (docs/health.md, "
         "docs/plugin-protocol.md). All off unless asked for.",
     )
-    group.add_argument(
+    option(
+        group,
         "--health-listen",
-        default=_env("HEALTH_LISTEN"),
+        env="HEALTH_LISTEN",
         metavar="HOST:PORT",
         help="serve POST /v1/health here (e.g. :9465); needs --health-token-file",
     )
-    group.add_argument(
+    option(
+        group,
         "--health-token-file",
+        env="HEALTH_TOKEN_FILE",
         type=Path,
-        default=_env("HEALTH_TOKEN_FILE"),
         metavar="FILE",
         help="a file (a Docker secret) holding the webhook's bearer token",
     )
-    group.add_argument(
+    option(
+        group,
         "--health-max-body",
+        env="HEALTH_MAX_BODY",
         type=int,
-        default=int(_env("HEALTH_MAX_BODY", 16 * 1024)),
+        what="a whole number",
+        default=16 * 1024,
         metavar="BYTES",
-        help="largest webhook body accepted (default 16384)",
+        help="largest webhook body accepted (16384)",
     )
-    group.add_argument(
+    switch(
+        group,
         "--plugins",
-        action="store_true",
-        default=str(_env("PLUGINS", "")).lower() in {"1", "true", "yes", "on"},
+        env="PLUGINS",
         help="ask the placement plugins found in --plugin-dirs before every plan",
     )
-    group.add_argument(
+    option(
+        group,
         "--plugin-dirs",
-        default=_env("PLUGIN_DIRS", DEFAULT_PLUGIN_DIRS),
+        env="PLUGIN_DIRS",
+        default=DEFAULT_PLUGIN_DIRS,
         metavar="DIR:DIR",
-        help=f"where plugins are discovered (default {DEFAULT_PLUGIN_DIRS})",
+        help=f"where plugins are discovered ({DEFAULT_PLUGIN_DIRS})",
     )
-    group.add_argument(
+    option(
+        group,
         "--plugin-timeout",
+        env="PLUGIN_TIMEOUT",
         type=float,
-        default=float(_env("PLUGIN_TIMEOUT", 2.0)),
+        what="seconds",
+        default=2.0,
         metavar="SECONDS",
-        help="deadline of each plugin call (default 2)",
+        help="deadline of each plugin call (2)",
     )
-    group.add_argument(
+    option(
+        group,
         "--plugin-retry",
+        env="PLUGIN_RETRY",
         type=float,
-        default=float(_env("PLUGIN_RETRY", 10.0)),
+        what="seconds",
+        default=10.0,
         metavar="SECONDS",
-        help="a plugin that failed is asked again after this long (default 10)",
+        help="a plugin that failed is asked again after this long (10)",
     )
-    group.add_argument(
+    option(
+        group,
         "--agents",
-        default=_env("AGENTS"),
+        env="AGENTS",
         metavar="URL,URL",
         help="node agents to collect from, e.g. http://10.0.0.5:9810,...",
     )
-    group.add_argument(
+    option(
+        group,
         "--agent-service",
-        default=_env("AGENT_SERVICE"),
+        env="AGENT_SERVICE",
         metavar="SERVICE",
-        help="or find the agents as the tasks of this global service (shared overlay network)",
+        help="or find the agents as the tasks of this global service (shared overlay)",
     )
-    group.add_argument(
-        "--agent-port", type=int, default=int(_env("AGENT_PORT", 9810)), metavar="PORT"
+    option(
+        group,
+        "--agent-port",
+        env="AGENT_PORT",
+        type=int,
+        what="a port number",
+        default=9810,
+        metavar="PORT",
+        help="the agents' port (9810)",
     )
-    group.add_argument(
+    option(
+        group,
         "--agent-secret-file",
+        env="AGENT_SECRET_FILE",
         type=Path,
-        default=_env("AGENT_SECRET_FILE"),
         metavar="FILE",
         help="a file (a Docker secret) holding the secret the agents require",
     )
-    group.add_argument(
+    option(
+        group,
         "--agent-interval",
+        env="AGENT_INTERVAL",
         type=float,
-        default=float(_env("AGENT_INTERVAL", 5.0)),
+        what="seconds",
+        default=5.0,
         metavar="SECONDS",
-        help="how often the agents are polled (default 5)",
+        help="how often the agents are polled (5)",
     )
 
 

@@ -14,6 +14,7 @@ import anyio
 
 from controller.adapters.docker_api import DockerUnavailableError, NotAManagerError
 from controller.adapters.policy_file import PolicyFileError
+from controller.cli.env_options import option, switch
 from controller.cli.health_opts import add_health_arguments, health_config
 from controller.runtime.endpoints import parse_address
 from controller.runtime.lease import DEFAULT_LIFETIME_SECONDS, LeaseConfig
@@ -21,11 +22,6 @@ from controller.runtime.loop import Controller, RunConfig
 from controller.runtime.policy_source import PolicySource
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
-TRUE_WORDS = {"1", "true", "yes", "on"}
-
-
-def _env(name: str, default: Any = None) -> Any:
-    return os.environ.get(f"PLACEMENT_{name}", default)
 
 
 def register(subparsers: Any) -> None:
@@ -38,37 +34,43 @@ def register(subparsers: Any) -> None:
             "reads a PLACEMENT_* variable (PLACEMENT_POLICY, PLACEMENT_DRY_RUN, ...)."
         ),
     )
-    parser.add_argument("--policy", type=Path, default=_env("POLICY"), help="policy file (YAML)")
-    parser.add_argument(
-        "--dry-run",
-        action="store_true",
-        default=str(_env("DRY_RUN", "")).lower() in TRUE_WORDS,
-        help="print the plan, write nothing",
-    )
+    option(parser, "--policy", env="POLICY", type=Path, metavar="FILE", help="policy file (YAML)")
+    switch(parser, "--dry-run", env="DRY_RUN", help="print the plan, write nothing")
     parser.add_argument("--once", action="store_true", help="run one reconcile cycle and exit")
-    parser.add_argument(
+    option(
+        parser,
         "--for",
+        env="FOR",
         dest="duration",
         type=float,
-        default=_env("FOR"),
+        what="seconds",
         metavar="SECONDS",
         help="stop after this many seconds",
     )
-    parser.add_argument(
+    option(
+        parser,
         "--resync",
+        env="RESYNC",
         type=float,
-        default=_env("RESYNC"),
+        what="seconds",
         metavar="SECONDS",
         help="task poll interval (default: the policy's controller.resync-interval)",
     )
-    parser.add_argument(
+    option(
+        parser,
         "--trace-exporter",
+        env="TRACE_EXPORTER",
         choices=("none", "console", "otlp"),
-        default=_env("TRACE_EXPORTER", "none"),
-        help="where spans go; otlp is configured by the standard OTEL_* variables",
+        default="none",
+        help="where spans go; otlp is configured by the OTEL_* variables",
     )
-    parser.add_argument(
-        "--log-format", choices=("logfmt", "json"), default=_env("LOG_FORMAT", "logfmt")
+    option(
+        parser,
+        "--log-format",
+        env="LOG_FORMAT",
+        choices=("logfmt", "json"),
+        default="logfmt",
+        help="how decisions are printed",
     )
     ha = parser.add_argument_group(
         "running as a swarm service",
@@ -76,35 +78,43 @@ def register(subparsers: Any) -> None:
         "--lease-service; only the holder writes. Without it the controller assumes it is "
         "the only one.",
     )
-    ha.add_argument(
+    option(
+        ha,
         "--lease-service",
-        default=_env("LEASE_SERVICE"),
+        env="LEASE_SERVICE",
         metavar="SERVICE",
         help="the controller's own service (in a stack: {{.Service.Name}})",
     )
-    ha.add_argument(
+    option(
+        ha,
         "--lease-holder",
-        default=_env("LEASE_HOLDER") or f"{socket.gethostname()}-{os.getpid()}",
+        env="LEASE_HOLDER",
+        default=f"{socket.gethostname()}-{os.getpid()}",
         metavar="NAME",
         help="this replica's name in the lease (default: hostname-pid)",
     )
-    ha.add_argument(
+    option(
+        ha,
         "--lease-lifetime",
+        env="LEASE_LIFETIME",
         type=float,
-        default=_env("LEASE_LIFETIME", DEFAULT_LIFETIME_SECONDS),
+        what="seconds",
+        default=DEFAULT_LIFETIME_SECONDS,
         metavar="SECONDS",
-        help="a silent holder is replaced this long after its last renewal (default 15)",
+        help="a silent holder is replaced this long after its last renewal (15)",
     )
-    ha.add_argument(
+    option(
+        ha,
         "--http",
-        default=_env("HTTP"),
+        env="HTTP",
         metavar="HOST:PORT",
         help="serve /healthz, /readyz and /metrics here (e.g. :9464); off by default",
     )
-    ha.add_argument(
+    option(
+        ha,
         "--metrics-token-file",
+        env="METRICS_TOKEN_FILE",
         type=Path,
-        default=_env("METRICS_TOKEN_FILE"),
         metavar="FILE",
         help="a file (a Docker secret) whose token /metrics requires as a bearer token",
     )
