@@ -170,6 +170,7 @@ class Controller:
             on_report=lambda report: self._fire_from_thread(f"health:{report.state.value}"),
             clock=self._clock,
             max_body=health.webhook_max_body,
+            role=lambda: "leader" if self.lease is None or self.lease.holds() else "standby",
         )
 
     def _discover_agents(self, service: str, port: int) -> dict[str, str]:

@@ -73,10 +73,11 @@ class WebhookServer:
         on_report: Callable[[HealthReport], None],
         clock: Callable[[], float],
         max_body: int = DEFAULT_MAX_BODY,
+        role: Callable[[], str] = lambda: "leader",
     ) -> None:
         if not token:
             raise ValueError("the health webhook needs a token")
-        self.token, self.store, self.latest = token, store, latest
+        self.token, self.store, self.latest, self.role = token, store, latest, role
         self.on_report, self.clock, self.max_body = on_report, clock, max_body
         handler = type("Handler", (_Handler,), {"app": self})
         self._server = ThreadingHTTPServer(address, handler)
@@ -149,6 +150,8 @@ class WebhookServer:
             "hostname": node.hostname,
             "state": report.state.value,
             "expires_at": report.expires_at,
+            # A standby keeps the report for when it leads; only the leader acts on it.
+            "role": self.role(),
         }
 
     def listing(self) -> dict[str, Any]:

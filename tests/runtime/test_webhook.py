@@ -22,6 +22,7 @@ NOW = 1000.0
 class Harness:
     def __init__(self) -> None:
         self.store = HealthStore()
+        self.role = "leader"
         self.seen: list[HealthReport] = []
         self.snapshot: ClusterSnapshot | None = snapshot([node(1, manager=True), node(2)], [])
         self.server = WebhookServer(
@@ -32,6 +33,7 @@ class Harness:
             on_report=self.seen.append,
             clock=lambda: NOW,
             max_body=256,
+            role=lambda: self.role,
         )
 
     def request(
@@ -72,13 +74,26 @@ GOOD = {"node": "node-2", "state": "failed", "reason": "disk gone", "ttl": 30}
 def test_a_good_report_is_taken_by_hostname_or_id(hook: Harness) -> None:
     status, answer, _ = hook.request("POST", GOOD)
     assert status == 202
-    assert answer == {"node": "n2", "hostname": "node-2", "state": "failed", "expires_at": NOW + 30}
+    assert answer == {
+        "node": "n2",
+        "hostname": "node-2",
+        "state": "failed",
+        "expires_at": NOW + 30,
+        "role": "leader",
+    }
     assert hook.seen == [HealthReport("n2", HealthState.FAILED, "webhook", NOW + 30, "disk gone")]
     status, _, _ = hook.request("POST", {"node": "n2", "state": "ok"})
     assert status == 202
     assert hook.store.live(NOW) == (HealthReport("n2", HealthState.OK, "webhook", NOW + 600, ""),)
     status, listing, _ = hook.request("GET")
     assert status == 200 and listing["reports"][0]["hostname"] == "node-2"
+
+
+def test_a_standby_keeps_the_report_and_says_it_is_the_standby(hook: Harness) -> None:
+    hook.role = "standby"
+    status, answer, _ = hook.request("POST", GOOD)
+    assert status == 202 and answer["role"] == "standby"
+    assert hook.store.live(NOW), "kept for when this replica leads"
 
 
 @pytest.mark.parametrize(
