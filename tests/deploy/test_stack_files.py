@@ -72,6 +72,10 @@ def test_every_variable_the_stack_sets_is_an_option_of_run(
     assert str(args.metrics_token_file) == env["PLACEMENT_METRICS_TOKEN_FILE"]
     assert args.agent_service == env["PLACEMENT_AGENT_SERVICE"]
     assert str(args.agent_secret_file) == env["PLACEMENT_AGENT_SECRET_FILE"]
+    assert args.health_listen == env["PLACEMENT_HEALTH_LISTEN"]
+    assert str(args.health_token_file) == env["PLACEMENT_HEALTH_TOKEN_FILE"]
+    targets = {f"/run/secrets/{s['target']}" for s in controller["secrets"]}
+    assert env["PLACEMENT_HEALTH_TOKEN_FILE"] in targets
 
 
 def test_an_agent_on_every_node_reachable_by_the_controllers(

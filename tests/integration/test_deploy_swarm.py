@@ -13,12 +13,14 @@ scraped, and a rotated policy config is picked up.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import docker
 import pytest
@@ -74,6 +76,7 @@ def stack(make_sandbox, tmp_path) -> Iterator[tuple[Sandbox, dict[str, str]]]:  
     client = sandbox.client()
     client.secrets.create(name="placement-metrics-token", data=TOKEN.encode())
     client.secrets.create(name="placement-agent-secret", data=b"agent-secret-for-the-test")
+    client.secrets.create(name="placement-health-token", data=b"health-token-for-the-test")
     client.close()
     yield sandbox, env
 
@@ -127,6 +130,26 @@ def _metrics(sandbox: Sandbox, record: LeaseRecord) -> dict[str, float]:
             labels = ",".join(f"{k}={v}" for k, v in sorted(s.labels.items()))
             samples[f"{s.name}{{{labels}}}"] = s.value
     return samples
+
+
+def _post_health(sandbox: Sandbox, record: LeaseRecord, body: dict[str, object]) -> dict[str, Any]:
+    """POST /v1/health from inside the holder's container, with the token of its secret."""
+    task, node = record.holder.rsplit("@", 1)
+    client = sandbox.client(node)
+    try:
+        code, out = client.containers.get(task).exec_run(
+            ["python3", "-c",
+             "import json, sys, urllib.request as u\n"
+             "token = open('/run/secrets/placement-health-token').read().strip()\n"
+             "r = u.Request('http://127.0.0.1:9465/v1/health', data=sys.argv[1].encode(), "
+             "headers={'Authorization': 'Bearer ' + token, 'Content-Type': 'application/json'})\n"
+             "print(u.urlopen(r).read().decode())",
+             json.dumps(body)]
+        )  # fmt: skip
+    finally:
+        client.close()
+    assert code == 0, out.decode()
+    return dict(json.loads(out.decode()))
 
 
 def _total(samples: dict[str, float], name: str) -> float:
@@ -270,6 +293,20 @@ def test_the_stack_places_fails_over_and_survives_its_leader(stack) -> None:  # 
             print(f"db task {task['ID'][:12]} on {node}: {task['DesiredState']}/{state} {err}")
         client.close()
         raise
+    # The health webhook of the stack: a monitor's `failed` moves db off node-4 at once,
+    # with node-4 up all along; its `ok` releases the node and db fails back.
+    failed = {"node": "node-4", "state": "failed", "reason": "storage lost", "ttl": 300}
+    posted = time.monotonic()
+    answer = _post_health(sandbox, second, failed)
+    assert answer["role"] == "leader" and answer["hostname"] == "node-4"
+    wait_until(lambda: _running_elsewhere(sandbox, "db"), 60, "db off node-4", interval=0.3)
+    moved = time.monotonic() - posted
+    released = time.monotonic()
+    _post_health(sandbox, second, {"node": "node-4", "state": "ok"})
+    _on(sandbox, "db", {"node-4"})
+    print(f"webhook: db running off node-4 {moved:.1f} s after `failed`, back on node-4 "
+          f"{time.monotonic() - released:.1f} s after `ok` (failback-delay 3 s)")  # fmt: skip
+
     _signal_holder(sandbox, second, "SIGHUP")  # a policy reload
     wait_until(
         lambda: _total(_metrics(sandbox, second), "placement_policy_reloads_total") >= 1,
