@@ -120,7 +120,11 @@ def run_show(args: argparse.Namespace) -> int:
     )
 
     try:
-        service = inspect_service_labels(connect(), args.service)
+        client = connect()
+        try:
+            service = inspect_service_labels(client, args.service)
+        finally:
+            client.close()
     except (
         DockerUnavailableError,
         ServiceNotFoundError,

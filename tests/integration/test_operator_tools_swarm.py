@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -189,3 +190,35 @@ def test_simulate_matches_the_real_swarm_on_failover_then_failback_and_explain_n
     assert "[owners] move - a task from node-1 to node-2: failback to preferred owner #1" in (
         replica_on_node2
     )
+
+
+def test_policy_show_reads_a_live_service_and_names_each_source(  # type: ignore[no-untyped-def]
+    swarm, client, tmp_path, capsys
+) -> None:
+    """`policy show` against the real manager: file defaults, a matching file rule and the
+    service's own labels, each value with where it came from; a bad label is exit 1."""
+    name = _name("show")
+    policy = tmp_path / "show.yaml"
+    policy.write_text(
+        "apiVersion: placement/v1\n"
+        "defaults:\n  managed: true\n  failback-delay: 45s\n"
+        f"services:\n  - match: {{name: {name}*}}\n    priority: high\n"
+    )
+    swarm.create_service(
+        name, labels={"placement.preferred-nodes": "node-2", "placement.failback": "never"}
+    )
+    out = _cli(capsys, "policy", "show", "--service", name, "--policy", str(policy))
+    lines = out.splitlines()
+    assert lines[0].startswith(f"service {name} (id ")
+    rows = {r[0]: r[1:] for r in (re.split(r"\s{2,}", line) for line in lines[4:])}
+    assert rows["managed"] == ["true", "file:defaults"]
+    assert rows["failback-delay"] == ["45s", "file:defaults"]
+    assert rows["priority"][0] == "high (3000)" and rows["priority"][1].startswith("file:")
+    assert rows["preferred-nodes"] == ["node-2", "label placement.preferred-nodes"]
+    assert rows["failback"] == ["never", "label placement.failback"]
+
+    broken = _name("broken")
+    swarm.create_service(broken, labels={"placement.priority": "urgent"})
+    capsys.readouterr()
+    assert main(["policy", "show", "--service", broken, "--policy", str(policy)]) == 1
+    assert 'label placement.priority="urgent": expected high' in capsys.readouterr().err

@@ -82,6 +82,10 @@ class FakeApi:
 class FakeClient:
     def __init__(self, services: dict[str, dict[str, Any]]) -> None:
         self.api = FakeApi(services)
+        self.closed = False
+
+    def close(self) -> None:
+        self.closed = True
 
 
 SERVICES = {
