@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import os
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 PREFIX = "PLACEMENT_"
@@ -91,4 +92,16 @@ def switch(group: Group, flag: str, *, env: str, help: str) -> None:
         default=raw if raw is not None else False,
         type=lambda text: parse_switch(text, name),
         help=f"{help} [${name}]",
+    )
+
+
+def add_policy_argument(parser: Group) -> None:
+    """`--policy FILE`, as every command that reads a policy takes it (unset or empty:
+    the built-in defaults)."""
+    parser.add_argument(
+        "--policy",
+        type=Path,
+        default=os.environ.get("PLACEMENT_POLICY") or None,
+        metavar="FILE",
+        help="policy file (default: $PLACEMENT_POLICY, else the built-in defaults)",
     )

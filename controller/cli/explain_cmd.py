@@ -16,11 +16,11 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from controller.adapters.decision_log import read_decisions
+from controller.cli.env_options import add_policy_argument
 from controller.cli.swarm_access import (
     EXIT_OK,
     EXIT_USAGE,
     CommandError,
-    add_policy_argument,
     dry_plan,
     load_policy,
 )

@@ -14,11 +14,11 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+from controller.cli.env_options import add_policy_argument
 from controller.cli.render import change
 from controller.cli.swarm_access import (
     EXIT_OK,
     CommandError,
-    add_policy_argument,
     dry_plan,
     load_policy,
 )

@@ -7,12 +7,12 @@ CI and in editors' pre-commit hooks.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 from typing import Any
 
 from controller.adapters.policy_file import PolicyFileError, load_policy_file
+from controller.cli.env_options import add_policy_argument
 from controller.policy import Policy, ResolvedService, render_policy_schema, resolve_service
 
 EXIT_OK, EXIT_FAILED, EXIT_INVALID = 0, 1, 2
@@ -50,13 +50,7 @@ def register(subparsers: Any) -> None:
         "its placement.* labels, and print each setting with its source.",
     )
     show.add_argument("--service", required=True, metavar="NAME", help="service name or ID")
-    show.add_argument(
-        "--policy",
-        type=Path,
-        default=os.environ.get("PLACEMENT_POLICY") or None,
-        metavar="FILE",
-        help="policy file (default: $PLACEMENT_POLICY, else the built-in defaults)",
-    )
+    add_policy_argument(show)
     show.set_defaults(handler=run_show)
 
 

@@ -15,8 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from controller.adapters.snapshot_file import LoadedSnapshot, SnapshotFileError, load_snapshot
+from controller.cli.env_options import add_policy_argument
 from controller.cli.render import change
-from controller.cli.swarm_access import EXIT_OK, EXIT_USAGE, CommandError, add_policy_argument
+from controller.cli.swarm_access import EXIT_OK, EXIT_USAGE, CommandError
 from controller.cli.swarm_access import load_policy as _load_policy
 from controller.core.simulate import (
     DEFAULT_TICK,

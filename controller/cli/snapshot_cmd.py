@@ -53,8 +53,7 @@ def run_save(args: argparse.Namespace) -> int:
             client.close()
         save_snapshot(args.file, document)
     except CommandError as exc:
-        print("\n".join(exc.lines), file=sys.stderr)
-        return exc.code
+        return exc.report()
     except DockerUnavailableError as exc:
         print(f"snapshot save: {exc}", file=sys.stderr)
         return EXIT_FAILED

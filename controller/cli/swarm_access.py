@@ -8,8 +8,6 @@ reaching the engine.
 
 from __future__ import annotations
 
-import argparse
-import os
 import sys
 from pathlib import Path
 
@@ -37,16 +35,6 @@ class CommandError(Exception):
         """Print the message on stderr; the command's exit code."""
         print("\n".join(self.lines), file=sys.stderr)
         return self.code
-
-
-def add_policy_argument(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--policy",
-        type=Path,
-        default=os.environ.get("PLACEMENT_POLICY") or None,
-        metavar="FILE",
-        help="policy file (default: $PLACEMENT_POLICY, else the built-in defaults)",
-    )
 
 
 def load_policy(path: Path | None, command: str) -> Policy:
