@@ -28,7 +28,6 @@ import json
 import os
 import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
@@ -37,6 +36,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import docker
+from controller_process import ControllerProcess
 
 from controller.sandbox import Sandbox, SandboxSpec
 
@@ -88,7 +88,7 @@ def post(port: int, body: dict[str, object]) -> int:
         conn.close()
 
 
-class ControllerProcess:
+class WebhookController(ControllerProcess):
     """`swarm-placement run` with its webhook on a free local port."""
 
     def __init__(self, docker_host: str, logs: Path, name: str) -> None:
@@ -97,25 +97,15 @@ class ControllerProcess:
         token.write_text(TOKEN)
         policy = logs / "policy.yaml"
         policy.write_text("apiVersion: placement/v1\ncontroller:\n  resync-interval: 1s\n")
-        self._log = (logs / f"{name}.log").open("w")
-        self.proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "controller",
-                "run",
-                "--policy",
-                str(policy),
-                "--resync",
-                "1",
-                "--health-listen",
-                f"127.0.0.1:{self.port}",
-                "--health-token-file",
-                str(token),
-            ],
-            env={**os.environ, "DOCKER_HOST": docker_host},
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
+        super().__init__(
+            docker_host,
+            logs / f"{name}.log",
+            "--policy",
+            str(policy),
+            "--health-listen",
+            f"127.0.0.1:{self.port}",
+            "--health-token-file",
+            str(token),
         )
 
     def ready(self) -> bool:
@@ -125,15 +115,6 @@ class ControllerProcess:
             return conn.getresponse().status == 200
         except OSError:
             return False
-
-    def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-        self._log.close()
 
 
 def reset_nodes(client: docker.DockerClient) -> None:
@@ -182,7 +163,7 @@ def one_run(
         name, replicas=REPLICAS, labels={"placement.managed": "true"}, stop_grace_seconds=1
     )
     wait(lambda: layout(client, name) == {f"node-{i}": 2 for i in (1, 2, 3)}, 60, "2/2/2")
-    controller = None if mode == "native" else ControllerProcess(sandbox.manager_host, logs, name)
+    controller = None if mode == "native" else WebhookController(sandbox.manager_host, logs, name)
     down_at: float | None = None
     try:
         if controller is not None:

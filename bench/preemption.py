@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -31,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 import docker
+from controller_process import ControllerProcess
 
 from controller.sandbox import Sandbox, SandboxSpec
 
@@ -84,27 +84,6 @@ def clean(client: docker.DockerClient) -> None:
     wait(lambda: not client.api.tasks(filters={"desired-state": "running"}), 60)
 
 
-class Controller:
-    def __init__(self, docker_host: str, log: Path) -> None:
-        self._log = log.open("w")
-        env = {**os.environ, "DOCKER_HOST": docker_host}
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "controller", "run", "--resync", "1"],
-            env=env,
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-        )
-
-    def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-        self._log.close()
-
-
 def one_run(
     sandbox: Sandbox, client: docker.DockerClient, mode: str, run: int, timeout: float, logs: Path
 ) -> dict[str, float | None]:
@@ -113,7 +92,7 @@ def one_run(
     wait(lambda: running(client, low) == LOW, 60)
     controller = None
     if mode == "controller":
-        controller = Controller(sandbox.manager_host, logs / f"{mode}-{run}.log")
+        controller = ControllerProcess(sandbox.manager_host, logs / f"{mode}-{run}.log")
     try:
         if controller is not None:
             time.sleep(2)  # let it adopt the low service first: not part of the reaction

@@ -25,7 +25,6 @@ import contextlib
 import math
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
@@ -36,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 import docker
+from controller_process import ControllerProcess
 
 from controller.sandbox import Sandbox, SandboxSpec
 
@@ -152,26 +152,6 @@ class Sampler:
             else:
                 since = None
         return since
-
-
-class ControllerProcess:
-    def __init__(self, docker_host: str, log: Path) -> None:
-        self._log = log.open("w")
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "controller", "run", "--resync", "1"],
-            env={**os.environ, "DOCKER_HOST": docker_host},
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-        )
-
-    def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-        self._log.close()
 
 
 def force_update(client: docker.DockerClient, name: str) -> None:

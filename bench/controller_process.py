@@ -1,0 +1,29 @@
+"""`swarm-placement run` as a process of its own against one sandbox manager, as the
+benchmarks start it: resync every second, its output in a log, stopped by its own PID."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+
+class ControllerProcess:
+    def __init__(self, docker_host: str, log: Path, *args: str) -> None:
+        self._log = log.open("w")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "controller", "run", "--resync", "1", *args],
+            env={**os.environ, "DOCKER_HOST": docker_host},
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+        )
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self._log.close()
