@@ -11,7 +11,7 @@ import contextlib
 import io
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +25,7 @@ from controller.runtime.health_inputs import HealthConfig
 from controller.runtime.lease import LeaseConfig
 from controller.runtime.loop import Controller, RunConfig
 from controller.runtime.policy_source import PolicySource
+from controller.sandbox import Sandbox
 
 
 class ControllerThread:
@@ -208,6 +209,26 @@ class OffsetClock:
 
     def __call__(self) -> float:
         return time.time() + self.offset
+
+
+@contextlib.contextmanager
+def clean_client(
+    sandbox: Sandbox, also: Callable[[docker.DockerClient], None] = lambda c: None
+) -> Iterator[docker.DockerClient]:
+    """A client of the sandbox's manager on a clean swarm (`also` cleans more), and after
+    the test the same again: a failed test must not leave a node down for the next."""
+    c = docker.DockerClient(base_url=sandbox.manager_host, version="auto", timeout=30)
+    clean_swarm(c)
+    also(c)
+    yield c
+    ready = {n["Description"]["Hostname"] for n in c.api.nodes() if n["Status"]["State"] == "ready"}
+    for node in sandbox.nodes:
+        if node not in ready:
+            sandbox.restore(node)
+            sandbox.wait_node_state(node, "ready")
+    clean_swarm(c)
+    also(c)
+    c.close()
 
 
 def clean_swarm(client: docker.DockerClient) -> None:

@@ -37,7 +37,7 @@ from .health_support import (
 from .support import (
     ControllerThread,
     OffsetClock,
-    clean_swarm,
+    clean_client,
     running_by_node,
     task_ids_by_node,
     wait_until,
@@ -72,17 +72,8 @@ def four() -> Iterator[Sandbox]:
 
 @pytest.fixture
 def client(four: Sandbox) -> Iterator[docker.DockerClient]:
-    c = docker.DockerClient(base_url=four.manager_host, version="auto", timeout=30)
-    clean_swarm(c)
-    reset_nodes(c)
-    yield c
-    for node in four.nodes:  # a failed test must not leave a node down for the next
-        if node_attrs(c, node)["Status"]["State"] != "ready":
-            four.restore(node)
-            four.wait_node_state(node, "ready")
-    clean_swarm(c)
-    reset_nodes(c)
-    c.close()
+    with clean_client(four, also=reset_nodes) as c:
+        yield c
 
 
 @pytest.fixture

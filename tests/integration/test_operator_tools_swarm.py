@@ -21,7 +21,7 @@ from controller.core.labels import steering_constraint
 from .support import (
     ControllerThread,
     all_versions,
-    clean_swarm,
+    clean_client,
     constraints_of,
     running_by_node,
     wait_until,
@@ -45,15 +45,8 @@ def _name(prefix: str) -> str:
 @pytest.fixture
 def client(swarm, monkeypatch) -> Iterator[docker.DockerClient]:  # type: ignore[no-untyped-def]
     monkeypatch.setenv("DOCKER_HOST", swarm.manager_host)
-    c = docker.DockerClient(base_url=swarm.manager_host, version="auto", timeout=30)
-    clean_swarm(c)
-    yield c
-    for node in swarm.nodes:  # a failed test must not leave a node down for the next
-        if node not in {n["hostname"] for n in swarm.node_info() if n["state"] == "ready"}:
-            swarm.restore(node)
-            swarm.wait_node_state(node, "ready")
-    clean_swarm(c)
-    c.close()
+    with clean_client(swarm) as c:
+        yield c
 
 
 @pytest.fixture

@@ -22,7 +22,7 @@ from .support import (
     ControllerThread,
     OffsetClock,
     RunningSampler,
-    clean_swarm,
+    clean_client,
     running_by_node,
     task_ids_by_node,
     wait_until,
@@ -66,15 +66,8 @@ def racks() -> Iterator[Sandbox]:
 
 @pytest.fixture
 def client(racks: Sandbox) -> Iterator[docker.DockerClient]:
-    c = docker.DockerClient(base_url=racks.manager_host, version="auto", timeout=30)
-    clean_swarm(c)
-    yield c
-    for node in racks.nodes:  # a failed test must not leave a node down for the next
-        if _state(c, node) != "ready":
-            racks.restore(node)
-            racks.wait_node_state(node, "ready")
-    clean_swarm(c)
-    c.close()
+    with clean_client(racks) as c:
+        yield c
 
 
 @pytest.fixture
@@ -82,13 +75,6 @@ def policy(tmp_path: Path) -> Path:
     path = tmp_path / "policy.yaml"
     path.write_text(POLICY)
     return path
-
-
-def _state(c: docker.DockerClient, hostname: str) -> str:
-    for n in c.api.nodes():
-        if n["Description"]["Hostname"] == hostname:
-            return str(n["Status"]["State"])
-    return "missing"
 
 
 def _name(prefix: str) -> str:

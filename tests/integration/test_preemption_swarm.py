@@ -24,7 +24,13 @@ import pytest
 from controller.core.replicas import BASE_LABEL, OPERATION_LABEL, RECORD_LABELS
 from controller.runtime.pause_hook import PAUSE_ENV
 
-from .support import ControllerThread, clean_swarm, running_by_node, running_task_ids, wait_until
+from .support import (
+    ControllerThread,
+    clean_client,
+    running_by_node,
+    running_task_ids,
+    wait_until,
+)
 
 pytestmark = pytest.mark.swarm
 _names = itertools.count()
@@ -33,22 +39,8 @@ SETTLE = 90.0
 
 @pytest.fixture
 def client(swarm) -> Iterator[docker.DockerClient]:  # type: ignore[no-untyped-def]
-    c = docker.DockerClient(base_url=swarm.manager_host, version="auto", timeout=30)
-    clean_swarm(c)
-    yield c
-    for node in swarm.nodes:  # a failed test must not leave a node down for the next
-        if not _ready(c, node):
-            swarm.restore(node)
-            swarm.wait_node_state(node, "ready")
-    clean_swarm(c)
-    c.close()
-
-
-def _ready(client: docker.DockerClient, hostname: str) -> bool:
-    return any(
-        n["Description"]["Hostname"] == hostname and n["Status"]["State"] == "ready"
-        for n in client.api.nodes()
-    )
+    with clean_client(swarm) as c:
+        yield c
 
 
 def _create(swarm, prefix: str, replicas: int, priority: str, slots: int = 1) -> str:  # type: ignore[no-untyped-def]

@@ -31,7 +31,7 @@ from controller.sandbox.sandbox import DEFAULT_COMMAND
 from .support import (
     ControllerThread,
     RunningSampler,
-    clean_swarm,
+    clean_client,
     running_by_node,
     running_task_ids,
     task_ids_by_node,
@@ -54,22 +54,8 @@ controller:
 
 @pytest.fixture
 def client(swarm) -> Iterator[docker.DockerClient]:  # type: ignore[no-untyped-def]
-    c = docker.DockerClient(base_url=swarm.manager_host, version="auto", timeout=30)
-    clean_swarm(c)
-    yield c
-    for node in swarm.nodes:  # a failed test must not leave a node down for the next
-        if not _ready(c, node):
-            swarm.restore(node)
-            swarm.wait_node_state(node, "ready")
-    clean_swarm(c)
-    c.close()
-
-
-def _ready(client: docker.DockerClient, hostname: str) -> bool:
-    return any(
-        n["Description"]["Hostname"] == hostname and n["Status"]["State"] == "ready"
-        for n in client.api.nodes()
-    )
+    with clean_client(swarm) as c:
+        yield c
 
 
 def _policy(tmp_path: Path, *, mode: str = "on-join", aggressiveness: int = 3) -> Path:
