@@ -53,8 +53,8 @@ from controller.core.context import PlanContext, RuleOutput
 from controller.core.labels import (
     EXCLUDED_LABEL,
     EXCLUDED_SINCE_LABEL,
-    exclusion_constraint,
     recorded_exclusions,
+    without_exclusions,
 )
 from controller.core.memory import Memory
 from controller.core.model import Service, ServiceMode
@@ -142,12 +142,11 @@ def _lift_exclusions(cycle: RebalanceCycle, service: Service) -> None:
         return
     if unsettled(cycle, service) is not None:
         return
-    ours = {exclusion_constraint(n) for n in excluded}
     action = SetServiceConstraints(
         service_id=service.id,
         service_name=service.name,
         version=service.version,
-        constraints=tuple(c for c in service.constraints if c not in ours),
+        constraints=without_exclusions(service.constraints, frozenset(excluded)),
         remove_labels=(EXCLUDED_LABEL, EXCLUDED_SINCE_LABEL),
     )
     cycle.add(
