@@ -36,6 +36,7 @@ from tenacity import (
 from controller.adapters.agent_client import AgentError, discover_agents
 from controller.adapters.docker_api import (
     DockerUnavailableError,
+    TransientError,
     check_manager,
     connect,
 )
@@ -76,6 +77,17 @@ class RunConfig:
     http: tuple[str, int] | None = None  # where /healthz, /readyz and /metrics listen
     metrics_token: str | None = None  # with it, /metrics wants this bearer token
     health: HealthConfig | None = None  # webhook, placement plugins, node agents
+
+
+def _cycle_failure(exc: Exception) -> tuple[str, str]:
+    """The metric cause and the words for a failed cycle; the next cycle observes afresh,
+    so nothing of the failed one is kept (the controller runs on its last good state)."""
+    if isinstance(exc, DockerUnavailableError):
+        return "engine-unreachable", "the Docker engine is unreachable"
+    if isinstance(exc, TransientError):
+        # A manager amid a Raft election answers 5xx ("the swarm does not have a leader").
+        return "swarm-error", "the swarm answered with an error it may recover from"
+    return "unexpected", "unexpectedly"
 
 
 class Controller:
@@ -287,11 +299,14 @@ class Controller:
             started = self.health.cycle_started = time.monotonic()
             try:
                 result = await anyio.to_thread.run_sync(self.reconciler.reconcile, reasons)
-            except DockerUnavailableError as exc:
+            except Exception as exc:  # one failed cycle must not end the controller
+                cause, why = _cycle_failure(exc)
                 self.health.cycle_started = None
-                self.health.last_error = f"the Docker engine is unreachable: {exc}"
-                self.metrics.cycle_errors.labels("engine-unreachable").inc()
-                self.say(f"cycle failed, the Docker engine is unreachable: {exc}")
+                self.health.last_error = f"{why}: {exc}"
+                self.metrics.cycle_errors.labels(cause).inc()
+                self.say(f"cycle failed, {why}: {exc}")
+                if cause == "unexpected":
+                    log.error("reconcile cycle failed", exc_info=exc)
                 await anyio.sleep(backoff)
                 backoff = min(backoff * 2, 10.0)
                 self.trigger.fire("retry")
