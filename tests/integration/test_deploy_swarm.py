@@ -12,6 +12,7 @@ scraped, and a rotated policy config is picked up.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -227,6 +228,41 @@ def _running_elsewhere(sandbox: Sandbox, service: str) -> bool:
     return bool(hosts) and "node-4" not in hosts
 
 
+@contextlib.contextmanager
+def _explained(sandbox: Sandbox, record: LeaseRecord) -> Iterator[None]:
+    """On a failure, print what the leader's container was (it has been seen to exit),
+    its last log lines and db's tasks, for whoever reads a failed run."""
+    try:
+        yield
+    except Exception:
+        task, node = record.holder.rsplit("@", 1)
+        client = sandbox.client(node)
+        try:
+            container = client.containers.get(task)
+            state = container.attrs["State"]
+            health = (state.get("Health") or {}).get("Log") or []
+            print(f"leader container: {state.get('Status')} exit {state.get('ExitCode')} "
+                  f"oom-killed {state.get('OOMKilled')} error {state.get('Error')!r} "
+                  f"health {[h.get('Output', '').strip() for h in health[-3:]]}")  # fmt: skip
+            print(container.logs(tail=80).decode(errors="replace"))
+        except docker.errors.DockerException as exc:
+            print(f"leader container: cannot inspect it: {exc}")
+        finally:
+            client.close()
+        client = sandbox.client()
+        try:
+            for t in client.api.tasks(filters={"service": "db"}) + client.api.tasks(
+                filters={"service": CONTROLLER}
+            ):
+                status, where = t["Status"], t.get("NodeID", "")[:12]
+                code = (status.get("ContainerStatus") or {}).get("ExitCode", "")
+                what = f"{t['DesiredState']}/{status['State']} {status.get('Err', '')} {code}"
+                print(f"task {t['ID'][:12]} of {t['ServiceID'][:12]} on {where}: {what}")
+        finally:
+            client.close()
+        raise
+
+
 def test_the_stack_places_fails_over_and_survives_its_leader(stack) -> None:  # type: ignore[no-untyped-def]
     sandbox, env = stack
     deployed = time.monotonic()
@@ -281,55 +317,47 @@ def test_the_stack_places_fails_over_and_survives_its_leader(stack) -> None:  # 
     assert _holder_node(second) != old_node and second.term > first.term
     print("\n".join(_lease_notes(sandbox, second)))
 
-    try:
+    with _explained(sandbox, second):
         print(f"after the new leader took over: {_fail_over_and_back(sandbox, 'db')}")
-    except AssertionError:
-        # What the new leader saw and did, for whoever reads a failed run.
-        print("\n".join(_holder_log(sandbox, second, last=80)))
-        client = sandbox.client()
-        for task in client.api.tasks(filters={"service": "db"}):
-            state, err = task["Status"]["State"], task["Status"].get("Err", "")
-            node = task.get("NodeID", "")[:12]
-            print(f"db task {task['ID'][:12]} on {node}: {task['DesiredState']}/{state} {err}")
-        client.close()
-        raise
-    # The health webhook of the stack: a monitor's `failed` moves db off node-4 at once,
-    # with node-4 up all along; its `ok` releases the node and db fails back.
-    failed = {"node": "node-4", "state": "failed", "reason": "storage lost", "ttl": 300}
-    posted = time.monotonic()
-    answer = _post_health(sandbox, second, failed)
-    assert answer["role"] == "leader" and answer["hostname"] == "node-4"
-    wait_until(lambda: _running_elsewhere(sandbox, "db"), 60, "db off node-4", interval=0.3)
-    moved = time.monotonic() - posted
-    released = time.monotonic()
-    _post_health(sandbox, second, {"node": "node-4", "state": "ok"})
-    _on(sandbox, "db", {"node-4"})
-    print(f"webhook: db running off node-4 {moved:.1f} s after `failed`, back on node-4 "
-          f"{time.monotonic() - released:.1f} s after `ok` (failback-delay 3 s)")  # fmt: skip
+        # The health webhook of the stack: a monitor's `failed` moves db off node-4 at once,
+        # with node-4 up all along; its `ok` releases the node and db fails back.
+        failed = {"node": "node-4", "state": "failed", "reason": "storage lost", "ttl": 300}
+        posted = time.monotonic()
+        answer = _post_health(sandbox, second, failed)
+        assert answer["role"] == "leader" and answer["hostname"] == "node-4"
+        wait_until(lambda: _running_elsewhere(sandbox, "db"), 60, "db off node-4", interval=0.3)
+        moved = time.monotonic() - posted
+        released = time.monotonic()
+        _post_health(sandbox, second, {"node": "node-4", "state": "ok"})
+        _on(sandbox, "db", {"node-4"})
+        print(f"webhook: db running off node-4 {moved:.1f} s after `failed`, back on node-4 "
+              f"{time.monotonic() - released:.1f} s after `ok` (failback-delay 3 s)")  # fmt: skip
 
-    _signal_holder(sandbox, second, "SIGHUP")  # a policy reload
-    wait_until(
-        lambda: _total(_metrics(sandbox, second), "placement_policy_reloads_total") >= 1,
-        30,
-        "the reload to count",
-    )
-    samples = _metrics(sandbox, second)
-    print("\n".join(f"{k} {v}" for k, v in sorted(samples.items()) if "_bucket" not in k))
-    assert samples["placement_lease_leader{}"] == 1
-    assert samples[f"placement_lease_holder{{holder={second.holder},service={CONTROLLER}}}"] == 1
-    for name in (
-        "placement_reconcile_duration_seconds_count",
-        "placement_actions_total",
-        "placement_decisions_total",
-        "placement_failbacks_total",
-        "placement_moves_total",
-        "placement_lease_acquisitions_total",
-        "placement_policy_reloads_total",
-    ):
-        assert _total(samples, name) > 0, name
-    for name in ("placement_failovers_total", "placement_preemptions_total"):
-        assert name in {k.split("{", 1)[0] for k in samples}, name
-    assert _total(samples, "placement_policy_errors_total") == 0
+        _signal_holder(sandbox, second, "SIGHUP")  # a policy reload
+        wait_until(
+            lambda: _total(_metrics(sandbox, second), "placement_policy_reloads_total") >= 1,
+            30,
+            "the reload to count",
+        )
+        samples = _metrics(sandbox, second)
+        print("\n".join(f"{k} {v}" for k, v in sorted(samples.items()) if "_bucket" not in k))
+        assert samples["placement_lease_leader{}"] == 1
+        assert (
+            samples[f"placement_lease_holder{{holder={second.holder},service={CONTROLLER}}}"] == 1
+        )
+        for name in (
+            "placement_reconcile_duration_seconds_count",
+            "placement_actions_total",
+            "placement_decisions_total",
+            "placement_failbacks_total",
+            "placement_moves_total",
+            "placement_lease_acquisitions_total",
+            "placement_policy_reloads_total",
+        ):
+            assert _total(samples, name) > 0, name
+        for name in ("placement_failovers_total", "placement_preemptions_total"):
+            assert name in {k.split("{", 1)[0] for k in samples}, name
+        assert _total(samples, "placement_policy_errors_total") == 0
 
     # Rotate the policy config: a new config, the replicas restart one by one with it.
     policy = Path(env["PLACEMENT_POLICY_FILE"])
