@@ -1,0 +1,124 @@
+"""A rollout Swarm paused is left paused: the controller never resumes it.
+
+Every service spec write resets UpdateStatus in SwarmKit, so a controller write to a
+service whose failing update Swarm paused resumes that update, and a stop-first rollout
+of a failing image then stops the tasks that still work. The same scenario is measured
+first without the controller, then with it, in one test on one 4-node sandbox.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import docker
+import pytest
+
+from controller.adapters.docker_api import update_service_spec
+from controller.sandbox import Sandbox
+
+from .support import ControllerThread, RunningSampler, running_task_ids, wait_until
+
+pytestmark = pytest.mark.swarm
+
+NANOSECONDS = 1_000_000_000
+REPLICAS = 4
+WATCH_SECONDS = 20.0  # how long each paused rollout is watched
+
+
+def _create(sandbox: Sandbox, name: str) -> None:
+    sandbox.create_service(
+        name,
+        replicas=REPLICAS,
+        update_order="stop-first",
+        stop_grace_seconds=1,
+        restart_delay_seconds=1,
+    )
+
+
+def _break(client: docker.DockerClient, name: str) -> None:
+    """Roll out a command that exits at once; Swarm's default failure action pauses it."""
+    attrs = client.api.inspect_service(name)
+    spec: dict[str, Any] = attrs["Spec"]
+    spec["TaskTemplate"]["ContainerSpec"]["Command"] = ["false"]
+    spec["UpdateConfig"] = {
+        "Parallelism": 1,
+        "Order": "stop-first",
+        "FailureAction": "pause",
+        "Monitor": 3 * NANOSECONDS,
+        "MaxFailureRatio": 0,
+    }
+    update_service_spec(client, attrs["ID"], int(attrs["Version"]["Index"]), spec)
+
+
+def _update_state(client: docker.DockerClient, name: str) -> str | None:
+    state: str | None = (client.api.inspect_service(name).get("UpdateStatus") or {}).get("State")
+    return state
+
+
+def _watch(client: docker.DockerClient, name: str, seconds: float) -> list[str | None]:
+    states = []
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        states.append(_update_state(client, name))
+        time.sleep(0.5)
+    return states
+
+
+def test_a_paused_rollout_stays_paused_under_the_controller(
+    make_sandbox: Any, tmp_path: Path
+) -> None:
+    sandbox: Sandbox = make_sandbox(nodes=4)
+    client = docker.DockerClient(base_url=sandbox.manager_host, version="auto", timeout=30)
+    alone, managed = "alone", "db"
+    for name in (alone, managed):
+        _create(sandbox, name)
+    sandbox.wait_services_running([alone, managed])
+    wait_until(
+        lambda: all(len(running_task_ids(client, n)) == REPLICAS for n in (alone, managed)),
+        90,
+        "every replica running",
+    )
+    for name in (alone, managed):
+        _break(client, name)
+    for name in (alone, managed):
+        wait_until(lambda n=name: _update_state(client, n) == "paused", 90, f"{name} paused")
+
+    # Swarm alone: the paused rollout stays paused, and so does the running count.
+    with RunningSampler(sandbox.manager_host, alone) as swarm_alone:
+        states = _watch(client, alone, WATCH_SECONDS)
+    assert set(states) == {"paused"}, states
+    baseline = swarm_alone.minimum
+    assert 0 < baseline < REPLICAS, swarm_alone.samples
+
+    # The controller starts and is told to manage `db` (by the policy file: a label
+    # write would itself resume the rollout).
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(
+        "apiVersion: placement/v1\n"
+        "services:\n"
+        f"  - match: {{name: {managed}}}\n"
+        "    managed: true\n"
+        # The failing tasks count as task failures on their nodes; quarantine is not
+        # what this test is about.
+        "nodes:\n"
+        "  quarantine: {failures: 100}\n"
+        "controller:\n"
+        "  resync-interval: 1s\n"
+        "  move-cooldown: 2s\n"
+    )
+    version = int(client.api.inspect_service(managed)["Version"]["Index"])
+    with (
+        RunningSampler(sandbox.manager_host, managed) as with_controller,
+        ControllerThread(sandbox.manager_host, policy=policy) as controller,
+    ):
+        controller.wait_cycles(3, timeout=60)
+        states = _watch(client, managed, WATCH_SECONDS)
+        controller.wait_cycles(1, timeout=60)
+    out = controller.out.getvalue()
+    assert set(states) == {"paused"}, f"{states}\n{out}"
+    assert with_controller.minimum >= baseline, (with_controller.samples, baseline, out)
+    assert int(client.api.inspect_service(managed)["Version"]["Index"]) == version, out
+    assert f"service {managed}" in out and "rollout paused by Swarm" in out, out
+    client.close()
