@@ -323,9 +323,10 @@ class Controller:
         self.metrics.record_cycle(
             seconds=seconds,
             leader=result.standby is None,
-            decisions=result.plan.decisions,
+            decisions=result.decisions,
             executed=result.executed,
             conflict=result.conflict is not None,
+            failed=result.failed,
         )
 
     async def _heartbeat(self) -> None:

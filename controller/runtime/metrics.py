@@ -141,6 +141,13 @@ class Metrics:
         self.actions = Counter(
             "placement_actions", "Writes executed, by action kind.", ["kind"], registry=r
         )
+        self.write_failures = Counter(
+            "placement_write_failures",
+            "Writes Docker refused (a 4xx that is no conflict), by action kind; the object "
+            "waits and the rest of the plan goes on.",
+            ["kind"],
+            registry=r,
+        )
         self.conflicts = Counter(
             "placement_write_conflicts",
             "Cycles ended early by a write conflict or the lease fence.",
@@ -167,6 +174,7 @@ class Metrics:
         decisions: Sequence[Decision],
         executed: Sequence[Action],
         conflict: bool,
+        failed: Sequence[Action] = (),
     ) -> None:
         self.reconcile_seconds.labels("leader" if leader else "standby").observe(seconds)
         if not leader:
@@ -178,6 +186,8 @@ class Metrics:
         self._previous = set(decisions)
         for action in executed:
             self.actions.labels(action.kind).inc()
+        for action in failed:
+            self.write_failures.labels(action.kind).inc()
         for kind, count in events_of(executed, decisions).items():
             if count:
                 self.events[kind].inc(count)

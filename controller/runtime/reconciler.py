@@ -2,7 +2,10 @@
 
 Cycles are synchronous (docker-py blocks) and run one at a time in a worker thread.
 A conflict ends the cycle at once and asks for another: the next plan is made from a
-fresh observation instead of retrying a write computed from a stale one.
+fresh observation instead of retrying a write computed from a stale one. A write Docker
+refuses (a 4xx that is no conflict) fails alone: a decision says so, its object waits
+(write_backoff) and the rest of the plan goes on. Failover's writes go first
+(write_order), so nothing behind them can hold them up.
 """
 
 from __future__ import annotations
@@ -11,14 +14,17 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 
 import docker
+import docker.errors
 from opentelemetry import trace
 from opentelemetry.trace import Status, StatusCode
 
 from controller.adapters.docker_api import ConflictError, GoneError, observe_cluster
 from controller.adapters.writes import Executor, docker_executor
-from controller.core.actions import Action, describe
+from controller.core.actions import Action, describe, target_of
+from controller.core.decisions import Decision
 from controller.core.guards import disrupted_nodes
 from controller.core.memory import Memory
 from controller.core.model import ClusterSnapshot
@@ -26,14 +32,21 @@ from controller.core.plan import Plan, plan
 from controller.policy import Policy
 from controller.runtime.pause_hook import pause_if_asked, step_of
 from controller.runtime.tracing import DecisionLog, record_decision
+from controller.runtime.write_backoff import Refusal, WriteBackoff
+from controller.runtime.write_order import execution_order
 
 log = logging.getLogger(__name__)
+RULE = "execute"
+MAX_PROBLEM_CHARS = 300
 
 
 @dataclass
 class CycleResult:
     plan: Plan
     executed: list[Action] = field(default_factory=list)
+    failed: list[Action] = field(default_factory=list)  # refused by Docker
+    # Decisions made while executing: writes refused, writes held back by a refusal.
+    outcomes: list[Decision] = field(default_factory=list)
     conflict: str | None = None
     standby: str | None = None  # why this replica planned but wrote nothing (the lease)
     snapshot: ClusterSnapshot | None = None  # what the plan was made from (plan, explain)
@@ -41,6 +54,10 @@ class CycleResult:
     @property
     def wants_another(self) -> bool:
         return self.conflict is not None
+
+    @property
+    def decisions(self) -> tuple[Decision, ...]:
+        return (*self.plan.decisions, *self.outcomes)
 
 
 class Reconciler:
@@ -70,6 +87,7 @@ class Reconciler:
         # Health and placement input from outside Swarm (webhook, plugins, agents).
         self._enrich = enrich
         self.memory = Memory()
+        self.backoff = WriteBackoff()
         self.cycles = 0
         self.conflicts = 0
 
@@ -98,23 +116,45 @@ class Reconciler:
             if cycle.standby is not None:
                 span.set_attribute("placement.standby", cycle.standby)
                 return cycle
-            self._log.write(result.decisions, now=now)
+            order = execution_order(result.actions, result.decisions)
+            held = {} if self._dry_run else self._held(order, now)
+            cycle.outcomes.extend(_held_decision(a, r) for a, r in held.values())
+            self._log.write(cycle.decisions, now=now)
             with self._tracer.start_as_current_span("execute") as execute_span:
                 execute_span.set_attribute("placement.dry_run", self._dry_run)
-                for action in result.actions:
+                for action in order:
                     if self._dry_run:
                         self._log.note(f"dry-run: would {describe(action)}", now=now)
                         continue
-                    if not self._execute_one(action, cycle):
+                    if target_of(action) in held:
+                        continue
+                    if not self._execute_one(action, cycle, now):
                         break
                     pause_if_asked(
                         step_of(action, result.decisions), lambda t: self._log.note(t, now=now)
                     )
+                for decision in cycle.outcomes:
+                    record_decision(execute_span, decision)
+            if cycle.failed:  # logged now, with the plan's (already logged) to keep it deduplicated
+                self._log.write(cycle.decisions, now=now)
             if cycle.conflict:
                 span.set_attribute("placement.conflict", cycle.conflict)
             return cycle
 
-    def _execute_one(self, action: Action, cycle: CycleResult) -> bool:
+    def _held(
+        self, order: list[Action], now: float
+    ) -> dict[tuple[str, str], tuple[Action, Refusal]]:
+        """The writes a recent refusal holds back, by object (one write each per cycle)."""
+        self.backoff.forget_unplanned(tuple(order), now)
+        held: dict[tuple[str, str], tuple[Action, Refusal]] = {}
+        for action in order:
+            refusal = self.backoff.held(action, now)
+            if refusal is not None:
+                held[target_of(action)] = (action, refusal)
+        return held
+
+    def _execute_one(self, action: Action, cycle: CycleResult, now: float) -> bool:
+        """Write one action; False ends the cycle (a conflict: observe again first)."""
         with self._tracer.start_as_current_span(f"action {action.kind}") as span:
             span.set_attribute("placement.action", describe(action))
             try:
@@ -125,8 +165,54 @@ class Reconciler:
                 self.conflicts += 1
                 log.info("conflict, observing again: %s", exc)
                 return False
+            except docker.errors.APIError as exc:
+                if not exc.is_client_error():
+                    raise  # a 5xx the retries did not cure: the cycle fails, as the engine's
+                problem = one_line(exc)
+                span.set_status(Status(StatusCode.ERROR, problem))
+                refusal = self.backoff.refused(action, problem, now)
+                cycle.failed.append(action)
+                cycle.outcomes.append(_refused_decision(action, refusal))
+                log.warning("write refused: %s: %s", describe(action), problem)
+                return True
+            self.backoff.succeeded(action)
             cycle.executed.append(action)
             left = disrupted_nodes(action)
             if left and hasattr(action, "service_id"):
                 self.memory = self.memory.record_move(action.service_id, self._clock(), left)
             return True
+
+
+def one_line(exc: docker.errors.APIError) -> str:
+    """Docker's answer as one readable line: status and message, whitespace folded."""
+    text = " ".join(str(exc.explanation or exc).split())
+    if len(text) > MAX_PROBLEM_CHARS:
+        text = text[: MAX_PROBLEM_CHARS - 3] + "..."
+    return f"{exc.status_code} {text}"
+
+
+def _subject(action: Action) -> str:
+    return describe(action).split(":")[0]  # "service web", "node node-2", "records"
+
+
+def _refused_decision(action: Action, refusal: Refusal) -> Decision:
+    return Decision(
+        RULE,
+        _subject(action),
+        "failed",
+        f"Docker refused the write ({refusal.problem}); the rest of the plan goes on, and "
+        f"this write waits {refusal.wait:g} s (refusal {refusal.refusals} in a row)",
+        action=describe(action),
+    )
+
+
+def _held_decision(action: Action, refusal: Refusal) -> Decision:
+    until = datetime.fromtimestamp(refusal.retry_at, UTC).isoformat(timespec="seconds")
+    return Decision(
+        RULE,
+        _subject(action),
+        "backoff",
+        f"Docker refused this write {refusal.refusals} time(s) in a row, last: "
+        f"{refusal.problem}; not tried again before {until}",
+        action=describe(action),
+    )

@@ -86,3 +86,13 @@ def test_the_agents_gauge_shows_only_with_agents_configured() -> None:
     assert _sample(without, "placement_agents_reporting") is None
     metrics = Metrics(PolicySource(None), lease=None, agents=lambda: 3)
     assert _sample(metrics, "placement_agents_reporting") == 3
+
+
+def test_writes_docker_refused_are_counted_by_kind() -> None:
+    metrics = Metrics(PolicySource(None), lease=None)
+    metrics.record_cycle(
+        seconds=0.1, leader=True, decisions=(), executed=[SURGE], conflict=False, failed=[STEER]
+    )
+    assert _sample(metrics, "placement_write_failures_total", kind=STEER.kind) == 1
+    assert _sample(metrics, "placement_actions_total", kind=STEER.kind) is None
+    assert _sample(metrics, "placement_write_conflicts_total") == 0

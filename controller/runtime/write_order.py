@@ -1,0 +1,36 @@
+"""The order a cycle's writes are sent in: failover's as early as is safe.
+
+The planner lists actions in rule order. Execution sends every node write first, then
+failover's writes (a surge for tasks lost with a node, its trim, a hold), then the rest
+in the planner's order. So a write further down that is slow, refused or in conflict
+(which ends the cycle) never holds a failover up.
+
+Node writes stay ahead of failover on purpose: they carry the evictions (deny labels),
+pauses and owner marks that keep tasks off a node, and a surge sent before them could
+place its new tasks on the very node being emptied. A conflict on one of them ends the
+cycle before the surge, for the same reason; the next cycle follows at once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from controller.core.actions import Action, describe, target_of
+from controller.core.decisions import Decision
+
+FAILOVER_RULE = "failover"
+
+
+def execution_order(actions: Iterable[Action], decisions: Iterable[Decision]) -> list[Action]:
+    failover = {d.action for d in decisions if d.rule == FAILOVER_RULE and d.action is not None}
+    nodes: list[Action] = []
+    first: list[Action] = []
+    rest: list[Action] = []
+    for action in actions:
+        if target_of(action)[0] == "node":
+            nodes.append(action)
+        elif describe(action) in failover:
+            first.append(action)
+        else:
+            rest.append(action)
+    return [*nodes, *first, *rest]

@@ -1,0 +1,194 @@
+"""Executing a plan: a refused write fails alone and waits, failover goes first, a conflict
+still ends the cycle. The planner and the observation are stubbed; the executor is fake."""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Iterator
+
+import docker.errors
+import pytest
+import requests
+
+from controller.adapters.docker_api import ConflictError
+from controller.core.actions import (
+    Action,
+    SetNodeLabels,
+    SetReplicas,
+    SetServiceConstraints,
+    SetServiceLabels,
+    describe,
+)
+from controller.core.decisions import Decision
+from controller.core.memory import Memory
+from controller.core.plan import Plan
+from controller.policy import Policy
+from controller.runtime import reconciler as reconciler_module
+from controller.runtime.reconciler import Reconciler
+from controller.runtime.tracing import DecisionLog, get_tracer, make_tracer_provider
+from tests.core.builders import node, snapshot
+
+BAD = SetServiceLabels("s-bad", "bad", 3, set={"x": "1"})
+API = SetServiceConstraints("s-api", "api", 4, ("node.labels.rack==r1",))
+WEB = SetReplicas("s-web", "web", 5, 4)
+NODE = SetNodeLabels("n2", "node-2", 12, set={"swarm-placement.deny.web": "true"})
+
+
+def refused(
+    status: int = 400, text: str = "invalid\n  spec:   bad label"
+) -> docker.errors.APIError:
+    response = requests.Response()
+    response.status_code = status
+    return docker.errors.APIError("Client Error", response=response, explanation=text)
+
+
+class Stage:
+    """What the stubbed planner returns, the fake executor's calls and failures, a clock."""
+
+    def __init__(self) -> None:
+        self.actions: tuple[Action, ...] = ()
+        self.decisions: tuple[Decision, ...] = ()
+        self.calls: list[str] = []
+        self.failures: dict[str, Exception] = {}
+        self.now = 1000.0
+        self.out = io.StringIO()
+
+    def plan(self, *actions: Action, failover: tuple[Action, ...] = ()) -> None:
+        self.actions = actions
+        self.decisions = tuple(
+            Decision("failover" if a in failover else "owners", "s", "do", "why", describe(a))
+            for a in actions
+        )
+
+    def execute(self, action: Action) -> None:
+        self.calls.append(describe(action).split(":")[0])
+        failure = self.failures.get(describe(action).split(":")[0])
+        if failure is not None:
+            raise failure
+
+
+@pytest.fixture
+def stage(monkeypatch: pytest.MonkeyPatch) -> Iterator[Stage]:
+    stage = Stage()
+    observed = snapshot([node(1, manager=True), node(2)], [])
+    monkeypatch.setattr(reconciler_module, "observe_cluster", lambda client: observed)
+
+    def fake_plan(**kwargs: object) -> Plan:
+        return Plan(actions=stage.actions, decisions=stage.decisions, memory=Memory())
+
+    monkeypatch.setattr(reconciler_module, "plan", fake_plan)
+    yield stage
+
+
+def make(stage: Stage) -> Reconciler:
+    return Reconciler(
+        client=None,  # type: ignore[arg-type]  # observe_cluster is stubbed
+        policy=Policy,
+        tracer=get_tracer(make_tracer_provider("none")),
+        decision_log=DecisionLog(stage.out),
+        executor=stage.execute,
+        clock=lambda: stage.now,
+    )
+
+
+def test_a_refused_write_fails_alone_waits_and_is_retried_after(stage: Stage) -> None:
+    stage.plan(BAD, API)
+    stage.failures["service bad"] = refused()
+    r = make(stage)
+
+    first = r.reconcile({"start"})
+    assert stage.calls == ["service bad", "service api"], "the rest of the plan still runs"
+    assert first.failed == [BAD] and first.executed == [API] and not first.wants_another
+    [failed] = first.outcomes
+    assert (failed.rule, failed.subject, failed.outcome) == ("execute", "service bad", "failed")
+    assert "400 invalid spec: bad label" in failed.reason and "\n" not in failed.reason
+    assert failed in first.decisions
+    assert 'rule=execute subject="service bad" outcome=failed' in stage.out.getvalue()
+
+    stage.calls.clear()
+    stage.now += 4  # within the first wait (5 s)
+    second = r.reconcile({"resync"})
+    assert stage.calls == ["service api"], "the refused object waits"
+    assert [d.outcome for d in second.outcomes] == ["backoff"]
+    assert second.failed == [] and second.executed == [API]
+
+    stage.calls.clear()
+    stage.now += 2  # the wait is over: tried again, refused again, waits twice as long
+    third = r.reconcile({"resync"})
+    assert stage.calls == ["service bad", "service api"]
+    assert "waits 10 s (refusal 2 in a row)" in third.outcomes[0].reason
+    stage.calls.clear()
+    stage.now += 9
+    r.reconcile({"resync"})
+    assert stage.calls == ["service api"]
+
+    del stage.failures["service bad"]
+    stage.calls.clear()
+    stage.now += 2
+    fourth = r.reconcile({"resync"})
+    assert stage.calls == ["service bad", "service api"] and fourth.executed == [BAD, API]
+    assert fourth.outcomes == []
+    stage.calls.clear()
+    stage.failures["service bad"] = refused()
+    r.reconcile({"resync"})
+    assert "waits 5 s (refusal 1 in a row)" in stage.out.getvalue(), "a success starts afresh"
+
+
+def test_another_write_to_a_waiting_object_is_tried_at_once(stage: Stage) -> None:
+    stage.plan(BAD)
+    stage.failures["service bad"] = refused(403, "authorization denied by plugin")
+    r = make(stage)
+    r.reconcile({"start"})
+    other = SetServiceLabels("s-bad", "bad", 3, set={"y": "2"})
+    stage.plan(other)
+    stage.calls.clear()
+    cycle = r.reconcile({"resync"})
+    assert stage.calls == ["service bad"]
+    assert cycle.failed == [other] and "403 authorization denied" in cycle.outcomes[0].reason
+
+
+def test_failover_writes_go_first_behind_only_the_node_writes(stage: Stage) -> None:
+    stage.plan(API, WEB, NODE, failover=(WEB,))
+    cycle = make(stage).reconcile({"event"})
+    assert cycle.executed == [NODE, WEB, API]
+
+
+def test_a_failover_write_runs_even_when_every_other_write_is_refused(stage: Stage) -> None:
+    stage.plan(BAD, API, WEB, failover=(WEB,))
+    stage.failures = {"service bad": refused(), "service api": refused(409, "name conflicts")}
+    cycle = make(stage).reconcile({"event"})
+    assert cycle.executed == [WEB] and cycle.failed == [BAD, API]
+
+
+def test_a_conflict_still_ends_the_cycle_after_failover(stage: Stage) -> None:
+    stage.plan(API, BAD, WEB, failover=(WEB,))
+    stage.failures["service api"] = ConflictError("service api changed since it was observed")
+    cycle = make(stage).reconcile({"event"})
+    assert stage.calls == ["service web", "service api"], "nothing after the conflict"
+    assert cycle.executed == [WEB] and cycle.wants_another
+    assert cycle.conflict == "service api changed since it was observed"
+
+
+def test_a_server_error_the_retries_did_not_cure_fails_the_cycle(stage: Stage) -> None:
+    stage.plan(BAD)
+    stage.failures["service bad"] = refused(503, "swarm has no leader")
+    with pytest.raises(docker.errors.APIError):
+        make(stage).reconcile({"event"})
+
+
+def test_a_dry_run_holds_nothing_back(stage: Stage) -> None:
+    stage.plan(BAD, WEB, failover=(WEB,))
+    r = Reconciler(
+        client=None,  # type: ignore[arg-type]
+        policy=Policy,
+        tracer=get_tracer(make_tracer_provider("none")),
+        decision_log=DecisionLog(stage.out),
+        dry_run=True,
+        executor=stage.execute,
+        clock=lambda: stage.now,
+    )
+    cycle = r.reconcile({"plan"})
+    assert stage.calls == [] and cycle.outcomes == []
+    assert stage.out.getvalue().index("would service web") < stage.out.getvalue().index(
+        "would service bad"
+    )
