@@ -96,6 +96,32 @@ def update_node_spec(client: docker.DockerClient, node_id: str, version: int, sp
     _call(lambda: client.api.update_node(node_id, version, dict(spec)))
 
 
+def inspect_config(client: docker.DockerClient, name_or_id: str) -> Attrs:
+    return cast(Attrs, _call(lambda: client.api.inspect_config(name_or_id)))
+
+
+def create_config(
+    client: docker.DockerClient, name: str, data: bytes, labels: dict[str, str]
+) -> str:
+    """A new config's ID; ConflictError when one of that name exists already."""
+    try:
+        created = _call(lambda: client.api.create_config(name, data, labels=labels))
+    except docker.errors.APIError as exc:
+        if exc.status_code == 409:
+            raise ConflictError(str(exc.explanation or exc)) from exc
+        raise
+    return str(created["ID"])
+
+
+def update_config_spec(
+    client: docker.DockerClient, config_id: str, version: int, spec: Attrs
+) -> None:
+    """Swarm lets only a config's labels change: `spec` is the spec read, labels apart."""
+    api = client.api
+    url = api._url("/configs/{0}/update", config_id)
+    _call(lambda: api._result(api._post_json(url, data=spec, params={"version": version})))
+
+
 def _call(fn: Any) -> Any:
     """Run one API call, mapping failures onto the controller's error kinds."""
     try:

@@ -1,9 +1,16 @@
-"""The lease's home: labels on the controller's own service, in Swarm's Raft store.
+"""The lease's home: the labels of a Docker config of the controller's own, in Raft.
 
-A read returns the record with the service's Version.Index; a write sends the spec just
-read back with only the lease labels changed, at that version. Swarm refuses it with
-`update out of sequence` when anyone wrote the service in between, which makes each claim
-a compare-and-swap. Service-level labels restart no task (measured: 0 of 3 replaced).
+Not the controller's service: every service spec write replaces the service's PreviousSpec
+and clears its UpdateStatus, so a lease renewed there every few seconds would make
+`docker service rollback` return to the last renewal and could resume a paused rollout.
+A config is an object nothing else writes, and Swarm lets only its labels change.
+
+A read returns the record with the config's Version.Index; a write sends the spec just
+read back with only the lease labels changed, at that version (`POST /configs/{id}/update
+?version=N`). Swarm refuses it with `update out of sequence` when anyone wrote the config
+in between, which makes each claim a compare-and-swap. When there is no config yet, the
+write creates it: of two replicas that race to create it, Swarm lets one through and
+refuses the other (409), which then reads the winner's record.
 """
 
 from __future__ import annotations
@@ -15,7 +22,12 @@ from typing import Protocol
 import docker
 
 from controller.adapters.attrs import Attrs
-from controller.adapters.docker_api import inspect_service, update_service_spec
+from controller.adapters.docker_api import (
+    GoneError,
+    create_config,
+    inspect_config,
+    update_config_spec,
+)
 from controller.core.lease import (
     LEASE_LABELS,
     LeaseLabelError,
@@ -24,13 +36,16 @@ from controller.core.lease import (
     record_from_labels,
 )
 
+# A config must hold some data, and only its labels may ever change: say what it is for.
+CONFIG_DATA = b"The swarm-placement leader lease: its state is in this config's labels.\n"
+
 
 @dataclass(frozen=True)
 class LeaseRead:
     record: LeaseRecord | None
     problem: str | None  # why the labels could not be read as a lease, if they could not
-    version: int
-    service_id: str
+    version: int | None  # None: there is no lease config (yet)
+    config_id: str | None
     spec: Attrs
 
 
@@ -45,7 +60,7 @@ class LeaseStore(Protocol):
 
 
 def spec_with_lease(spec: Attrs, record: LeaseRecord) -> Attrs:
-    """The service spec as read, with the lease labels replaced and nothing else touched."""
+    """The config spec as read, with the lease labels replaced and nothing else touched."""
     new = copy.deepcopy(dict(spec))
     labels = {k: v for k, v in (new.get("Labels") or {}).items() if k not in LEASE_LABELS}
     labels.update(labels_of(record))
@@ -53,29 +68,35 @@ def spec_with_lease(spec: Attrs, record: LeaseRecord) -> Attrs:
     return new
 
 
-class ServiceLeaseStore:
-    """The lease on the labels of the service named `service` (a name or an ID)."""
+class ConfigLeaseStore:
+    """The lease in the labels of the Docker config named `name`, created when missing."""
 
-    def __init__(self, client: docker.DockerClient, service: str) -> None:
+    def __init__(self, client: docker.DockerClient, name: str) -> None:
         self._client = client
-        self.service = service
+        self.name = name
 
     def read(self) -> LeaseRead:
-        attrs = inspect_service(self._client, self.service)
+        try:
+            attrs = inspect_config(self._client, self.name)
+        except GoneError:
+            return LeaseRead(record=None, problem=None, version=None, config_id=None, spec={})
         spec = attrs["Spec"]
         try:
             record, problem = record_from_labels(spec.get("Labels") or {}), None
         except LeaseLabelError as exc:
-            record, problem = None, f"service {self.service}: {exc}"
+            record, problem = None, f"config {self.name}: {exc}"
         return LeaseRead(
             record=record,
             problem=problem,
             version=int(attrs["Version"]["Index"]),
-            service_id=str(attrs["ID"]),
+            config_id=str(attrs["ID"]),
             spec=spec,
         )
 
     def write(self, read: LeaseRead, record: LeaseRecord) -> None:
-        update_service_spec(
-            self._client, read.service_id, read.version, spec_with_lease(read.spec, record)
+        if read.config_id is None or read.version is None:
+            create_config(self._client, self.name, CONFIG_DATA, labels_of(record))
+            return
+        update_config_spec(
+            self._client, read.config_id, read.version, spec_with_lease(read.spec, record)
         )

@@ -68,7 +68,17 @@ def add_health_arguments(parser: argparse.ArgumentParser) -> None:
         what="seconds",
         default=2.0,
         metavar="SECONDS",
-        help="deadline of each plugin call (2)",
+        help="timeout of each plugin call, for the connection and each read (2)",
+    )
+    option(
+        group,
+        "--plugin-deadline",
+        env="PLUGIN_DEADLINE",
+        type=float,
+        what="seconds",
+        default=1.0,
+        metavar="SECONDS",
+        help="all plugins are asked at once; one that has not answered by then is down (1)",
     )
     option(
         group,
@@ -158,6 +168,8 @@ def health_config(args: argparse.Namespace) -> HealthConfig | None:
         raise ValueError("--health-max-body must be at least 1")
     if args.plugin_timeout <= 0 or args.plugin_retry < 0 or args.agent_interval <= 0:
         raise ValueError("--plugin-timeout and --agent-interval must be above 0")
+    if args.plugin_deadline <= 0:
+        raise ValueError("--plugin-deadline must be above 0")
     agents = tuple(a.strip() for a in (args.agents or "").split(",") if a.strip())
     secret = ""
     if agents or args.agent_service:
@@ -172,6 +184,7 @@ def health_config(args: argparse.Namespace) -> HealthConfig | None:
         webhook_max_body=args.health_max_body,
         plugin_dirs=tuple(d for d in args.plugin_dirs.split(":") if d) if args.plugins else (),
         plugin_timeout=args.plugin_timeout,
+        plugin_deadline=args.plugin_deadline,
         plugin_retry=args.plugin_retry,
         agents=agents,
         agent_service=args.agent_service,

@@ -22,6 +22,7 @@ from controller.runtime.loop import Controller, RunConfig
 from controller.runtime.policy_source import PolicySource
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+LEGACY_LEASE_VARIABLE = "PLACEMENT_LEASE_SERVICE"
 
 
 def register(subparsers: Any) -> None:
@@ -74,16 +75,23 @@ def register(subparsers: Any) -> None:
     )
     ha = parser.add_argument_group(
         "running as a swarm service",
-        "Several replicas share one leader lease, kept in labels of the service named by "
-        "--lease-service; only the holder writes. Without it the controller assumes it is "
-        "the only one.",
+        "Several replicas share one leader lease, kept in the labels of the Docker config "
+        "named by --lease-name (created when missing); only the holder writes. Without it "
+        "the controller assumes it is the only one.",
     )
     option(
         ha,
+        "--lease-name",
+        env="LEASE_NAME",
+        metavar="NAME",
+        help="the lease's config, one for all replicas (stack: {{.Service.Name}}-lease)",
+    )
+    # The lease used to live on the controller's service: refuse the old setting rather
+    # than run without a lease beside replicas that share one.
+    ha.add_argument(
         "--lease-service",
-        env="LEASE_SERVICE",
-        metavar="SERVICE",
-        help="the controller's own service (in a stack: {{.Service.Name}})",
+        default=os.environ.get(LEGACY_LEASE_VARIABLE) or None,
+        help=argparse.SUPPRESS,
     )
     option(
         ha,
@@ -125,14 +133,21 @@ def register(subparsers: Any) -> None:
 def _service_options(args: argparse.Namespace) -> dict[str, Any]:
     """The lease, the endpoint and the token; ValueError says which is wrong."""
     out: dict[str, Any] = {}
-    if args.lease_service and args.once and not args.dry_run:
+    if args.lease_service:
+        raise ValueError(
+            f"--lease-service (${LEGACY_LEASE_VARIABLE}) is gone: the lease lives in a "
+            "config of its own now, so that no service is written for it; set --lease-name "
+            "($PLACEMENT_LEASE_NAME) instead, e.g. {{.Service.Name}}-lease in a stack "
+            "(docs/operations-deploy.md)"
+        )
+    if args.lease_name and args.once and not args.dry_run:
         raise ValueError(
             "--once cannot keep a lease, and writing without one could race the "
-            "running controllers: add --dry-run, or drop --lease-service"
+            "running controllers: add --dry-run, or drop --lease-name"
         )
-    if args.lease_service and not args.once:
+    if args.lease_name and not args.once:
         out["lease"] = LeaseConfig(
-            service=args.lease_service,
+            name=args.lease_name,
             holder=args.lease_holder,
             lifetime=float(args.lease_lifetime),
         )

@@ -1,7 +1,8 @@
 """The leader lease, as pure logic: which replica may write, decided from what it saw when.
 
-The lease is four labels on the controller's own service, written by compare-and-swap on
-the service's Version.Index, so Swarm's Raft store orders every claim. A replica never
+The lease is four labels on a Docker config of the controller's own, written by
+compare-and-swap on the config's Version.Index, so Swarm's Raft store orders every claim
+(and no service, the controller's own included, is written for it). A replica never
 compares another machine's clock with its own: it takes the lease over only once it has
 watched the same record go unrenewed for the record's whole lifetime on its own monotonic
 clock. The holder, for its part, stops writing a safety margin before its lifetime, counted
@@ -45,7 +46,7 @@ class LeaseRecord:
 
 
 def record_from_labels(labels: Mapping[str, str]) -> LeaseRecord | None:
-    """The lease on a service's labels; None when it has none."""
+    """The lease in a config's labels; None when it has none."""
     if not any(key in labels for key in LEASE_LABELS):
         return None
     missing = [key for key in LEASE_LABELS if key not in labels]
@@ -97,7 +98,7 @@ class Verdict:
 class LeaseView:
     """What one replica knows of the lease, on its own monotonic clock."""
 
-    seen: LeaseRecord | None = None  # the record at the last read (None: no lease labels)
+    seen: LeaseRecord | None = None  # the record at the last read (None: no lease, or no config)
     seen_unreadable: bool = False
     seen_since: float | None = None  # when it first read that same record
     mine: LeaseRecord | None = None  # the last record it wrote that is known to have landed
@@ -135,7 +136,7 @@ class LeaseView:
         )
 
     def refused(self) -> LeaseView:
-        """The pending write was refused (the service changed since it was read)."""
+        """The pending write was refused (the config changed since it was read)."""
         return replace(self, pending=None)
 
     def holds(self, now: float, margin: float = 0.0) -> bool:
@@ -150,15 +151,15 @@ def decide(view: LeaseView, *, me: str, lifetime: float, now: float) -> Verdict:
     if record is not None and record == view.mine and record.holder == me:
         return Verdict(Step.RENEW, "we hold the lease", term=term)
     if view.holds(now) and record is None:
-        # Our labels were wiped (a `docker stack deploy` rewrites the whole spec) while our
-        # lease still runs: writing them back is safe, anyone else waits a whole lifetime.
-        return Verdict(Step.RENEW, "our lease labels were removed: writing them back", term=term)
+        # The lease config was removed (`docker config rm`, say) while our lease still runs:
+        # writing it back is safe, anyone else waits a whole lifetime.
+        return Verdict(Step.RENEW, "our lease was removed: writing it back", term=term)
     if record is not None and record.released:
         return Verdict(Step.TAKE, f"released by its holder at term {record.term}", term=term + 1)
     waited = lifetime if record is None else record.lifetime
     since = view.seen_since if view.seen_since is not None else now
     what = (
-        "no lease labels"
+        "no lease yet"
         if record is None and not view.seen_unreadable
         else "unreadable lease labels"
         if record is None

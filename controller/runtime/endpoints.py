@@ -69,7 +69,7 @@ class Health:
         if lease is None:
             return True, "leader (no lease: a single instance)"
         if lease.last_read is None or now - lease.last_read > lease.config.lifetime:
-            return False, f"the lease on service {lease.config.service} was not read lately"
+            return False, f"the lease {lease.config.name} was not read lately"
         reason = lease.standby_reason()
         return True, "leader" if reason is None else f"standby: {reason}"
 

@@ -1,7 +1,7 @@
 """Everything from outside Swarm, folded into the snapshot before each plan.
 
-Webhook reports (kept by the store), placement plugin answers (asked now) and node agent
-reports (polled in the background) become plain values in the snapshot: health reports,
+Webhook reports (kept by the store), placement plugin answers and node agent reports
+(both asked in the background) become plain values in the snapshot: health reports,
 usage, workload events, plugin advice, and the sources that could not be read. The
 planner sees nothing else of them, so it stays pure and a cycle stays replayable.
 """
@@ -66,6 +66,7 @@ class HealthConfig:
     webhook_max_body: int = 16 * 1024
     plugin_dirs: tuple[str, ...] = ()  # empty: no placement plugins
     plugin_timeout: float = 2.0
+    plugin_deadline: float = 1.0  # for all plugins' answers together
     plugin_retry: float = 10.0
     agents: tuple[str, ...] = ()  # agent addresses (http://HOST:PORT)
     agent_service: str | None = None  # or: the agents' global service, found by its tasks
@@ -81,7 +82,10 @@ def build_inputs(
     """The inputs a configuration asks for; `discover(service, port)` finds agents."""
     plugins = (
         PluginHost(
-            config.plugin_dirs, timeout=config.plugin_timeout, retry_after=config.plugin_retry
+            config.plugin_dirs,
+            timeout=config.plugin_timeout,
+            deadline=config.plugin_deadline,
+            retry_after=config.plugin_retry,
         )
         if config.plugin_dirs
         else None

@@ -1,16 +1,18 @@
 """Keeping the leader lease, and the fence every write passes through.
 
-Every replica runs a LeaseKeeper. The holder renews every third of the lifetime; the others
-read the labels often (a tenth of the lifetime, at most a second) so that they take over
-soon after the lifetime of a silent holder ends. `fence()` is called in the worker thread
-right before each write: it lets the write through only while this replica's lease has
-more than the safety margin left, by its own monotonic clock. A holder that is paused or
-cut off from the managers stops writing by itself, without having to learn anything.
+Every replica runs a LeaseKeeper on the same lease config (adapters/lease_store.py). The
+holder renews every third of the lifetime; the others read the labels often (a tenth of
+the lifetime, at most a second) so that they take over soon after the lifetime of a
+silent holder ends. `fence()` is called in the worker thread right before each write: it
+lets the write through only while this replica's lease has more than the safety margin
+left, by its own monotonic clock. A holder that is paused or cut off from the managers
+stops writing by itself, without having to learn anything.
 """
 
 from __future__ import annotations
 
 import logging
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -39,6 +41,8 @@ log = logging.getLogger(__name__)
 
 DEFAULT_LIFETIME_SECONDS = 15.0
 RELEASE_TIMEOUT_SECONDS = 3.0
+# Swarm's rule for config names (swarmkit validateAnnotations), checked at the start.
+CONFIG_NAME = re.compile(r"[a-zA-Z0-9]+(?:[a-zA-Z0-9-_.]*[a-zA-Z0-9])?")
 STORE_ERRORS = (DockerUnavailableError, TransientError, GoneError, docker.errors.APIError)
 
 
@@ -48,15 +52,20 @@ class NotLeaderError(ConflictError):
 
 @dataclass(frozen=True)
 class LeaseConfig:
-    service: str  # the controller's own service, whose labels hold the lease
+    name: str  # the Docker config whose labels hold the lease, shared by every replica
     holder: str  # this replica's name in the holder label
     lifetime: float = DEFAULT_LIFETIME_SECONDS
 
     def __post_init__(self) -> None:
         if not 1.0 <= self.lifetime <= 600.0:
             raise ValueError(f"lease lifetime must be 1 to 600 seconds, not {self.lifetime:g}")
-        if not self.service or not self.holder:
-            raise ValueError("the lease needs a service name and a holder name")
+        if not self.holder:
+            raise ValueError("the lease needs a holder name")
+        if len(self.name) > 64 or not CONFIG_NAME.fullmatch(self.name):
+            raise ValueError(
+                f"the lease name {self.name!r} is no Docker config name: up to 64 letters, "
+                "digits, '-', '_' and '.', starting and ending with a letter or digit"
+            )
 
     @property
     def margin(self) -> float:
@@ -94,7 +103,6 @@ class LeaseKeeper:
         self.losses = 0  # how often it stopped holding without releasing
         self.reads = 0  # successful reads of the labels (readiness)
         self.last_read: float | None = None
-        self.service_id: str | None = None  # known after the first read
         self._store: LeaseStore | None = None
         self._leading = False
         self._said: str | None = None
@@ -115,17 +123,17 @@ class LeaseKeeper:
             return None
         seen = self.view.seen
         if self.reads == 0:
-            return f"the lease on service {self.config.service} has not been read yet"
+            return f"the lease {self.config.name} has not been read yet"
         if seen is None:
             return (
-                f"service {self.config.service} has no readable lease; it is taken once "
+                f"the lease {self.config.name} is missing or unreadable; it is taken once "
                 "none has appeared for a lifetime"
             )
         if seen.released:
-            return f"the lease on service {self.config.service} was released; taking it"
+            return f"the lease {self.config.name} was released; taking it"
         if seen.holder == self.config.holder and seen == self.view.mine:
             return "our lease ran out before it was renewed"
-        return f"the lease on service {self.config.service} is held by {seen.holder}"
+        return f"the lease {self.config.name} is held by {seen.holder}"
 
     @property
     def holder(self) -> str:
@@ -153,13 +161,12 @@ class LeaseKeeper:
                 self._store = await anyio.to_thread.run_sync(self._store_factory)
             read = await anyio.to_thread.run_sync(self._store.read)
         except STORE_ERRORS as exc:
-            self._note(f"lease: cannot read service {cfg.service}: {exc}")
+            self._note(f"lease: cannot read config {cfg.name}: {exc}")
             return cfg.poll_every
         # Counted from after the read returned: never earlier than the record was written.
         now = self._clock()
         self.reads += 1
         self.last_read = now
-        self.service_id = read.service_id
         if read.problem:
             self._note(f"lease: {read.problem}; it is taken over after {cfg.lifetime:g} s")
         view = self.view.sight(read.record, unreadable=read.problem is not None, now=now)
@@ -177,14 +184,14 @@ class LeaseKeeper:
             await anyio.to_thread.run_sync(self._store.write, read, record)
         except ConflictError:
             self.view = self.view.refused()
-            return 0.0  # someone wrote the service: read it again at once
+            return 0.0  # someone wrote or created the config: read it again at once
         except STORE_ERRORS as exc:
             # The write may or may not have landed: the next read tells.
-            self._note(f"lease: cannot write service {cfg.service}: {exc}")
+            self._note(f"lease: cannot write config {cfg.name}: {exc}")
             return cfg.poll_every
         self.view = self.view.landed()
         if verdict.step is Step.TAKE:
-            self._say(f"lease: took the lease on service {cfg.service} as {cfg.holder}, "
+            self._say(f"lease: took the lease {cfg.name} as {cfg.holder}, "
                       f"term {record.term}: {verdict.reason}")  # fmt: skip
         return cfg.renew_every
 
@@ -218,7 +225,7 @@ class LeaseKeeper:
                     self.view = self.view.attempt(record, now=self._clock())
                     await anyio.to_thread.run_sync(store.write, read, record)
                     self.view = self.view.landed()
-                    self._say(f"lease: released the lease on service {self.config.service}")
+                    self._say(f"lease: released the lease {self.config.name}")
             except (ConflictError, *STORE_ERRORS) as exc:
                 log.warning("could not release the lease: %s", exc)
         self._leading = False

@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TextIO
 
 import anyio
 import anyio.from_thread
@@ -40,7 +40,7 @@ from controller.adapters.docker_api import (
     check_manager,
     connect,
 )
-from controller.adapters.lease_store import LeaseStore, ServiceLeaseStore
+from controller.adapters.lease_store import ConfigLeaseStore, LeaseStore
 from controller.adapters.writes import Executor, docker_executor
 from controller.runtime.endpoints import EndpointServer, Health, make_app
 from controller.runtime.health_inputs import HealthConfig, build_inputs
@@ -120,7 +120,7 @@ class Controller:
         self._clock = clock
         self.reconciler: Reconciler | None = None
         self.lease = self._make_lease(lease_store)
-        self.watcher = EventWatcher(client_factory, self.trigger, ignore=self._is_lease_renewal)
+        self.watcher = EventWatcher(client_factory, self.trigger)
         self._scope: anyio.CancelScope | None = None
         self._token: anyio.lowlevel.EventLoopToken | None = None
         # Health and placement intelligence from outside Swarm (core/health).
@@ -145,24 +145,19 @@ class Controller:
         agents = self.inputs.agents if self.inputs is not None else None
         return agents.reporting() if agents is not None else None
 
-    def _is_lease_renewal(self, event: dict[str, Any]) -> bool:
-        """An update of the controller's own service: the lease, nothing to place."""
-        own = self.lease.service_id if self.lease is not None else None
-        return own is not None and (event.get("Actor") or {}).get("ID") == own
-
     def _make_lease(self, store: Callable[[], LeaseStore] | None) -> LeaseKeeper | None:
         lease = self.config.lease
         if lease is None:
             return None
 
-        def service_store() -> LeaseStore:
+        def config_store() -> LeaseStore:
             client = self._client_factory()
             # A manager without a Raft leader (an election) hangs requests: a short timeout
             # lets a standby read again at once when the new Raft leader answers.
             client.api.timeout = max(1.0, lease.lifetime / 4)
-            return ServiceLeaseStore(client, lease.service)
+            return ConfigLeaseStore(client, lease.name)
 
-        factory = store or service_store
+        factory = store or config_store
         return LeaseKeeper(
             lease,
             factory,

@@ -99,9 +99,9 @@ class _StateCollector(Collector):
         holder = GaugeMetricFamily(
             "placement_lease_holder",
             "The lease holder as this replica last read it (1 on the holder's name).",
-            labels=["service", "holder"],
+            labels=["lease", "holder"],
         )
-        holder.add_metric([lease.config.service, lease.holder], 1.0)
+        holder.add_metric([lease.config.name, lease.holder], 1.0)
         yield holder
         term = GaugeMetricFamily("placement_lease_term", "The lease's term: +1 per new holder.")
         term.add_metric([], lease.term)

@@ -1,21 +1,35 @@
-"""Asks the placement plugins before every plan, and goes on without those that fail.
+"""Asks the placement plugins, all at once under one deadline, off the reconcile cycle.
 
-Plugins are discovered anew each cycle (a plugin started or removed is seen at once)
-and activated once. Each call has a timeout; a plugin that fails, times out or answers
-garbage is left out of that cycle's advice, reported as a source the controller could
-not read, and not asked again for `retry_after` seconds, so a dead plugin costs one
-timeout now and then rather than one per cycle. Its last vetoes go with it (the deny
-labels they caused are lifted, which moves nothing back); its last health word stands
-until that word's ttl.
+A round asks every plugin in parallel (a thread each: the calls block) and waits for
+them until one deadline (`--plugin-deadline`, 1 s): a plugin that has not answered by
+then counts as down, its answers of that round are dropped, and it is not asked again
+for `retry_after` seconds, so a hung plugin costs one deadline now and then, never one
+per round. A plugin still busy with an earlier call is not asked again meanwhile (its
+thread ends with the call's own timeout). Its last vetoes go with it (the deny labels
+they caused are lifted, which moves nothing back); its last health word stands until
+that word's ttl. Plugins are discovered anew each round and activated once.
+
+In the running controller the rounds happen in the background (`run`): each cycle takes
+the last round's answers at once and wakes the next round, which asks about the snapshot
+that cycle observed; answers that change trigger a cycle of their own. So a failover
+cycle never waits on a plugin. Only the first cycle waits, for the first round (at most
+the deadline): planning without any answer would lift every plugin's vetoes at start.
+Without the background task (`run --once`, tests) each gather is one round.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable, Iterable
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import wait as wait_for_futures
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import anyio
+import anyio.to_thread
 
 from controller.adapters.plugins import (
     PluginError,
@@ -31,6 +45,18 @@ from controller.core.signals import HealthReport, PluginAdvice, PluginVeto, Sour
 
 log = logging.getLogger(__name__)
 
+DEFAULT_DEADLINE_SECONDS = 1.0
+IDLE_ROUND_SECONDS = 5.0  # a round without a cycle asking: health words stay fresh
+MAX_THREADS = 16
+
+
+@dataclass(frozen=True)
+class _Answer:
+    implements: bool  # False: another kind of Docker plugin, asked nothing more
+    vetoes: tuple[PluginVeto, ...] = ()
+    scores: dict[str, dict[str, float]] = field(default_factory=dict)
+    health: tuple[HealthReport, ...] = ()
+
 
 @dataclass
 class _State:
@@ -38,6 +64,7 @@ class _State:
     active: bool | None = None  # None: not activated yet; False: not a PlacementDriver
     failed_at: float | None = None
     problem: str = ""
+    call: Future[_Answer] | None = None  # the call in flight, if any
 
 
 @dataclass(frozen=True)
@@ -46,6 +73,32 @@ class Gathered:
     health: tuple[HealthReport, ...] = ()
     unavailable: tuple[SourceStatus, ...] = ()
 
+    def gist(self) -> tuple[object, ...]:
+        """What a plan depends on, without the health words' expiry (renewed each round)."""
+        return (
+            tuple(
+                sorted((v.plugin, v.service_id, v.node_id, v.reason) for v in self.advice.vetoes)
+            ),
+            tuple(sorted((s, tuple(sorted(n.items()))) for s, n in self.advice.scores.items())),
+            tuple(sorted((h.node_id, h.state.value, h.source, h.reason) for h in self.health)),
+            tuple(sorted((u.name, u.problem) for u in self.unavailable)),
+        )
+
+
+def _ask(
+    ref: PluginRef, activated: bool, snapshot: ClusterSnapshot, now: float, timeout: float
+) -> _Answer:
+    """One plugin's answers (in a pool thread); PluginError when any call fails."""
+    if not activated and not activate(ref, timeout=timeout):
+        return _Answer(implements=False)
+    services = tuple(snapshot.services)
+    return _Answer(
+        implements=True,
+        vetoes=filter_nodes(ref, snapshot, services, timeout=timeout),
+        scores=score_nodes(ref, snapshot, services, timeout=timeout),
+        health=node_health(ref, snapshot, now=now, timeout=timeout),
+    )
+
 
 class PluginHost:
     def __init__(
@@ -53,26 +106,91 @@ class PluginHost:
         dirs: Iterable[str | Path],
         *,
         timeout: float = 2.0,
+        deadline: float = DEFAULT_DEADLINE_SECONDS,
         retry_after: float = 10.0,
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self.dirs = tuple(dirs)
-        self.timeout, self.retry_after, self._monotonic = timeout, retry_after, monotonic
+        self.timeout, self.deadline = timeout, deadline
+        self.retry_after, self._monotonic = retry_after, monotonic
         self._plugins: dict[str, _State] = {}
+        self._pool = ThreadPoolExecutor(MAX_THREADS, thread_name_prefix="plugin")
+        self._round_lock = threading.Lock()  # one round at a time
+        self._lock = threading.Lock()  # what the cycle and the background share
+        self._background = False
+        self._wake = threading.Event()
+        self._wanted: tuple[ClusterSnapshot, float, float] | None = None  # snapshot, now, at
+        self._last: Gathered | None = None
+        self.rounds = 0
+
+    # --- the cycle's side ----------------------------------------------------------------
 
     def gather(self, snapshot: ClusterSnapshot, *, now: float) -> Gathered:
+        """The plugins' advice for a cycle: the last round's, at once, while rounds run in
+        the background (the first cycle waits for the first round); else one round now."""
+        if not self._background:
+            return self.ask(snapshot, now=now)
+        with self._lock:
+            self._wanted = (snapshot, now, self._monotonic())
+            last = self._last
+        if last is not None:
+            self._wake.set()
+            return last
+        got = self.ask(snapshot, now=now)  # the first round: ends by the deadline
+        with self._lock:
+            self._last = got
+        return got
+
+    # --- the background ------------------------------------------------------------------
+
+    async def run(self, on_change: Callable[[], None]) -> None:
+        """Rounds in the background until cancelled: one after every cycle's gather, and
+        one every IDLE_ROUND_SECONDS; `on_change()` when the advice differs from the last."""
+        self._background = True
+        try:
+            while True:
+                await anyio.to_thread.run_sync(
+                    self._wake.wait, IDLE_ROUND_SECONDS, abandon_on_cancel=True
+                )
+                self._wake.clear()
+                with self._lock:
+                    wanted, before = self._wanted, self._last
+                if wanted is None:
+                    continue  # no cycle has observed the swarm yet
+                snapshot, now, at = wanted
+                elapsed = self._monotonic() - at
+                got = await anyio.to_thread.run_sync(
+                    self._ask_at, snapshot, now + elapsed, abandon_on_cancel=True
+                )
+                with self._lock:
+                    self._last = got
+                if before is not None and got.gist() != before.gist():
+                    on_change()
+        finally:
+            self._background = False
+
+    # --- one round -----------------------------------------------------------------------
+
+    def ask(self, snapshot: ClusterSnapshot, *, now: float) -> Gathered:
+        """Ask every plugin at once; whatever has not answered by the deadline is down."""
+        with self._round_lock:
+            started = self._monotonic()
+            got = self._round(snapshot, now, started)
+            self.rounds += 1
+            return got
+
+    def _ask_at(self, snapshot: ClusterSnapshot, now: float) -> Gathered:
+        return self.ask(snapshot, now=now)
+
+    def _round(self, snapshot: ClusterSnapshot, now: float, started: float) -> Gathered:
         refs, problems = discover_plugins(self.dirs)
         for problem in problems:
             log.warning("%s", problem)
         current = {r.name: r for r in refs}
         for name in [n for n, s in self._plugins.items() if current.get(n) != s.ref]:
             del self._plugins[name]  # gone, or moved to another address: start afresh
-        vetoes: list[PluginVeto] = []
-        scores: dict[str, dict[str, float]] = {}
-        health: list[HealthReport] = []
-        answered: list[str] = []
         unavailable: list[SourceStatus] = []
-        services = tuple(s for s in snapshot.services)
+        asked: dict[str, Future[_Answer]] = {}
         for name, ref in sorted(current.items()):
             state = self._plugins.setdefault(name, _State(ref))
             if state.failed_at is not None:
@@ -80,27 +198,51 @@ class PluginHost:
                     unavailable.append(SourceStatus("plugin", name, state.problem))
                     continue
                 state.active = None  # try again from the handshake
-            try:
-                if state.active is None:
-                    state.active = activate(ref, timeout=self.timeout)
-                if not state.active:
-                    continue  # another kind of Docker plugin: not ours
-                got_vetoes = filter_nodes(ref, snapshot, services, timeout=self.timeout)
-                got_scores = score_nodes(ref, snapshot, services, timeout=self.timeout)
-                got_health = node_health(ref, snapshot, now=now, timeout=self.timeout)
-            except PluginError as exc:
-                state.failed_at, state.problem = self._monotonic(), f"down: {exc}"
-                state.active = None
-                log.warning("placement plugin %s: %s", name, exc)
-                unavailable.append(SourceStatus("plugin", name, state.problem))
+            if state.active is False:
+                continue  # another kind of Docker plugin: not ours
+            if state.call is not None and not state.call.done():
+                self._down(state, "still busy with an earlier call", unavailable)
                 continue
-            state.failed_at, state.problem = None, ""
-            answered.append(name)
-            vetoes.extend(got_vetoes)
-            health.extend(got_health)
-            for service_id, per_node in got_scores.items():
-                mine = scores.setdefault(service_id, {})
-                for node_id, score in per_node.items():
-                    mine[node_id] = mine.get(node_id, 0.0) + score
-        advice = PluginAdvice(vetoes=tuple(vetoes), scores=scores, answered=tuple(answered))
-        return Gathered(advice=advice, health=tuple(health), unavailable=tuple(unavailable))
+            state.call = self._pool.submit(
+                _ask, ref, bool(state.active), snapshot, now, self.timeout
+            )
+            asked[name] = state.call
+        left = max(0.0, self.deadline - (self._monotonic() - started))
+        wait_for_futures(asked.values(), timeout=left)
+        answers: list[tuple[str, _Answer]] = []
+        for name, call in sorted(asked.items()):
+            state = self._plugins[name]
+            if not call.done():
+                self._down(state, f"no answer within the {self.deadline:g} s deadline", unavailable)
+                continue
+            try:
+                answer = call.result()
+            except PluginError as exc:
+                self._down(state, str(exc), unavailable)
+                continue
+            state.active, state.failed_at, state.problem = answer.implements, None, ""
+            if answer.implements:
+                answers.append((name, answer))
+        return _merge(answers, unavailable)
+
+    def _down(self, state: _State, why: str, unavailable: list[SourceStatus]) -> None:
+        state.failed_at, state.problem, state.active = self._monotonic(), f"down: {why}", None
+        log.warning("placement plugin %s: %s", state.ref.name, why)
+        unavailable.append(SourceStatus("plugin", state.ref.name, state.problem))
+
+
+def _merge(answers: list[tuple[str, _Answer]], unavailable: list[SourceStatus]) -> Gathered:
+    vetoes: list[PluginVeto] = []
+    scores: dict[str, dict[str, float]] = {}
+    health: list[HealthReport] = []
+    for _, answer in answers:
+        vetoes.extend(answer.vetoes)
+        health.extend(answer.health)
+        for service_id, per_node in answer.scores.items():
+            mine = scores.setdefault(service_id, {})
+            for node_id, score in per_node.items():
+                mine[node_id] = mine.get(node_id, 0.0) + score
+    advice = PluginAdvice(
+        vetoes=tuple(vetoes), scores=scores, answered=tuple(name for name, _ in answers)
+    )
+    return Gathered(advice=advice, health=tuple(health), unavailable=tuple(unavailable))

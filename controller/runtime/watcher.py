@@ -37,10 +37,8 @@ class EventWatcher:
         trigger: Trigger,
         *,
         max_backoff: float = 10.0,
-        ignore: Callable[[dict[str, Any]], bool] = lambda event: False,
     ) -> None:
         self._client_factory = client_factory
-        self._ignore = ignore  # events that need no cycle (the lease's own renewals)
         self._trigger = trigger
         self._max_backoff = max_backoff
         self._since: float | None = None
@@ -92,8 +90,6 @@ class EventWatcher:
                 if self._stopping.is_set():
                     return
                 self._since = float(event.get("timeNano", 0)) / 1e9 or self._since
-                if self._ignore(event):
-                    continue
                 kind = event.get("Type", "?")
                 action = event.get("Action", "?")
                 self._fire(f"event:{kind}:{action}")

@@ -36,6 +36,7 @@ def test_everything_asked(tmp_path: Path) -> None:
     )
     assert config.webhook == ("127.0.0.1", 9465) and config.webhook_token == "tok"
     assert config.plugin_dirs == (str(tmp_path), "/nowhere")
+    assert config.plugin_deadline == 1.0, "one deadline for all plugins, 1 s by default"
     assert config.agents == ("http://a:9810", "http://b:9810") and config.agent_secret == "sec"
 
 
@@ -48,6 +49,7 @@ def test_everything_asked(tmp_path: Path) -> None:
         (["--agents", "http://a:1"], "needs --agent-secret-file"),
         (["--agent-service", "agents"], "needs --agent-secret-file"),
         (["--plugins", "--plugin-timeout", "0"], "above 0"),
+        (["--plugins", "--plugin-deadline", "0"], "--plugin-deadline must be above 0"),
     ],
 )
 def test_wrong_options_are_refused(argv: list[str], says: str) -> None:

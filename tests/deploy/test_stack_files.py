@@ -50,7 +50,8 @@ def test_socket_policy_config_and_token_secret_land_where_the_options_read_them(
     assert controller["configs"][0]["target"] == env["PLACEMENT_POLICY"]
     secret = controller["secrets"][0]["target"]
     assert env["PLACEMENT_METRICS_TOKEN_FILE"] == f"/run/secrets/{secret}"
-    assert env["PLACEMENT_LEASE_SERVICE"] == "{{.Service.Name}}"
+    assert env["PLACEMENT_LEASE_NAME"] == "{{.Service.Name}}-lease"
+    assert "PLACEMENT_LEASE_SERVICE" not in env, "the lease is no longer on the service"
     assert "{{.Task.Name}}" in env["PLACEMENT_LEASE_HOLDER"]
     assert controller["healthcheck"]["test"] == ["CMD", "swarm-placement-probe", "healthz"]
 
@@ -65,7 +66,7 @@ def test_every_variable_the_stack_sets_is_an_option_of_run(
         monkeypatch.setenv(key, value)
     args = build_parser().parse_args(controller["command"])
     assert str(args.policy) == env["PLACEMENT_POLICY"]
-    assert args.lease_service == env["PLACEMENT_LEASE_SERVICE"]
+    assert args.lease_name == env["PLACEMENT_LEASE_NAME"]
     assert args.lease_holder == env["PLACEMENT_LEASE_HOLDER"]
     assert float(args.lease_lifetime) == float(env["PLACEMENT_LEASE_LIFETIME"])
     assert args.http == env["PLACEMENT_HTTP"]

@@ -7,7 +7,9 @@ node. Through the stack:
 a service that prefers node-4 is placed there, fails over when node-4 dies and fails
 back when it returns. Then the lease holder's node is killed: the other replica takes
 the lease and handles the next failover and failback. /metrics of the new leader is
-scraped, and a rotated policy config is picked up.
+scraped, and a rotated policy config is picked up. The lease lives in a config of its own:
+the controller's service is never written by the controller, so rolling it back returns
+to the operator's previous deploy.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ pytestmark = [pytest.mark.swarm, pytest.mark.slow]
 ROOT = Path(__file__).resolve().parents[2]
 STACK = "placement"
 CONTROLLER = f"{STACK}_controller"
+LEASE = f"{CONTROLLER}-lease"  # compose.yaml: PLACEMENT_LEASE_NAME
 TOKEN = "metrics-token-for-the-test"
 LIFETIME = 6
 POLICY = """\
@@ -99,12 +102,60 @@ def _lease(sandbox: Sandbox) -> LeaseRecord | None:
     try:
         client = sandbox.client()
         try:
-            labels = client.api.inspect_service(CONTROLLER)["Spec"].get("Labels") or {}
+            labels = client.api.inspect_config(LEASE)["Spec"].get("Labels") or {}
         finally:
             client.close()
     except docker.errors.DockerException:
-        return None  # a manager election under way
+        return None  # a manager election under way, or no holder has created it yet
     return record_from_labels(labels)
+
+
+def _versions(sandbox: Sandbox) -> tuple[int, int]:
+    """The Version.Index of the controller's service and of its lease config."""
+    client = sandbox.client()
+    try:
+        service = client.api.inspect_service(CONTROLLER)["Version"]["Index"]
+        return int(service), int(client.api.inspect_config(LEASE)["Version"]["Index"])
+    finally:
+        client.close()
+
+
+def _service_stays_put_while_the_lease_renews(sandbox: Sandbox, renewals: int = 3) -> None:
+    service, lease = _versions(sandbox)
+    wait_until(
+        lambda: _versions(sandbox)[1] >= lease + renewals,
+        60,
+        f"{renewals} renewals of the lease",
+        interval=0.5,
+    )
+    assert _versions(sandbox)[0] == service, "something wrote the controller's service"
+
+
+def _update_state(sandbox: Sandbox) -> str | None:
+    client = sandbox.client()
+    try:
+        return (client.api.inspect_service(CONTROLLER).get("UpdateStatus") or {}).get("State")
+    finally:
+        client.close()
+
+
+def _roll_back(sandbox: Sandbox) -> dict[str, Any]:
+    """`docker service rollback` of the controller's service; its spec once done."""
+    client = sandbox.client()
+    try:
+        api = client.api
+        attrs = api.inspect_service(CONTROLLER)
+        url = api._url("/services/{0}/update", attrs["ID"])
+        params = {"version": attrs["Version"]["Index"], "rollback": "previous"}
+        api._result(api._post_json(url, data=attrs["Spec"], params=params))
+    finally:
+        client.close()
+    wait_until(lambda: _update_state(sandbox) == "rollback_completed", 180, "the rollback")
+    client = sandbox.client()
+    try:
+        return dict(client.api.inspect_service(CONTROLLER)["Spec"])
+    finally:
+        client.close()
 
 
 def _holder_node(record: LeaseRecord) -> str:
@@ -271,7 +322,9 @@ def test_the_stack_places_fails_over_and_survives_its_leader(stack) -> None:  # 
     print(f"deployed: {first.holder} took the lease {time.monotonic() - deployed:.1f} s later")
     client = sandbox.client()
     tasks = client.api.tasks(filters={"service": CONTROLLER, "desired-state": "running"})
+    deployed_spec = client.api.inspect_service(CONTROLLER)["Spec"]
     client.close()
+    _service_stays_put_while_the_lease_renews(sandbox)
     nodes = {t["NodeID"] for t in tasks}
     assert len(tasks) == 2 and len(nodes) == 2, "two replicas on two managers"
     # An agent on every node, and the leader collects from each of them.
@@ -342,9 +395,7 @@ def test_the_stack_places_fails_over_and_survives_its_leader(stack) -> None:  # 
         samples = _metrics(sandbox, second)
         print("\n".join(f"{k} {v}" for k, v in sorted(samples.items()) if "_bucket" not in k))
         assert samples["placement_lease_leader{}"] == 1
-        assert (
-            samples[f"placement_lease_holder{{holder={second.holder},service={CONTROLLER}}}"] == 1
-        )
+        assert samples[f"placement_lease_holder{{holder={second.holder},lease={LEASE}}}"] == 1
         for name in (
             "placement_reconcile_duration_seconds_count",
             "placement_actions_total",
@@ -387,3 +438,12 @@ def test_the_stack_places_fails_over_and_survives_its_leader(stack) -> None:  # 
     assert "Constraints" not in spec["TaskTemplate"]["Placement"] or all(
         "swarm-placement" not in c for c in spec["TaskTemplate"]["Placement"]["Constraints"]
     ), "the controller placed itself"
+
+    # Rolling the controller back returns to the operator's first deploy, not to a
+    # controller write: nothing but the operator wrote the service since.
+    wait_until(lambda: _update_state(sandbox) == "completed", 180, "the rotation to complete")
+    _service_stays_put_while_the_lease_renews(sandbox)
+    rolling_back = time.monotonic()
+    assert _roll_back(sandbox) == deployed_spec
+    print(f"rolled back to the first deploy in {time.monotonic() - rolling_back:.1f} s")
+    wait_until(lambda: (r := _lease(sandbox)) and r.holder, 60, "a holder after the rollback")

@@ -1,8 +1,9 @@
 """Two controllers, one swarm, one writer: the leader lease on a real sandbox swarm.
 
-Both controllers run in threads of the test with the lease on a service of the shared
-swarm. A churn thread keeps undoing the adoption of a managed service, so whoever leads
-writes every second or so. Every write that passes the fence is recorded with its holder.
+Both controllers run in threads of the test with the lease in a config of the shared
+swarm, which the first to take it creates. A churn thread keeps undoing the adoption of a
+managed service, so whoever leads writes every second or so. Every write that passes the
+fence is recorded with its holder.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import docker
 import pytest
 
 from controller.adapters.docker_api import DockerUnavailableError
-from controller.adapters.lease_store import LeaseRead, LeaseStore, ServiceLeaseStore
+from controller.adapters.lease_store import ConfigLeaseStore, LeaseRead, LeaseStore
 from controller.adapters.writes import Executor, docker_executor
 from controller.core.actions import Action
 from controller.core.labels import steering_constraint
@@ -120,22 +121,23 @@ def client(swarm) -> Iterator[docker.DockerClient]:  # type: ignore[no-untyped-d
     yield c
     for svc in c.api.services():
         c.api.remove_service(svc["ID"])
+    for config in c.api.configs(filters={"name": "ctl-lease"}):
+        c.api.remove_config(config["ID"])
     c.close()
 
 
 def test_two_controllers_never_write_at_once_and_a_cut_off_leader_stops(swarm, client) -> None:  # type: ignore[no-untyped-def]
     n = next(_names)
-    lease_service, churned = f"ctl-lease{n}", f"churn{n}"
-    swarm.create_service(lease_service, replicas=0)
+    lease_name, churned = f"ctl-lease{n}", f"churn{n}"
     swarm.create_service(churned, replicas=0, labels={"placement.managed": "true"})
     writes = Writes()
     stores: dict[str, CuttableStore] = {}
 
     def store_for(name: str) -> object:
         def make() -> LeaseStore:
-            inner = ServiceLeaseStore(
+            inner = ConfigLeaseStore(
                 docker.DockerClient(base_url=swarm.manager_host, version="auto", timeout=10),
-                lease_service,
+                lease_name,
             )
             stores[name] = CuttableStore(inner)
             return stores[name]
@@ -145,7 +147,7 @@ def test_two_controllers_never_write_at_once_and_a_cut_off_leader_stops(swarm, c
     def controller(name: str) -> ControllerThread:
         return ControllerThread(
             swarm.manager_host,
-            lease=LeaseConfig(service=lease_service, holder=name, lifetime=LIFETIME),
+            lease=LeaseConfig(name=lease_name, holder=name, lifetime=LIFETIME),
             lease_store=store_for(name),  # type: ignore[arg-type]
             executor=writes.executor(name),  # type: ignore[arg-type]
         )
@@ -175,12 +177,9 @@ def test_two_controllers_never_write_at_once_and_a_cut_off_leader_stops(swarm, c
     old, new = writes.of(leader), writes.of(other)
     handed_back = max(end for _, end in new)
     assert all(end <= took_over or start >= handed_back for start, end in old), (old, new)
-    labels = client.api.inspect_service(lease_service)["Spec"]["Labels"]
-    record = record_from_labels(labels)
+    record = record_from_labels(client.api.inspect_config(lease_name)["Spec"]["Labels"])
     # Term 1 the first holder, 2 the takeover, 3 the handover back; released at the end.
     assert record is not None and record.released and record.term == 3
     assert "lease: no longer the holder" in ctl[leader].out.getvalue()
     assert "released by its holder" in ctl[leader].out.getvalue()
-    assert f"lease: took the lease on service {lease_service} as {other}, term 2" in (
-        ctl[other].out.getvalue()
-    )
+    assert f"lease: took the lease {lease_name} as {other}, term 2" in (ctl[other].out.getvalue())

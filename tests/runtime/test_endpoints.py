@@ -86,7 +86,7 @@ def test_metrics_want_the_token_and_unknown_paths_are_404(served) -> None:  # ty
 def test_readiness_with_a_lease_says_standby_until_it_is_read() -> None:
     clock = Clock()
     lease = LeaseKeeper(
-        LeaseConfig(service="placement_controller", holder="a"),
+        LeaseConfig(name="placement_controller-lease", holder="a"),
         lambda: None,  # type: ignore[arg-type,return-value]
         say=lambda _: None,
         clock=clock,
@@ -96,7 +96,7 @@ def test_readiness_with_a_lease_says_standby_until_it_is_read() -> None:
     assert not ok and "not read lately" in why
     lease.last_read, lease.reads = clock.now, 1
     ok, why = health.ready(clock.now)
-    assert ok and why.startswith("standby: service placement_controller has no readable lease")
+    assert ok and why.startswith("standby: the lease placement_controller-lease is missing")
 
 
 @pytest.mark.parametrize(

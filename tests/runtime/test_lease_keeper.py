@@ -14,19 +14,19 @@ LIFETIME = 10.0
 
 
 class Store:
-    """A service's lease labels with a version, as Swarm keeps them."""
+    """The lease config's labels with a version, as Swarm keeps them."""
 
     def __init__(self) -> None:
         self.record: LeaseRecord | None = None
         self.version = 1
         self.down = False
         self.lose_reply = False  # the write lands, the answer does not
-        self.interfere = False  # someone else writes the service between read and write
+        self.interfere = False  # someone else writes the config between read and write
 
     def read(self) -> LeaseRead:
         if self.down:
             raise DockerUnavailableError("down")
-        return LeaseRead(self.record, None, self.version, "svc-id", {})
+        return LeaseRead(self.record, None, self.version, "config-id", {})
 
     def write(self, read: LeaseRead, record: LeaseRecord) -> None:
         if self.down:
@@ -50,7 +50,7 @@ class Clock:
 
 def keeper(store: Store, clock: Clock, name: str, said: list[str]) -> LeaseKeeper:
     return LeaseKeeper(
-        LeaseConfig(service="placement_controller", holder=name, lifetime=LIFETIME),
+        LeaseConfig(name="placement_controller-lease", holder=name, lifetime=LIFETIME),
         lambda: store,
         say=said.append,
         clock=clock,
@@ -78,7 +78,7 @@ def test_a_free_lease_is_taken_after_a_lifetime_and_renewed() -> None:
     assert tick(a) == pytest.approx(LIFETIME / 3)
     assert a.holds() and store.record is not None and store.record.term == 1
     a.fence()
-    assert a.acquisitions == 1 and "term 1: no lease labels" in said[-1]
+    assert a.acquisitions == 1 and "term 1: no lease yet" in said[-1]
     version = store.version
     clock.now += LIFETIME / 3
     tick(a)

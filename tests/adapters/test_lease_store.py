@@ -1,0 +1,147 @@
+"""The lease store against a fake of Swarm's config API, with the answers measured on
+dockerd 20.10 and 26.1: a stale version is `update out of sequence` (500), a changed
+Data is 400 "only updates to Labels are allowed", a taken name is 409."""
+
+from __future__ import annotations
+
+import base64
+import copy
+from typing import Any
+
+import docker.errors
+import pytest
+import requests
+
+from controller.adapters.docker_api import ConflictError
+from controller.adapters.lease_store import CONFIG_DATA, ConfigLeaseStore
+from controller.core.lease import LeaseRecord, labels_of
+
+NAME = "placement_controller-lease"
+
+
+def _error(status: int, text: str) -> docker.errors.APIError:
+    response = requests.Response()
+    response.status_code = status
+    return docker.errors.APIError(text, response=response, explanation=text)
+
+
+class FakeConfigApi:
+    """The part of docker-py's APIClient the store uses, over configs kept like Swarm's."""
+
+    def __init__(self) -> None:
+        self.configs: dict[str, dict[str, Any]] = {}  # by ID
+        self.index = 10
+        self.updates = 0
+
+    def _find(self, name_or_id: str) -> dict[str, Any]:
+        for config in self.configs.values():
+            if name_or_id in (config["ID"], config["Spec"]["Name"]):
+                return config
+        raise docker.errors.NotFound(f"config {name_or_id} not found")
+
+    def inspect_config(self, name_or_id: str) -> dict[str, Any]:
+        return copy.deepcopy(self._find(name_or_id))
+
+    def create_config(
+        self, name: str, data: bytes, labels: dict[str, str] | None = None
+    ) -> dict[str, str]:
+        if any(c["Spec"]["Name"] == name for c in self.configs.values()):
+            raise _error(
+                409, f"rpc error: code = AlreadyExists desc = config {name} already exists"
+            )
+        self.index += 1
+        config_id = f"cfg{self.index}"
+        spec = {"Name": name, "Labels": dict(labels or {}), "Data": base64.b64encode(data).decode()}
+        self.configs[config_id] = {"ID": config_id, "Version": {"Index": self.index}, "Spec": spec}
+        return {"ID": config_id}
+
+    def _url(self, path: str, *args: str) -> str:
+        return path.format(*args)
+
+    def _post_json(self, url: str, data: dict[str, Any], params: dict[str, Any]) -> None:
+        config = self._find(url.split("/")[2])
+        if params["version"] != config["Version"]["Index"]:
+            raise _error(500, "rpc error: code = Unknown desc = update out of sequence")
+        if data["Data"] != config["Spec"]["Data"] or data["Name"] != config["Spec"]["Name"]:
+            raise _error(400, "only updates to Labels are allowed")
+        self.index += 1
+        config["Version"]["Index"] = self.index
+        config["Spec"] = copy.deepcopy(data)
+        self.updates += 1
+
+    def _result(self, response: None) -> None:
+        return response
+
+
+class FakeClient:
+    def __init__(self, api: FakeConfigApi) -> None:
+        self.api = api
+
+
+def _record(holder: str, term: int = 1) -> LeaseRecord:
+    stamp = "2026-01-01T00:00:00.000+00:00"
+    return LeaseRecord(holder=holder, renewed_at=stamp, lifetime=15, term=term)
+
+
+def _store(api: FakeConfigApi) -> ConfigLeaseStore:
+    return ConfigLeaseStore(FakeClient(api), NAME)
+
+
+def test_no_config_reads_as_no_lease_and_the_first_write_creates_it() -> None:
+    api = FakeConfigApi()
+    store = _store(api)
+    empty = store.read()
+    assert empty.record is None and empty.problem is None and empty.version is None
+    assert not api.configs, "a read never writes"
+    store.write(empty, _record("a"))
+    (config,) = api.configs.values()
+    assert config["Spec"]["Name"] == NAME
+    assert base64.b64decode(config["Spec"]["Data"]) == CONFIG_DATA
+    read = store.read()
+    assert read.record == _record("a") and read.version == config["Version"]["Index"]
+
+
+def test_a_renewal_changes_only_the_lease_labels_at_the_version_read() -> None:
+    api = FakeConfigApi()
+    store = _store(api)
+    store.write(store.read(), _record("a"))
+    (config,) = api.configs.values()
+    config["Spec"]["Labels"]["team"] = "infra"  # an operator's own label stays
+    read = store.read()
+    store.write(read, _record("a", term=2))
+    after = store.read()
+    assert read.version is not None and after.version == read.version + 1
+    assert after.record == _record("a", term=2)
+    assert after.spec["Labels"] == {**labels_of(_record("a", term=2)), "team": "infra"}
+    assert after.spec["Data"] == read.spec["Data"]
+
+
+def test_a_stale_version_is_a_conflict_and_changes_nothing() -> None:
+    api = FakeConfigApi()
+    store = _store(api)
+    store.write(store.read(), _record("a"))
+    stale = store.read()
+    store.write(stale, _record("a", term=1))  # a renewal lands: the version moves on
+    with pytest.raises(ConflictError):
+        store.write(stale, _record("b", term=2))
+    assert store.read().record == _record("a")
+
+
+def test_two_replicas_racing_to_create_it_one_wins_the_other_reads_it() -> None:
+    api = FakeConfigApi()
+    a, b = _store(api), _store(api)
+    seen_by_a, seen_by_b = a.read(), b.read()
+    a.write(seen_by_a, _record("a"))
+    with pytest.raises(ConflictError):
+        b.write(seen_by_b, _record("b"))
+    assert len(api.configs) == 1
+    assert b.read().record == _record("a")
+
+
+def test_unreadable_labels_are_a_problem_named_after_the_config() -> None:
+    api = FakeConfigApi()
+    api.create_config(NAME, b"x", labels={"swarm-placement.lease.holder": "a"})
+    read = _store(api).read()
+    assert read.record is None and read.problem is not None
+    assert read.problem.startswith(f"config {NAME}: lease labels incomplete")
+    assert read.version is not None  # a takeover overwrites them at that version

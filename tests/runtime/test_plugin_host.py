@@ -1,0 +1,137 @@
+"""The plugin host asks all plugins at once under one deadline, and off the cycle.
+
+Real unix-socket plugins: the reference plugin (fast) and a server that answers the
+handshake and then hangs until the test releases it. The per-call timeout is a minute,
+so only the deadline can end a round in time.
+"""
+
+from __future__ import annotations
+
+import http.server
+import json
+import socketserver
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import anyio.to_thread
+import pytest
+
+from controller.runtime.plugin_host import Gathered, PluginHost
+from tests.adapters.test_plugins import SNAP, TOPOLOGY, Served
+
+GENEROUS = 20.0  # far below the hang, far above the deadline
+
+
+class _Threaded(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+    daemon_threads = True
+
+
+class Hanging:
+    """A PlacementDriver that answers the handshake and hangs on every other call."""
+
+    def __init__(self, path: Path) -> None:
+        self.release = threading.Event()
+        self.calls: list[str] = []
+        outer = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def address_string(self) -> str:
+                return "local"
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def do_POST(self) -> None:
+                self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                outer.calls.append(self.path)
+                if self.path != "/Plugin.Activate":
+                    outer.release.wait(60)
+                body = json.dumps({"Implements": ["PlacementDriver"]}).encode()
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+        self.server = _Threaded(str(path), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def stop(self) -> None:
+        self.release.set()
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def plugins(tmp_path: Path) -> Iterator[tuple[Served, Hanging]]:
+    fast = Served(tmp_path, TOPOLOGY, name="fast")
+    slow = Hanging(tmp_path / "slow.sock")
+    yield fast, slow
+    slow.stop()
+    fast.stop()
+
+
+def _in_thread(host: PluginHost, now: float = 0.0) -> Gathered:
+    got: list[Gathered] = []
+    thread = threading.Thread(target=lambda: got.append(host.gather(SNAP, now=now)), daemon=True)
+    thread.start()
+    thread.join(GENEROUS)
+    assert not thread.is_alive(), "the gather waited on the hanging plugin"
+    return got[0]
+
+
+def test_a_hanging_plugin_is_down_by_the_deadline_and_the_others_advice_is_kept(
+    tmp_path: Path, plugins: tuple[Served, Hanging]
+) -> None:
+    host = PluginHost([tmp_path], timeout=60, deadline=0.5, retry_after=0)
+    got = _in_thread(host)
+    assert got.advice.answered == ("fast",) and len(got.advice.vetoes) == 3
+    assert [h.source for h in got.health] == ["plugin.fast"]
+    [down] = got.unavailable
+    assert (down.kind, down.name) == ("plugin", "slow")
+    assert down.problem == "down: no answer within the 0.5 s deadline"
+
+    # Asked again at once (retry_after 0): still busy with the first call, so not asked.
+    again = _in_thread(host, now=1.0)
+    assert [s.problem for s in again.unavailable] == ["down: still busy with an earlier call"]
+    assert again.advice.answered == ("fast",)
+    _, slow = plugins
+    assert slow.calls == ["/Plugin.Activate", "/PlacementDriver.Filter"]
+
+
+def test_in_the_background_a_cycle_never_waits_and_changes_trigger_a_cycle(
+    tmp_path: Path, plugins: tuple[Served, Hanging]
+) -> None:
+    fast, _ = plugins
+    host = PluginHost([tmp_path], timeout=60, deadline=0.5, retry_after=0)
+    changes: list[float] = []
+    seen: dict[str, Gathered] = {}
+
+    async def main() -> None:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(host.run, lambda: changes.append(time.monotonic()))
+            await anyio.sleep(0.1)
+            # The first cycle waits for the first round (by the deadline), no longer.
+            with anyio.fail_after(GENEROUS):
+                seen["first"] = await anyio.to_thread.run_sync(lambda: host.gather(SNAP, now=0))
+            fast.write({**TOPOLOGY, "vetoes": []})  # the fast plugin changes its mind
+            rounds = host.rounds
+            with anyio.fail_after(GENEROUS):
+                # Answers at once with the last round's advice, and wakes the next round
+                # (in which the hanging plugin, still busy, is down again).
+                seen["cycle"] = await anyio.to_thread.run_sync(lambda: host.gather(SNAP, now=1))
+                while not changes:
+                    await anyio.sleep(0.05)
+            assert host.rounds > rounds
+            seen["after"] = await anyio.to_thread.run_sync(lambda: host.gather(SNAP, now=2))
+            tg.cancel_scope.cancel()
+
+    anyio.run(main)
+    assert len(seen["first"].advice.vetoes) == 3
+    assert [s.name for s in seen["first"].unavailable] == ["slow"]
+    assert seen["cycle"] == seen["first"], "a cycle takes the last answers, not a new round's"
+    assert len(seen["after"].advice.vetoes) == 2, "the change came with a cycle of its own"
+    assert "fast" in seen["after"].advice.answered
