@@ -277,6 +277,9 @@ class Controller:
                     tg.start_soon(lease.run)
                 if self.inputs is not None and self.inputs.agents is not None:
                     tg.start_soon(self.inputs.agents.run)
+                if self.inputs is not None and self.inputs.plugins is not None:
+                    # Off the cycle: a failover never waits on a plugin.
+                    tg.start_soon(self.inputs.plugins.run, lambda: self.trigger.fire("plugins"))
                 if self._handle_signals:
                     tg.start_soon(self._signals, tg.cancel_scope)
                 self.trigger.fire("start")
