@@ -167,6 +167,16 @@ class ControllerSpec(StrictSpec):
         description="How much lower a service's priority must be for a pending service to "
         "preempt it (1000: one named level).",
     )
+    health_panic_threshold: t.Fraction = Field(
+        _CONTROLLER.health_panic_threshold,
+        description=(
+            "Most of the ready nodes that health reports may take out of service at once "
+            "(rounded down: 0.34 is 1 node of 3 or 4, 2 of 6); when more are reported failed "
+            "or degraded, no new report is acted on until they fall back (docs/health.md). "
+            "The same share caps one plugin's vetoes of a service and the nodes one service "
+            "is moved off for failing there. 1: no limit."
+        ),
+    )
     timezone: t.TimeZone = Field(_CONTROLLER.timezone, description="Time zone of failback windows.")
 
 
@@ -232,6 +242,7 @@ def policy_from_document(doc: PolicyDocument) -> Policy:
             steering=controller.steering,
             steering_max_exclusions=controller.steering_max_exclusions,
             preemption_gap=controller.preemption_gap,
+            health_panic_threshold=controller.health_panic_threshold,
             timezone=controller.timezone,
         ),
         fault_domains=_frozen(doc.nodes.fault_domains),

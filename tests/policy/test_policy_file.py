@@ -80,7 +80,7 @@ def test_all_problems_at_once_in_file_order() -> None:
         "such as 30s, 10m, 2h or 1h30m (plain numbers in the file: seconds)",
         'policy.yaml:22:3: controller.colour = "blue": unknown field; expected one of: budgets, '
         "resync-interval, rebalance-mode, rebalance-interval, aggressiveness, move-cooldown, "
-        "steering, steering-max-exclusions, preemption-gap, timezone",
+        "steering, steering-max-exclusions, preemption-gap, health-panic-threshold, timezone",
     ]
 
 
@@ -297,6 +297,24 @@ controller:
 def test_other_file_fields_reject_bad_values(yaml: str, expected: str) -> None:
     [error] = errors_of(f"apiVersion: placement/v1\n{yaml}\n")
     assert expected in error, error
+
+
+@pytest.mark.parametrize(
+    ("value", "shown"),
+    [("0", "0"), ("1.5", "1.5"), ("0%", '"0%"'), ("a third", '"a third"'), ("-0.3", "-0.3")],
+)
+def test_a_bad_health_panic_threshold_names_file_line_and_field(value: str, shown: str) -> None:
+    text = f"apiVersion: placement/v1\ncontroller:\n  health-panic-threshold: {value}\n"
+    assert errors_of(text, source="p.yaml") == [
+        f"p.yaml:3:27: controller.health-panic-threshold = {shown}: expected a fraction above "
+        "0 and at most 1, such as 0.25 or 25%"
+    ]
+
+
+def test_the_health_panic_threshold_is_a_third_by_default_and_takes_a_percentage() -> None:
+    assert ControllerSettings().health_panic_threshold == 0.34
+    text = "apiVersion: placement/v1\ncontroller: {health-panic-threshold: 50%}\n"
+    assert load_policy_text(text).controller.health_panic_threshold == 0.5
 
 
 def test_empty_sections_are_absent() -> None:
