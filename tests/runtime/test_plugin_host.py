@@ -35,6 +35,7 @@ class Hanging:
 
     def __init__(self, path: Path) -> None:
         self.release = threading.Event()
+        self.hang = True
         self.calls: list[str] = []
         outer = self
 
@@ -48,9 +49,10 @@ class Hanging:
             def do_POST(self) -> None:
                 self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 outer.calls.append(self.path)
-                if self.path != "/Plugin.Activate":
+                if self.path != "/Plugin.Activate" and outer.hang:
                     outer.release.wait(60)
-                body = json.dumps({"Implements": ["PlacementDriver"]}).encode()
+                answer = {"Implements": ["PlacementDriver"]} if "Activate" in self.path else {}
+                body = json.dumps(answer).encode()
                 self.send_response(200)
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
@@ -135,3 +137,32 @@ def test_in_the_background_a_cycle_never_waits_and_changes_trigger_a_cycle(
     assert seen["cycle"] == seen["first"], "a cycle takes the last answers, not a new round's"
     assert len(seen["after"].advice.vetoes) == 2, "the change came with a cycle of its own"
     assert "fast" in seen["after"].advice.answered
+
+
+def test_a_cycle_never_waits_even_for_a_round_held_up_by_its_deadline(
+    tmp_path: Path, plugins: tuple[Served, Hanging]
+) -> None:
+    _, slow = plugins
+    slow.hang = False  # it answers the first round, then starts hanging
+    host = PluginHost([tmp_path], timeout=60, deadline=45, retry_after=0)
+    seen: list[Gathered] = []
+
+    async def main() -> None:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(host.run, lambda: None)
+            await anyio.sleep(0.1)
+            with anyio.fail_after(GENEROUS):
+                seen.append(await anyio.to_thread.run_sync(lambda: host.gather(SNAP, now=0)))
+            slow.hang = True
+            calls = len(slow.calls)
+            with anyio.fail_after(GENEROUS):  # far below the 45 s deadline
+                seen.append(await anyio.to_thread.run_sync(lambda: host.gather(SNAP, now=1)))
+                while len(slow.calls) == calls:  # the next round is under way, and hangs
+                    await anyio.sleep(0.05)
+                seen.append(await anyio.to_thread.run_sync(lambda: host.gather(SNAP, now=2)))
+            tg.cancel_scope.cancel()
+
+    anyio.run(main)
+    first, during, also = seen
+    assert first.advice.answered == ("fast", "slow") and first.unavailable == ()
+    assert during == first and also == first, "the last round's answers, at once"
