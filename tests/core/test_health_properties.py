@@ -10,7 +10,8 @@ from hypothesis import strategies as st
 
 from controller.core.actions import SetNodeAvailability, SetNodeLabels
 from controller.core.apply import apply_actions
-from controller.core.health.records import QUARANTINE_UNTIL, read_float
+from controller.core.health.panic import allowed
+from controller.core.health.records import QUARANTINE_UNTIL, read_float, read_health_records
 from controller.core.labels import DENY_LABEL_PREFIX, steering_constraint
 from controller.core.memory import Memory
 from controller.core.model import Availability, ClusterSnapshot, NodeRole, NodeState
@@ -163,3 +164,20 @@ def test_safety(snap: ClusterSnapshot) -> None:
         assert takers(after), result.actions
     # No health write is one the guards have to refuse.
     assert not [d for d in result.decisions if d.rule == "guard" and d.outcome == "refuse"]
+
+
+@settings(max_examples=200, deadline=None)
+@given(troubled_swarms())
+def test_health_reports_take_no_more_ready_nodes_than_the_share(snap: ClusterSnapshot) -> None:
+    """However many nodes are reported, cycle after cycle the ready nodes that carry a
+    report in force (refused every service, or paused) stay within the panic threshold."""
+    share = POLICY.controller.health_panic_threshold
+    memory = _memory(snap)
+    for step in range(len(snap.nodes) + 2):
+        result = plan(snapshot=snap, policy=POLICY, memory=memory, now=NOW + step)
+        snap, memory = apply_actions(snap, _node_writes(result)), result.memory
+        ready = [n for n in snap.nodes if n.is_ready]
+        taken = [
+            n for n in ready if any(r.until > NOW + step for r in read_health_records(n.labels))
+        ]
+        assert len(taken) <= allowed(share, len(ready)), result.decisions

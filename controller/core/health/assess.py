@@ -12,6 +12,9 @@ Swarm's task history, the node exits remembered, the policy and `now`.
   a task failure there. Failures in the first RETURN_GRACE seconds after a node turns ready
   are its return's (Swarm reports the tasks a crash killed only then), and a service that
   also fails on other nodes is failing by itself, not because of the node: neither counts.
+- Panic (panic.py): when more than `controller.health-panic-threshold` of the ready nodes
+  are reported failed or degraded, no new report is taken and no new quarantine starts;
+  what is in force stays and releases go on.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from dataclasses import dataclass, field, replace
 
 from controller.core.decisions import Decision
 from controller.core.health.memory import HealthMemory
+from controller.core.health.panic import Panic, detect_panic, held_in_panic, ignored
 from controller.core.health.records import (
     PAUSE_HEALTH,
     PAUSE_QUARANTINE,
@@ -34,7 +38,7 @@ from controller.core.health.records import (
 from controller.core.memory import Memory
 from controller.core.model import Availability, ClusterSnapshot, Node, NodeRole, NodeState
 from controller.core.signals import HealthState, WorkloadEvent
-from controller.policy import Policy
+from controller.policy import ControllerSettings, Policy
 
 RULE = "health"
 # Task failures this soon after a node turns ready belong to its return, not to it.
@@ -62,6 +66,9 @@ class Assessment:
     verdicts: Mapping[str, NodeVerdict] = field(default_factory=dict)
     decisions: tuple[Decision, ...] = ()
     memory: HealthMemory = field(default_factory=HealthMemory)
+    panic: Panic | None = None  # set while too many nodes are reported (panic.py)
+    # controller.health-panic-threshold, which also caps plugin vetoes and move-offs.
+    share: float = ControllerSettings().health_panic_threshold
 
     def verdict(self, node: Node) -> NodeVerdict:
         return self.verdicts.get(node.id) or NodeVerdict(node.id, node.hostname)
@@ -153,10 +160,15 @@ def counted_failures(
     return out
 
 
+def _recorded(node: Node, now: float) -> dict[str, HealthRecord]:
+    """The words in force on the node: recorded in the write that acted on them."""
+    return {r.source: r for r in read_health_records(node.labels) if r.until > now}
+
+
 def _health_records(
     node: Node, reports: Mapping[str, HealthRecord | None], now: float
 ) -> dict[str, HealthRecord]:
-    records = {r.source: r for r in read_health_records(node.labels) if r.until > now}
+    records = _recorded(node, now)
     for source, live in reports.items():
         if live is None or live.until <= now:
             records.pop(source, None)
@@ -182,13 +194,20 @@ def assess_nodes(
     *, snapshot: ClusterSnapshot, policy: Policy, memory: Memory, now: float
 ) -> Assessment:
     q = policy.quarantine
+    share = policy.controller.health_panic_threshold
     health_memory = track_exits(snapshot, memory.health, now, keep=q.period_seconds)
     live = _live_reports(snapshot)
-    decisions: list[Decision] = []
+    wanted = {n.id: _health_records(n, live.get(n.id, {}), now) for n in snapshot.nodes}
+    panic = detect_panic(snapshot.nodes, wanted, share)
+    decisions: list[Decision] = [] if panic is None else [panic.decision()]
     verdicts: dict[str, NodeVerdict] = {}
     ended: dict[str, float] = {}  # node id -> end of its current or last quarantine
     for node in snapshot.nodes:
-        records = _health_records(node, live.get(node.id, {}), now)
+        records = wanted[node.id]
+        if panic is not None:
+            held = held_in_panic(records, _recorded(node, now))
+            decisions.extend(ignored(node, records, held))
+            records = held
         worst = max((r.state for r in records.values()), key=lambda s: s.severity, default=None)
         until = read_float(node.labels, QUARANTINE_UNTIL)
         if until is not None:
@@ -238,9 +257,16 @@ def assess_nodes(
         verdicts=verdicts,
         ended=ended,
         decisions=decisions,
+        panic=panic is not None,
     )
     verdicts = _pauses(snapshot, verdicts, decisions)
-    return Assessment(verdicts=verdicts, decisions=tuple(decisions), memory=health_memory)
+    return Assessment(
+        verdicts=verdicts,
+        decisions=tuple(decisions),
+        memory=health_memory,
+        panic=panic,
+        share=share,
+    )
 
 
 def _quarantine(
@@ -253,6 +279,7 @@ def _quarantine(
     verdicts: dict[str, NodeVerdict],
     ended: Mapping[str, float],
     decisions: list[Decision],
+    panic: bool,
 ) -> dict[str, NodeVerdict]:
     q = policy.quarantine
     window_start = now - q.period_seconds
@@ -274,6 +301,13 @@ def _quarantine(
             f"within {_span(q.period_seconds)}"
         )
         subject = f"node {verdict.hostname}"
+        if panic:
+            decisions.append(
+                Decision(
+                    RULE, subject, "keep", f"{what}, but no quarantine starts in a health panic"
+                )
+            )
+            continue
         if active >= cap:
             decisions.append(
                 Decision(

@@ -8,10 +8,13 @@ label with no reason left is removed, whoever wrote it:
 - the node is `failed`: every managed service;
 - the node is `degraded`: preemptible managed services with tasks there, a batch of at
   most `budgets.actions-per-node` services at a time, the next batch once the last one
-  runs its replicas elsewhere; those already refused stay refused while it is degraded;
+  runs its replicas elsewhere; those already refused stay refused while it is degraded
+  (in a health panic, panic.py, no next batch starts);
 - the service failed there too often (workload.py);
-- a placement plugin vetoes the node for the service, unless its vetoes would leave the
-  service no node at all (then they are set aside, and a decision says so).
+- a placement plugin vetoes the node for the service, unless that plugin vetoes more than
+  `controller.health-panic-threshold` of the nodes that may take it, or the vetoes
+  of all plugins together do (then they are set aside for the cycle, and a decision says
+  so): a plugin gone wrong must not take a service off every node at once.
 Removing a deny label moves nothing back: it only lets the node take the service again.
 """
 
@@ -23,6 +26,7 @@ from dataclasses import dataclass, field
 from controller.core.balance.counts import active_counts
 from controller.core.decisions import Decision
 from controller.core.health.assess import Assessment
+from controller.core.health.panic import SETTING, allowed, eligible
 from controller.core.labels import DENY_LABEL_PREFIX, DENY_VALUE
 from controller.core.model import ClusterSnapshot, Service, ServiceMode
 from controller.core.signals import HealthState, PluginVeto
@@ -79,10 +83,18 @@ def plan_denials(
             for service in managed:
                 plan.deny(node.id, service.name, "node failed")
         elif verdict.health is HealthState.DEGRADED:
-            _degraded(plan, observed, node.id, managed=managed, settings=settings, batch=batch)
+            _degraded(
+                plan,
+                observed,
+                node.id,
+                managed=managed,
+                settings=settings,
+                batch=batch,
+                panic=assessment.panic is not None,
+            )
         for name in move_offs.get(node.id, {}):
             plan.deny(node.id, name, "keeps failing here")
-    _vetoes(plan, effective, by_id, vetoes)
+    _vetoes(plan, effective, by_id, vetoes, share=assessment.share)
     return plan
 
 
@@ -94,6 +106,7 @@ def _degraded(
     managed: tuple[Service, ...],
     settings: Mapping[str, ServiceSettings],
     batch: int,
+    panic: bool,
 ) -> None:
     node = observed.node_by_id[node_id]
     hostname = node.hostname
@@ -118,13 +131,11 @@ def _degraded(
             )
         )
         return
-    if batch <= 0:
+    if panic or batch <= 0:
+        why = "health panic" if panic else "budgets.actions-per-node is 0"
         plan.decisions.append(
             Decision(
-                RULE,
-                f"node {hostname}",
-                "keep",
-                "degraded, but budgets.actions-per-node is 0: no preemptible work moves",
+                RULE, f"node {hostname}", "keep", f"degraded, but {why}: no preemptible work moves"
             )
         )
         return
@@ -138,24 +149,49 @@ def _vetoes(
     effective: ClusterSnapshot,
     by_id: Mapping[str, Service],
     vetoes: tuple[PluginVeto, ...],
+    *,
+    share: float,
 ) -> None:
-    per_service: dict[str, dict[str, PluginVeto]] = {}
+    per_service: dict[str, dict[str, dict[str, PluginVeto]]] = {}
     for veto in vetoes:
         if veto.service_id in by_id and veto.node_id in effective.node_by_id:
-            per_service.setdefault(veto.service_id, {}).setdefault(veto.node_id, veto)
-    for service_id, nodes in sorted(per_service.items()):
+            by_plugin = per_service.setdefault(veto.service_id, {})
+            by_plugin.setdefault(veto.plugin, {}).setdefault(veto.node_id, veto)
+    for service_id, by_plugin in sorted(per_service.items()):
         service = by_id[service_id]
-        usable = {n.id for n in effective.nodes if n.accepts_tasks}
-        if usable and usable <= set(nodes):
+        subject = f"service {service.name}"
+        usable = eligible(effective, service)
+        cap = allowed(share, len(usable))
+        kept: dict[str, PluginVeto] = {}
+        for plugin, nodes in sorted(by_plugin.items()):
+            taken = len(usable & set(nodes))
+            if taken > cap:
+                plan.decisions.append(
+                    Decision(
+                        "plugins",
+                        subject,
+                        "ignore",
+                        f"plugin {plugin} vetoes {taken} of the {len(usable)} node(s) that "
+                        f"may take it, more than {SETTING} {share:.0%} allows ({cap}): its "
+                        "vetoes are set aside this cycle",
+                    )
+                )
+                continue
+            for node_id, veto in nodes.items():
+                kept.setdefault(node_id, veto)
+        taken = len(usable & set(kept))
+        if taken > cap or (usable and usable <= set(kept)):
             plan.decisions.append(
                 Decision(
                     "plugins",
-                    f"service {service.name}",
+                    subject,
                     "ignore",
-                    "the placement plugins veto every node that takes tasks: their vetoes "
-                    "are set aside rather than leave it nowhere to run",
+                    f"the placement plugins veto {taken} of the {len(usable)} node(s) that "
+                    "may take it"
+                    + (f", more than {SETTING} {share:.0%} allows ({cap})" if taken > cap else "")
+                    + ": their vetoes are set aside this cycle rather than leave it too few nodes",
                 )
             )
             continue
-        for node_id, veto in sorted(nodes.items()):
+        for node_id, veto in sorted(kept.items()):
             plan.deny(node_id, service.name, f"vetoed by plugin {veto.plugin}: {veto.reason}")
