@@ -9,12 +9,18 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
 
-from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoMetricFamily
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
-from controller.core.actions import Action, SetNodeAvailability, SetNodeLabels, describe
+from controller.core.actions import (
+    Action,
+    SetNodeAvailability,
+    SetNodeLabels,
+    SetRecords,
+    describe,
+)
 from controller.core.decisions import Decision
 from controller.runtime.lease import LeaseKeeper
 from controller.runtime.policy_source import PolicySource
@@ -26,6 +32,8 @@ EVENT_KINDS = ("failover", "failback", "preemption", "move")
 def subject_of(action: Action) -> str:
     if isinstance(action, SetNodeLabels | SetNodeAvailability):
         return f"node {action.hostname}"
+    if isinstance(action, SetRecords):
+        return "records"
     return f"service {action.service_name}"
 
 
@@ -163,6 +171,15 @@ class Metrics:
             kind: Counter(f"placement_{kind}s", f"{kind.capitalize()}s started.", registry=r)
             for kind in EVENT_KINDS
         }
+        self.health_panic = Gauge(
+            "placement_health_panic",
+            "1 while more of the ready nodes are reported failed or degraded than "
+            "controller.health-panic-threshold allows: no new report is acted on.",
+            registry=r,
+        )
+        self.health_panic_cycles = Counter(
+            "placement_health_panic_cycles", "Cycles the leader ran in a health panic.", registry=r
+        )
         r.register(_StateCollector(policy, lease, agents))
         self._previous: set[Decision] = set()
 
@@ -177,6 +194,10 @@ class Metrics:
         failed: Sequence[Action] = (),
     ) -> None:
         self.reconcile_seconds.labels("leader" if leader else "standby").observe(seconds)
+        panic = leader and any((d.rule, d.outcome) == ("health", "panic") for d in decisions)
+        self.health_panic.set(1.0 if panic else 0.0)
+        if panic:
+            self.health_panic_cycles.inc()
         if not leader:
             self._previous = set()  # decisions count where they are acted on
             return

@@ -96,3 +96,17 @@ def test_writes_docker_refused_are_counted_by_kind() -> None:
     assert _sample(metrics, "placement_write_failures_total", kind=STEER.kind) == 1
     assert _sample(metrics, "placement_actions_total", kind=STEER.kind) is None
     assert _sample(metrics, "placement_write_conflicts_total") == 0
+
+
+def test_a_health_panic_is_a_gauge_while_it_lasts_and_a_count_of_cycles() -> None:
+    metrics = Metrics(PolicySource(None), lease=None)
+    panic = Decision("health", "swarm", "panic", "4 of 4 ready node(s) reported failed")
+    for decisions in ([panic], [panic], []):
+        metrics.record_cycle(
+            seconds=0.1, leader=True, decisions=decisions, executed=[], conflict=False
+        )
+        assert _sample(metrics, "placement_health_panic") == (1.0 if decisions else 0.0)
+    assert _sample(metrics, "placement_health_panic_cycles_total") == 2
+    metrics.record_cycle(seconds=0.1, leader=False, decisions=[panic], executed=[], conflict=False)
+    assert _sample(metrics, "placement_health_panic") == 0.0, "a standby acts on nothing"
+    assert _sample(metrics, "placement_health_panic_cycles_total") == 2
