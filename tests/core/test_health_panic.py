@@ -282,3 +282,17 @@ def test_no_quarantine_starts_in_a_storm() -> None:
     stormy = run(replace(storm(snap, 1, 2, 3), workload=events), policy=policy)
     assert not any(d.outcome == "quarantine" for d in stormy.decisions)
     assert any("no quarantine starts in a health panic" in d.reason for d in stormy.decisions)
+
+
+def test_a_storm_arriving_one_node_at_a_time_takes_only_the_first() -> None:
+    """The monitor goes wrong node by node, a cycle apart: the first report is one node of
+    four (within the share) and acted on; from the second on it is a storm."""
+    snap, policy = cluster(), Policy.default()
+    memory = started(snap, policy)
+    for step, n in enumerate((2, 3, 4, 1)):
+        snap = replace(snap, health=(*snap.health, word(n)))
+        result = plan(snapshot=snap, policy=policy, memory=memory, now=NOW + step)
+        snap, memory = apply_actions(snap, node_writes(result)), result.memory
+    assert denied(snap, 2) == {"web", "batch"}
+    assert [n for n in (1, 3, 4) if denied(snap, n)] == []
+    assert panic(result) is not None
