@@ -20,6 +20,7 @@ from controller.core.actions import (
 from controller.core.context import PlanContext
 from controller.core.decisions import Decision
 from controller.core.model import Availability, NodeRole
+from controller.core.release import release_refusal
 from controller.policy import Budgets
 
 
@@ -114,8 +115,12 @@ def apply_guards(
     for action in actions:
         service_id = _service_of(action)
         if service_id is not None and not ctx.is_managed(service_id):
-            drop(action, "refuse", "the service is not managed by the controller")
-            continue
+            # Only a release (core/release) may write it, and only to take back ours.
+            refusal = release_refusal(ctx.snapshot.service_by_id.get(service_id), action)
+            if refusal is not None:
+                drop(action, "refuse", refusal)
+                continue
+            drop(action, "allow", "not managed: this write only takes back the controller's")
         if isinstance(action, SetNodeAvailability) and _drains_last_manager(ctx, action, taken_out):
             drop(action, "refuse", "it would leave no active manager")
             continue

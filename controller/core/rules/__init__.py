@@ -13,12 +13,17 @@ from controller.core.rules.nodes import plan_nodes
 from controller.core.rules.owners import plan_owners
 from controller.core.rules.preemption import plan_preemption
 from controller.core.rules.rebalance import plan_rebalance
+from controller.core.rules.release import plan_release
 from controller.core.rules.restore import plan_restores
 
 RULES: tuple[tuple[str, Rule], ...] = (
     # Every node write first (marks, health, quarantine, deny labels): an eviction lands
     # before the failover surge that replaces the evicted tasks at once.
     ("nodes", plan_nodes),
+    # Services no longer managed, which no other rule writes. The node marks their
+    # constraints need stay (the nodes rule keeps a mark a constraint requires), so this
+    # runs after nodes: the constraint goes in this cycle, the mark in a later one.
+    ("release", plan_release),
     ("failover", plan_failover),
     # After failover, whose surge, trim or forget must land before a record is reused;
     # before steering, so room for a pending higher-priority service beats a move.

@@ -2,8 +2,12 @@
 
 Adding a possible-owner label stops nothing; the constraint that requires it is added
 only once every possible owner carries it (see the owners rule). Removing one evicts
-that service's tasks from the node. The nodes rule writes these together with every
-other label of ours on the node, in one write per node per cycle.
+that service's tasks from the node: deliberate for a managed service whose possible
+owners no longer include the node, and never otherwise. A mark that any other service's
+constraint still requires (one no longer managed, whose release drops the constraint
+first; one whose possible owners were unset; one the controller cannot read) stays
+until that constraint is gone. The nodes rule writes these together with every other
+label of ours on the node, in one write per node per cycle.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from dataclasses import dataclass, field
 from controller.core.context import PlanContext
 from controller.core.labels import POSSIBLE_LABEL_PREFIX, POSSIBLE_VALUE, possible_label
 from controller.core.placement.candidates import expand_owner_list
+from controller.core.release import mark_requirements, required_on
 
 
 @dataclass(frozen=True, slots=True)
@@ -20,20 +25,29 @@ class MarkChange:
     add: dict[str, str] = field(default_factory=dict)
     remove: frozenset[str] = frozenset()
     evicts: tuple[str, ...] = ()  # service ids whose tasks a removed mark evicts
+    # Marks that stay though no policy wants them: label -> services that require them.
+    kept: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
 
 def possible_marks(ctx: PlanContext) -> dict[str, MarkChange]:
     """Node id -> the possible-owner marks to add and remove (nodes with no change left out)."""
     managed = ctx.managed_services()
     wanted: dict[str, set[str]] = {n.id: set() for n in ctx.snapshot.nodes}
+    # Marks that follow a policy: removing one where the policy no longer wants it is the
+    # owners' deliberate eviction (counted against the budgets).
+    followed: set[str] = set()
     for service in managed:
         settings = ctx.settings(service.id)
         if not settings.possible_nodes:
             continue
+        followed.add(possible_label(service.name))
         for node_id in expand_owner_list(
             settings.possible_nodes, ctx.snapshot.nodes, ctx.policy.groups
         ):
             wanted[node_id].add(possible_label(service.name))
+    # A service the controller cannot read may carry a constraint requiring its mark.
+    unreadable = {possible_label(u.name) for u in ctx.snapshot.unreadable if u.kind == "service"}
+    requirements = mark_requirements(ctx.snapshot.services)
     out: dict[str, MarkChange] = {}
     for node in ctx.snapshot.nodes:
         have = {k for k in node.labels if k.startswith(POSSIBLE_LABEL_PREFIX)}
@@ -42,8 +56,30 @@ def possible_marks(ctx: PlanContext) -> dict[str, MarkChange]:
             for k in sorted(wanted[node.id])
             if node.labels.get(k) != POSSIBLE_VALUE
         }
-        to_remove = frozenset(have - wanted[node.id])
-        if to_set or to_remove:
+        to_remove = have - wanted[node.id]
+        kept = _still_required(to_remove, required_on(requirements, node), followed)
+        kept.update({k: ("an unreadable service",) for k in to_remove & unreadable})
+        to_remove -= set(kept)
+        if to_set or to_remove or kept:
             evicts = tuple(s.id for s in managed if possible_label(s.name) in to_remove)
-            out[node.id] = MarkChange(add=to_set, remove=to_remove, evicts=evicts)
+            out[node.id] = MarkChange(
+                add=to_set, remove=frozenset(to_remove), evicts=evicts, kept=kept
+            )
+    return out
+
+
+def _still_required(
+    removing: set[str], required: dict[str, list[str]], followed: set[str]
+) -> dict[str, tuple[str, ...]]:
+    """Marks about to go that a constraint needs, other than the mark's own service's
+    when that follows its policy: label -> the services that need it."""
+    out: dict[str, tuple[str, ...]] = {}
+    for label in sorted(removing):
+        names = tuple(
+            n
+            for n in required.get(label, ())
+            if not (label in followed and label == possible_label(n))
+        )
+        if names:
+            out[label] = names
     return out

@@ -76,6 +76,7 @@ def plan_nodes(ctx: PlanContext) -> RuleOutput:
     )
     marks = possible_marks(ctx)
     decisions: list[Decision] = [*move_offs.decisions, *denials.decisions]
+    decisions.extend(_kept_marks(observed, marks))
     actions: list[Action] = []
     by_name = {s.name: s for s in managed}
     for node in observed.nodes:
@@ -216,8 +217,25 @@ def _marks(change: _Change, marks: MarkChange | None) -> None:
     change.drop.update(marks.remove)
     change.evicts.extend(e for e in marks.evicts if e not in change.evicts)
     change.why.append(
-        "possible-owner marks follow the policy; marks of services no longer managed are released"
+        "possible-owner marks follow the policy; a mark no constraint requires any more goes"
     )
+
+
+def _kept_marks(observed: ClusterSnapshot, marks: dict[str, MarkChange]) -> list[Decision]:
+    out = []
+    for node in observed.nodes:
+        change = marks.get(node.id)
+        for label, names in sorted(change.kept.items() if change else ()):
+            out.append(
+                Decision(
+                    RULE,
+                    f"node {node.hostname}",
+                    "keep",
+                    f"{label} stays while a constraint requires it ({', '.join(names)}): "
+                    "removing it would stop their tasks here; it goes once they are released",
+                )
+            )
+    return out
 
 
 def _action(node: Node, change: _Change) -> Action | None:
