@@ -8,13 +8,15 @@ import base64
 import copy
 from typing import Any
 
+import anyio
 import docker.errors
 import pytest
 import requests
 
 from controller.adapters.docker_api import ConflictError
-from controller.adapters.lease_store import CONFIG_DATA, ConfigLeaseStore
+from controller.adapters.lease_store import CONFIG_DATA, ConfigLeaseStore, LeaseRead
 from controller.core.lease import LeaseRecord, labels_of
+from controller.runtime.lease import LeaseConfig, LeaseKeeper
 
 NAME = "placement_controller-lease"
 
@@ -145,3 +147,65 @@ def test_unreadable_labels_are_a_problem_named_after_the_config() -> None:
     assert read.record is None and read.problem is not None
     assert read.problem.startswith(f"config {NAME}: lease labels incomplete")
     assert read.version is not None  # a takeover overwrites them at that version
+
+
+class _Clock:
+    now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _keeper(api: FakeConfigApi, clock: _Clock, name: str) -> LeaseKeeper:
+    return LeaseKeeper(
+        LeaseConfig(name=NAME, holder=name, lifetime=15),
+        lambda: _store(api),
+        say=lambda _: None,
+        clock=clock,
+        wall_clock=clock,
+    )
+
+
+def _tick(keeper: LeaseKeeper) -> float:
+    return anyio.run(keeper._tick)
+
+
+def test_a_keeper_that_loses_the_race_to_create_the_config_reads_the_winner() -> None:
+    api, clock = FakeConfigApi(), _Clock()
+
+    class Racing(ConfigLeaseStore):
+        """Another replica creates the config between this one's read and its write."""
+
+        def write(self, read: LeaseRead, record: LeaseRecord) -> None:
+            other = _store(api)
+            other.write(other.read(), _record("a"))
+            super().write(read, record)
+
+    b = LeaseKeeper(
+        LeaseConfig(name=NAME, holder="b", lifetime=15),
+        lambda: Racing(FakeClient(api), NAME),
+        say=lambda _: None,
+        clock=clock,
+        wall_clock=clock,
+    )
+    _tick(b)
+    assert not api.configs, "a lease nobody has taken yet creates nothing"
+    clock.now += 15
+    assert _tick(b) == 0.0, "a lost race is read again at once"
+    _tick(b)
+    assert not b.holds() and b.standby_reason() == f"the lease {NAME} is held by a"
+    assert len(api.configs) == 1 and _store(api).read().record == _record("a")
+
+
+def test_a_holder_creates_its_config_again_when_it_was_removed() -> None:
+    api, clock = FakeConfigApi(), _Clock()
+    a = _keeper(api, clock, "a")
+    _tick(a)
+    clock.now += 15
+    _tick(a)
+    assert a.holds()
+    api.configs.clear()  # `docker config rm` while the lease runs
+    clock.now += 5
+    _tick(a)
+    (config,) = api.configs.values()
+    assert a.holds() and config["Spec"]["Labels"]["swarm-placement.lease.holder"] == "a"
