@@ -19,6 +19,7 @@ COMMAND_MODULES = (
     "controller.cli.run_cmd",
     "controller.cli.policy_cmd",
     "controller.cli.start_cmd",
+    "controller.cli.release_cmd",
     "controller.cli.plan_cmd",
     "controller.cli.explain_cmd",
     "controller.cli.snapshot_cmd",

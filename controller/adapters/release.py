@@ -1,0 +1,176 @@
+"""`release`: take back what the controller wrote, one version-checked write at a time.
+
+The writes are core/release's: per service, its constraints and labels first, then a
+replica count it changed; with `--all`, then every node's labels and a pause the
+controller recorded, never a mark some service's constraint still requires (a service
+whose release failed keeps it). Each write goes through adapters/writes from a fresh
+read; a write that loses a race with another writer is planned again from a new read,
+a few times. A running controller would adopt the services again: stop it first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+import docker
+
+from controller.adapters.attrs import (
+    AttrsError,
+    node_from_attrs,
+    service_from_attrs,
+    snapshot_from_attrs,
+)
+from controller.adapters.docker_api import (
+    ConflictError,
+    GoneError,
+    inspect_node,
+    inspect_service,
+)
+from controller.adapters.docker_read import ServiceNotFoundError
+from controller.adapters.writes import execute_action
+from controller.core.actions import Action
+from controller.core.apply import apply_actions
+from controller.core.decisions import Decision
+from controller.core.model import ClusterSnapshot, Node, Service
+from controller.core.release import (
+    RULE,
+    MarkRequirements,
+    mark_requirements,
+    release_node,
+    release_refusal,
+    release_service,
+)
+
+ATTEMPTS = 3  # reads per write: a conflict means someone else wrote; read again
+MAX_WRITES = 3  # per service: constraints and labels, then the replica count
+
+
+class Swarm(Protocol):
+    """The reads and the write a release needs (DockerSwarm, or a fake in tests)."""
+
+    def snapshot(self) -> ClusterSnapshot: ...
+    def service(self, name: str) -> Service: ...
+    def node(self, node_id: str) -> Node: ...
+    def write(self, action: Action) -> None: ...
+
+
+class DockerSwarm:
+    def __init__(self, client: docker.DockerClient) -> None:
+        self._client = client
+
+    def snapshot(self) -> ClusterSnapshot:
+        api = self._client.api
+        return snapshot_from_attrs(nodes=api.nodes(), services=api.services(), tasks=[])
+
+    def service(self, name: str) -> Service:
+        try:
+            return service_from_attrs(inspect_service(self._client, name))
+        except GoneError:
+            raise ServiceNotFoundError(f"no service named {name!r}") from None
+
+    def node(self, node_id: str) -> Node:
+        return node_from_attrs(inspect_node(self._client, node_id))
+
+    def write(self, action: Action) -> None:
+        execute_action(self._client, action)
+
+
+@dataclass
+class Releaser:
+    """Runs the release writes and reports one decision line per write (or per refusal)."""
+
+    swarm: Swarm
+    dry_run: bool
+    say: Callable[[str], None]
+    complete: bool = True  # False once something of ours is left behind
+
+    def _report(self, decision: Decision) -> None:
+        prefix = "dry run: " if self.dry_run else ""
+        self.say(prefix + decision.line())
+        if decision.outcome != "release":
+            self.complete = False
+
+    def _fail(self, subject: str, reason: str) -> None:
+        self._report(Decision(RULE, subject, "fail", reason))
+
+    def service(self, name: str) -> Service:
+        """Release one service (name or ID); its state afterwards (as a dry run leaves it)."""
+        service = self.swarm.service(name)
+        for _ in range(MAX_WRITES):
+            for attempt in range(ATTEMPTS):
+                action, decision = release_service(service)
+                if action is None:
+                    if decision is not None:
+                        self._report(decision)
+                    return service
+                refusal = release_refusal(service, action)
+                if refusal is not None:  # a bug in release_service: never written
+                    self._fail(f"service {service.name}", refusal)
+                    return service
+                if self.dry_run:
+                    if decision is not None:
+                        self._report(decision)
+                    service = _applied(service, action)
+                    break
+                try:
+                    self.swarm.write(action)
+                except GoneError:
+                    return service  # removed meanwhile: nothing of ours left on it
+                except ConflictError as exc:
+                    if attempt == ATTEMPTS - 1:
+                        self._fail(f"service {service.name}", f"it kept changing: {exc}")
+                        return service
+                    service = self.swarm.service(service.id)
+                    continue
+                if decision is not None:
+                    self._report(decision)
+                service = self.swarm.service(service.id)
+                break
+        return service
+
+    def everything(self) -> None:
+        """Every service, then every node (their marks once no constraint needs them)."""
+        snapshot = self.swarm.snapshot()
+        for item in snapshot.unreadable:
+            self._fail(
+                f"{item.kind} {item.name}", f"cannot be read, release it by hand: {item.reason}"
+            )
+        services = []
+        for service in sorted(snapshot.services, key=lambda s: s.name):
+            try:
+                services.append(self.service(service.id))
+            except (ServiceNotFoundError, AttrsError):
+                continue  # removed meanwhile (or unreadable now): nothing of ours left on it
+        if not self.dry_run:
+            snapshot = self.swarm.snapshot()
+            services = list(snapshot.services)
+        requirements = mark_requirements(services)
+        for node in sorted(snapshot.nodes, key=lambda n: n.hostname):
+            self._node(node, requirements)
+
+    def _node(self, node: Node, requirements: MarkRequirements) -> None:
+        for attempt in range(ATTEMPTS):
+            action, decision = release_node(node, requirements)
+            if decision is None:
+                return
+            if action is None or self.dry_run:
+                self._report(decision)
+                return
+            try:
+                self.swarm.write(action)
+            except ConflictError as exc:
+                if attempt == ATTEMPTS - 1:
+                    self._fail(f"node {node.hostname}", f"it kept changing: {exc}")
+                    return
+                node = self.swarm.node(node.id)
+                continue
+            self._report(decision)
+            return
+
+
+def _applied(service: Service, action: Action) -> Service:
+    """The service as the write would leave it (for a dry run's next step)."""
+    alone = ClusterSnapshot(nodes=(), services=(service,), tasks=())
+    return apply_actions(alone, (action,)).services[0]
