@@ -18,6 +18,7 @@ import requests
 from controller.adapters.attrs import Attrs, snapshot_from_attrs
 from controller.adapters.health_attrs import failure_events_from_attrs
 from controller.core.model import ClusterSnapshot
+from controller.core.records import RECORDS_CONFIG, RecordStore
 
 OUT_OF_SEQUENCE = "update out of sequence"
 
@@ -73,7 +74,23 @@ def observe_cluster(client: docker.DockerClient) -> ClusterSnapshot:
     # Finished tasks: the failures among them are health input (quarantine, workload).
     history = _call(lambda: client.api.tasks(filters={"desired-state": "shutdown"}))
     snapshot = snapshot_from_attrs(nodes=nodes, services=services, tasks=tasks)
-    return replace(snapshot, workload=failure_events_from_attrs([*tasks, *history]))
+    return replace(
+        snapshot,
+        workload=failure_events_from_attrs([*tasks, *history]),
+        records=observe_records(client),
+    )
+
+
+def observe_records(client: docker.DockerClient) -> RecordStore:
+    """The mirror of the controller's service records (core/records), empty if none yet."""
+    try:
+        attrs = inspect_config(client, RECORDS_CONFIG)
+    except GoneError:
+        return RecordStore()
+    spec = attrs.get("Spec") or {}
+    return RecordStore.from_labels(
+        str(attrs["ID"]), int(attrs["Version"]["Index"]), spec.get("Labels") or {}
+    )
 
 
 def inspect_service(client: docker.DockerClient, service_id: str) -> Attrs:

@@ -28,10 +28,12 @@ from controller.adapters.docker_api import (
     update_node_spec,
     update_service_spec,
 )
+from controller.adapters.records_store import write_records
 from controller.core.actions import (
     Action,
     SetNodeAvailability,
     SetNodeLabels,
+    SetRecords,
     SetReplicas,
     SetServiceConstraints,
     SetServiceLabels,
@@ -109,6 +111,9 @@ _retry_transient = retry(
 
 @_retry_transient
 def execute_action(client: docker.DockerClient, action: Action) -> None:
+    if isinstance(action, SetRecords):
+        write_records(client, action)
+        return
     if isinstance(action, SetNodeLabels | SetNodeAvailability):
         attrs = inspect_node(client, action.node_id)
         _check_version("node", action.hostname, action.version, int(attrs["Version"]["Index"]))

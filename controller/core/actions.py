@@ -85,14 +85,28 @@ class SetNodeAvailability:
 
 
 ServiceAction = SetServiceConstraints | SetReplicas | SetServiceLabels
+@dataclass(frozen=True, slots=True)
+class SetRecords:
+    """Set and remove entries of the records mirror (core/records): restarts nothing."""
+
+    config_id: str  # "": create the config
+    version: int
+    set: Mapping[str, str] = field(default_factory=dict)  # service ID -> encoded record
+    remove: tuple[str, ...] = ()  # service IDs
+
+    kind = "set-records"
+
+
 NodeAction = SetNodeLabels | SetNodeAvailability
-Action = ServiceAction | NodeAction
+Action = ServiceAction | NodeAction | SetRecords
 
 
 def target_of(action: Action) -> tuple[str, str]:
     """The object an action writes: ("service", id) or ("node", id)."""
     if isinstance(action, SetNodeLabels | SetNodeAvailability):
         return ("node", action.node_id)
+    if isinstance(action, SetRecords):
+        return ("records", "")
     return ("service", action.service_id)
 
 
@@ -111,3 +125,5 @@ def describe(action: Action) -> str:
         case SetNodeAvailability(hostname=host, availability=a, set_labels=s, remove_labels=r):
             labels = f", labels set {dict(s)} remove {list(r)}" if s or r else ""
             return f"node {host}: availability = {a.value}{labels}"
+        case SetRecords(set=s, remove=r):
+            return f"records: save {len(s)} service record(s), drop {len(r)}"

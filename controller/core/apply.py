@@ -13,11 +13,13 @@ from controller.core.actions import (
     Action,
     SetNodeAvailability,
     SetNodeLabels,
+    SetRecords,
     SetReplicas,
     SetServiceConstraints,
     SetServiceLabels,
 )
 from controller.core.model import ClusterSnapshot, Node, Service
+from controller.core.records import RecordStore
 
 
 def _merged(
@@ -59,8 +61,11 @@ def _apply_to_node(node: Node, action: Action) -> Node:
 def apply_actions(snapshot: ClusterSnapshot, actions: tuple[Action, ...]) -> ClusterSnapshot:
     services = {s.id: s for s in snapshot.services}
     nodes = {n.id: n for n in snapshot.nodes}
+    records = snapshot.records
     for action in actions:
-        if isinstance(action, SetNodeLabels | SetNodeAvailability):
+        if isinstance(action, SetRecords):
+            records = _apply_to_records(records, action)
+        elif isinstance(action, SetNodeLabels | SetNodeAvailability):
             if action.node_id in nodes:
                 nodes[action.node_id] = _apply_to_node(nodes[action.node_id], action)
         elif action.service_id in services:
@@ -69,4 +74,14 @@ def apply_actions(snapshot: ClusterSnapshot, actions: tuple[Action, ...]) -> Clu
         snapshot,
         nodes=tuple(nodes[n.id] for n in snapshot.nodes),
         services=tuple(services[s.id] for s in snapshot.services),
+        records=records,
     )
+
+
+def _apply_to_records(records: RecordStore | None, action: SetRecords) -> RecordStore:
+    entries = {k: v for k, v in (records.entries if records else {}).items()}
+    for service_id in action.remove:
+        entries.pop(service_id, None)
+    entries.update(action.set)
+    config_id = action.config_id or "records"
+    return RecordStore(config_id=config_id, version=action.version + 1, entries=entries)

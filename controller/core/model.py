@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from functools import cached_property
 
+from controller.core.records import RecordStore
 from controller.core.signals import HealthReport, PluginAdvice, SourceStatus, WorkloadEvent
 
 
@@ -224,6 +225,8 @@ class ClusterSnapshot:
         for task in self.tasks:
             grouped.setdefault(task.service_id, []).append(task)
         return {sid: tuple(ts) for sid, ts in grouped.items()}
+    # The mirror of the controller's service records (core/records); None: not observed.
+    records: RecordStore | None = None
 
     def tasks_of(self, service_id: str) -> tuple[Task, ...]:
         return self.tasks_by_service.get(service_id, ())

@@ -13,6 +13,7 @@ from controller.core.rules.nodes import plan_nodes
 from controller.core.rules.owners import plan_owners
 from controller.core.rules.preemption import plan_preemption
 from controller.core.rules.rebalance import plan_rebalance
+from controller.core.rules.records import plan_records
 from controller.core.rules.release import plan_release
 from controller.core.rules.restore import plan_restores
 
@@ -29,6 +30,9 @@ RULES: tuple[tuple[str, Rule], ...] = (
     # before steering, so room for a pending higher-priority service beats a move.
     ("preemption", plan_preemption),
     ("restore", plan_restores),
+    # Before every rule that reads a service's record: one a deploy replaced comes back
+    # from the mirror first (a failover surge still beats it for the one write).
+    ("records", plan_records),
     ("adoption", adopt_services),
     ("owners", plan_owners),
     ("rebalance", plan_rebalance),

@@ -1,0 +1,45 @@
+"""The records mirror (core/records) in the labels of a Docker config of the controller's own.
+
+Read once per cycle with the rest of the cluster (docker_api.observe_records). Written
+like every other object: the spec just read, only the mirror's labels changed, at the
+version the plan was made from (Swarm refuses a stale one with `update out of sequence`).
+Missing, it is created by the first write that has a record to keep.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import docker
+
+from controller.adapters.docker_api import (
+    ConflictError,
+    create_config,
+    inspect_config,
+    update_config_spec,
+)
+from controller.core.actions import SetRecords
+from controller.core.records import ENTRY_PREFIX, RECORDS_CONFIG
+
+CONFIG_DATA = b"The swarm-placement records mirror: its state is in this config's labels.\n"
+
+
+def write_records(client: docker.DockerClient, action: SetRecords) -> None:
+    if not action.config_id:
+        labels = {ENTRY_PREFIX + sid: raw for sid, raw in action.set.items()}
+        create_config(client, RECORDS_CONFIG, CONFIG_DATA, labels)
+        return
+    attrs = inspect_config(client, action.config_id)
+    current = int(attrs["Version"]["Index"])
+    if current != action.version:
+        raise ConflictError(
+            f"config {RECORDS_CONFIG} changed since it was observed "
+            f"(version {action.version} -> {current})"
+        )
+    spec = copy.deepcopy(dict(attrs["Spec"]))
+    labels = dict(spec.get("Labels") or {})
+    for sid in action.remove:
+        labels.pop(ENTRY_PREFIX + sid, None)
+    labels.update({ENTRY_PREFIX + sid: raw for sid, raw in action.set.items()})
+    spec["Labels"] = labels
+    update_config_spec(client, action.config_id, action.version, spec)

@@ -1,0 +1,92 @@
+"""The controller's records, mirrored on an object of its own that no deploy replaces.
+
+The truth stays on each service: a constraint the controller adds and its record (the
+`swarm-placement.*` service labels) go out in one spec write. But `docker stack deploy`
+and `docker service update` replace Spec.Labels and the constraints wholesale, and the
+record goes with them: a service that had failed over under `failback: never` would then
+look never steered, and be "placed" on its preferred owner. So every cycle the records of
+the managed services are copied onto a Docker config of the controller's own (its labels,
+updated by version), and a service that comes back from a deploy without its record gets
+it back from the copy (core/rules/records.py).
+
+The copy follows the services one cycle behind, from what Swarm stores: a controller
+killed between the two writes loses nothing, since the next cycle copies again. Only a
+deploy landing within that one cycle can lose a record the copy had not caught yet.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from controller.core.labels import OWN_PREFIX, is_own_constraint
+
+RECORDS_CONFIG = "swarm-placement-records"
+# One config label per service: `swarm-placement.record.<service id>` = the encoded record.
+ENTRY_PREFIX = OWN_PREFIX + "record."
+
+
+class RecordsError(ValueError):
+    """A mirrored record that does not decode: dropped, never guessed at."""
+
+
+@dataclass(frozen=True, slots=True)
+class ServiceRecord:
+    """What the controller had written on one service: its labels and its constraints."""
+
+    labels: Mapping[str, str] = field(default_factory=dict)
+    constraints: tuple[str, ...] = ()
+
+    @property
+    def is_empty(self) -> bool:
+        return not self.labels and not self.constraints
+
+    def encode(self) -> str:
+        body = {"labels": dict(sorted(self.labels.items())), "constraints": list(self.constraints)}
+        return json.dumps(body, separators=(",", ":"), sort_keys=True)
+
+    @classmethod
+    def decode(cls, raw: str) -> ServiceRecord:
+        try:
+            body = json.loads(raw)
+            labels = body["labels"]
+            constraints = body["constraints"]
+        except (ValueError, TypeError, KeyError) as exc:
+            raise RecordsError(f"unreadable record: {exc}") from exc
+        if not (
+            isinstance(labels, dict)
+            and all(isinstance(k, str) and isinstance(v, str) for k, v in labels.items())
+            and isinstance(constraints, list)
+            and all(isinstance(c, str) for c in constraints)
+        ):
+            raise RecordsError("unreadable record: labels must map text to text")
+        return cls(labels=labels, constraints=tuple(constraints))
+
+
+@dataclass(frozen=True, slots=True)
+class RecordStore:
+    """The mirror as observed: the config's ID and version, and its entries."""
+
+    config_id: str = ""  # "" while the config does not exist yet
+    version: int = 0
+    entries: Mapping[str, str] = field(default_factory=dict)  # service ID -> encoded record
+
+    def entry_key(self, service_id: str) -> str:
+        return ENTRY_PREFIX + service_id
+
+    @staticmethod
+    def from_labels(config_id: str, version: int, labels: Mapping[str, str]) -> RecordStore:
+        entries = {
+            k.removeprefix(ENTRY_PREFIX): v for k, v in labels.items() if k.startswith(ENTRY_PREFIX)
+        }
+        return RecordStore(config_id=config_id, version=version, entries=entries)
+
+
+def record_of(
+    *, name: str, labels: Mapping[str, str], constraints: tuple[str, ...]
+) -> ServiceRecord:
+    """The controller's record as a service carries it now."""
+    own = {k: v for k, v in labels.items() if k.startswith(OWN_PREFIX)}
+    ours = tuple(c for c in constraints if is_own_constraint(c, name, own))
+    return ServiceRecord(labels=own, constraints=ours)

@@ -1,0 +1,187 @@
+"""Records: keep the mirror of every managed service's record, and recover lost ones.
+
+A deploy (`docker stack deploy`, `docker service update`, any tool that sends a whole
+spec) replaces a service's labels and constraints, and with them the controller's
+record of what it decided. Such a service is recognised by every label and constraint of
+the controller's being gone from it while the mirror still holds them (core/records): a
+write of the controller's own always leaves at least the steering constraint. It gets
+back, in one write:
+- the record's labels, so it keeps its policy outcome (`failback: never` keeps it where
+  it failed over to), except a replica record: a deploy states the operator's count, and
+  the operator's count wins over a preemption or hold (a decision says so);
+- the controller's constraints that every node running a task of the service still
+  satisfies, so putting them back moves no task; an exclusion of a node that runs a task
+  since the deploy is dropped from the record instead.
+
+Runs after failover (a surge beats a recovery for the one write per service) and before
+every rule that reads the record.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from controller.core.actions import Action, SetRecords, SetServiceConstraints, describe
+from controller.core.constraints import ConstraintError, parse_constraint
+from controller.core.context import PlanContext, RuleOutput
+from controller.core.decisions import Decision
+from controller.core.labels import (
+    EXCLUDED_LABEL,
+    exclusion_constraint,
+    format_exclusions,
+    recorded_exclusion_set,
+)
+from controller.core.model import ACTIVE_TASK_STATES, ClusterSnapshot, Service
+from controller.core.records import RECORDS_CONFIG, RecordsError, ServiceRecord, record_of
+from controller.core.replicas import (
+    BASE_LABEL,
+    HOLD,
+    OPERATION_LABEL,
+    PREEMPT,
+    RECORD_LABELS,
+    SET_LABEL,
+)
+
+RULE = "records"
+
+
+def plan_records(ctx: PlanContext) -> RuleOutput:
+    store = ctx.swarm.records
+    if store is None:  # not observed (a snapshot file, a simulation): nothing to keep
+        return RuleOutput()
+    actions: list[Action] = []
+    decisions: list[Decision] = []
+    wanted: dict[str, str] = {}
+    for service in ctx.managed_services():
+        current = _record_of(service)
+        if not current.is_empty:
+            wanted[service.id] = current.encode()
+            continue
+        raw = store.entries.get(service.id)
+        if raw is None:
+            continue
+        try:
+            saved = ServiceRecord.decode(raw)
+        except RecordsError as exc:
+            decisions.append(Decision(RULE, f"service {service.name}", "skip", str(exc)))
+            continue
+        if saved.is_empty:
+            continue
+        wanted[service.id] = raw  # kept until the service has its record back
+        recovery = _recover(ctx.swarm, service, saved)
+        actions.extend(recovery.actions)
+        decisions.extend(recovery.decisions)
+    mirror = _mirror(store.config_id, store.version, store.entries, wanted)
+    if mirror is not None:
+        actions.append(mirror)
+        decisions.append(
+            Decision(
+                RULE,
+                f"config {RECORDS_CONFIG}",
+                "mirror",
+                "the managed services' records, copied where a deploy cannot replace them",
+                action=describe(mirror),
+            )
+        )
+    return RuleOutput(tuple(actions), tuple(decisions))
+
+
+def _record_of(service: Service) -> ServiceRecord:
+    """The record to keep: a surge's or a rebalance's replica record lives for a moment
+    (copying it would add a write per failover), a preemption's or a hold's does not."""
+    record = record_of(name=service.name, labels=service.labels, constraints=service.constraints)
+    if record.labels.get(OPERATION_LABEL) in (PREEMPT, HOLD):
+        return record
+    labels = {k: v for k, v in record.labels.items() if k not in RECORD_LABELS}
+    return ServiceRecord(labels=labels, constraints=record.constraints)
+
+
+def _mirror(
+    config_id: str, version: int, have: Mapping[str, str], wanted: Mapping[str, str]
+) -> SetRecords | None:
+    put = {sid: raw for sid, raw in sorted(wanted.items()) if have.get(sid) != raw}
+    drop = tuple(sorted(sid for sid in have if sid not in wanted))
+    if not put and not drop:
+        return None  # also while there is nothing to keep: the config comes with the first
+    return SetRecords(config_id=config_id, version=version, set=put, remove=drop)
+
+
+def _recover(snapshot: ClusterSnapshot, service: Service, saved: ServiceRecord) -> RuleOutput:
+    subject = f"service {service.name}"
+    decisions: list[Decision] = []
+    if BASE_LABEL in saved.labels:
+        decisions.append(
+            Decision(
+                RULE,
+                subject,
+                "yield",
+                f"a deploy set replicas to {service.replicas}: the operator's count wins over "
+                f"the controller's {saved.labels.get(OPERATION_LABEL, 'replica')} "
+                f"record (operator's count {saved.labels[BASE_LABEL]}, "
+                f"controller's {saved.labels.get(SET_LABEL, '?')})",
+            )
+        )
+    if service.updating:
+        decisions.append(
+            Decision(
+                RULE,
+                subject,
+                "wait",
+                f"its record was replaced by a deploy; Swarm is rolling it out "
+                f"({service.update_state}), so it is put back once that ends",
+            )
+        )
+        return RuleOutput(decisions=tuple(decisions))
+    task_nodes = _task_nodes(snapshot, service.id)
+    kept: list[str] = []
+    dropped: list[str] = []
+    for text in saved.constraints:
+        if text in service.constraints:
+            continue
+        if _holds_everywhere(snapshot, text, task_nodes):
+            kept.append(text)
+        else:
+            dropped.append(text)
+    labels = {k: v for k, v in saved.labels.items() if k not in RECORD_LABELS}
+    if EXCLUDED_LABEL in labels:
+        still = {
+            n
+            for n in recorded_exclusion_set(labels)
+            if exclusion_constraint(n) in kept or exclusion_constraint(n) in service.constraints
+        }
+        labels[EXCLUDED_LABEL] = format_exclusions(still)
+    action = SetServiceConstraints(
+        service_id=service.id,
+        service_name=service.name,
+        version=service.version,
+        constraints=(*service.constraints, *kept),
+        set_labels=labels,
+    )
+    why = (
+        "a deploy replaced the controller's record; putting back its labels and "
+        f"{len(kept)} constraint(s) that every node running a task satisfies, so no task moves"
+    )
+    if dropped:
+        why += f" (not put back, a task runs where they would refuse it: {', '.join(dropped)})"
+    decisions.append(Decision(RULE, subject, "recover", why, action=describe(action)))
+    return RuleOutput((action,), tuple(decisions))
+
+
+def _task_nodes(snapshot: ClusterSnapshot, service_id: str) -> set[str]:
+    return {
+        t.node_id
+        for t in snapshot.tasks_of(service_id)
+        if t.node_id and t.desired_state in ACTIVE_TASK_STATES
+    }
+
+
+def _holds_everywhere(snapshot: ClusterSnapshot, text: str, node_ids: set[str]) -> bool:
+    try:
+        constraint = parse_constraint(text)
+    except ConstraintError:
+        return False
+    for node_id in node_ids:
+        node = snapshot.node_by_id.get(node_id)
+        if node is None or not constraint.matches(node):
+            return False
+    return True
