@@ -123,3 +123,19 @@ def test_plugin_scores_rank_nodes_the_policy_leaves_equal() -> None:
     assert excluded(run(snap)) == without
     scored = replace(snap, plugins=PluginAdvice(scores={"s-db": {"n4": 10.0, "n3": 5.0}}))
     assert excluded(run(scored)) == {exclusion_constraint("n2"), exclusion_constraint("n3")}
+
+
+def test_failing_everywhere_at_once_moves_it_off_no_more_than_the_panic_threshold() -> None:
+    """A shared dependency down: 5 failures on each of 5 nodes in one go, `5/10m`. Without
+    the cap it would leave four nodes at once; controller.health-panic-threshold (0.34 of
+    the 5 nodes that may take it) lets it leave one."""
+    snap = cluster()
+    web = replace(snap.services[0], labels={**MANAGED, "placement.failover-threshold": "5/10m"})
+    everywhere = tuple(e for n in range(1, 6) for e in failing(f"n{n}", 5))
+    result = run(replace(snap, services=(web,), workload=everywhere))
+    moved = [a for a in node_labels(result).values() if unhealthy_key("web") in a.set]
+    assert len(moved) == 1
+    assert any(
+        d.outcome == "hold" and "controller.health-panic-threshold 34% allows 1" in d.reason
+        for d in result.decisions
+    )

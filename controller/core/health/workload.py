@@ -9,7 +9,9 @@ A service that keeps failing wherever it goes is not chased from node to node: o
 has been moved off N nodes within PERIOD the threshold is reached, it is not moved again
 (Swarm keeps restarting it where it is) and a decision says so, as a failover cluster
 leaves a role that failed too often in the failed state. It is never moved off the last
-node it could run on either.
+node it could run on either, nor off more than `controller.health-panic-threshold` of the
+nodes that may take it (panic.py): failures everywhere at once (a dependency down, an agent
+gone wrong) must not take a service off every node.
 
 Failures count once per task (an unhealthy task that Swarm then kills is one failure),
 and not in the first moments after the node turned ready (see assess.RETURN_GRACE_SECONDS).
@@ -23,6 +25,7 @@ from dataclasses import dataclass, field
 from controller.core.constraints import ConstraintError, node_satisfies, parse_constraint
 from controller.core.decisions import Decision
 from controller.core.health.assess import RETURN_GRACE_SECONDS, ready_since
+from controller.core.health.panic import SETTING, allowed, eligible
 from controller.core.health.records import unhealthy_records
 from controller.core.labels import DENY_VALUE, deny_label
 from controller.core.memory import Memory
@@ -90,8 +93,10 @@ def plan_move_offs(
     thresholds: Mapping[str, FailoverThreshold | None],
     memory: Memory,
     now: float,
+    share: float,
 ) -> MoveOffs:
-    """`snapshot`: as the rules see it (failed nodes down, held nodes paused)."""
+    """`snapshot`: as the rules see it (failed nodes down, held nodes paused); `share`:
+    controller.health-panic-threshold, the most of a service's nodes it is kept off."""
     result = MoveOffs()
     names = {s.name for s in services}
     for node in snapshot.nodes:
@@ -106,7 +111,9 @@ def plan_move_offs(
         threshold = thresholds.get(service.name)
         if threshold is None or service.mode is ServiceMode.OTHER:
             continue
-        _plan_service(snapshot, memory, service, threshold=threshold, now=now, result=result)
+        _plan_service(
+            snapshot, memory, service, threshold=threshold, now=now, share=share, result=result
+        )
     return result
 
 
@@ -117,6 +124,7 @@ def _plan_service(
     *,
     threshold: FailoverThreshold,
     now: float,
+    share: float,
     result: MoveOffs,
 ) -> None:
     period = threshold.period_seconds
@@ -129,6 +137,8 @@ def _plan_service(
             since[node.id] = max(since[node.id], recorded)
     failures = _failures_by_node(snapshot, memory, service, now, since)
     subject = f"service {service.name}"
+    homes = eligible(snapshot, service)
+    cap = allowed(share, len(homes))
     for node_id in sorted(failures, key=lambda n: snapshot.node_by_id[n].hostname):
         count = len(failures[node_id])
         if count < threshold.failures or node_id in off:
@@ -152,6 +162,18 @@ def _plan_service(
         if not _other_homes(snapshot, service, {*off, node_id}):
             result.decisions.append(
                 Decision(RULE, subject, "keep", f"{what}, but no other node may run it")
+            )
+            continue
+        if len(off) >= cap:
+            result.decisions.append(
+                Decision(
+                    RULE,
+                    subject,
+                    "hold",
+                    f"{what}, but it is kept off {len(off)} of the {len(homes)} node(s) that "
+                    f"may take it already: {SETTING} {share:.0%} allows {cap}, so it is not "
+                    "moved again (Swarm keeps restarting it)",
+                )
             )
             continue
         off.add(node_id)

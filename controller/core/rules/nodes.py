@@ -63,6 +63,7 @@ def plan_nodes(ctx: PlanContext) -> RuleOutput:
         thresholds={s.name: settings[s.id].failover_threshold for s in managed},
         memory=ctx.memory,
         now=ctx.now,
+        share=ctx.policy.controller.health_panic_threshold,
     )
     denials = plan_denials(
         observed=observed,
