@@ -94,7 +94,7 @@ def plan_restores(ctx: PlanContext) -> RuleOutput:
                         f"service {service.name}",
                         "keep",
                         f"preempted from {record.base} to {record.written} but no longer "
-                        "managed: scale it back by hand",
+                        "managed: the release rule puts the recorded count back",
                     )
                 )
                 continue
