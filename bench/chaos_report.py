@@ -1,0 +1,177 @@
+"""The chaos benchmark's verdict and tables: Swarm alone and the controller side by side."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from chaos_app import SERVICES, UNMANAGED
+
+CONVERGE_LIMIT = 60.0  # seconds after the last fault
+# Replica-seconds the controller run may lose beyond the Swarm-alone run before a service
+# fails: one replica missed in two samples (0.5 s apart), the resolution of the
+# measurement. A service that lost nothing with Swarm alone fails on any real loss.
+TOLERANCE = 1.0
+
+
+def ratio(controller: float, swarm: float) -> float | None:
+    """controller / swarm-alone; 0 of 0 is 1 (equal); something of nothing is None (inf)."""
+    if swarm > 0:
+        return controller / swarm
+    return 1.0 if controller == 0 else None
+
+
+def verdict(swarm: dict[str, Any], ctl: dict[str, Any], tolerance: float = TOLERANCE) -> list[str]:
+    """Every target that does not hold, in words; empty when all hold."""
+    failures = []
+    for s in SERVICES:
+        a, b = swarm["services"][s.name], ctl["services"][s.name]
+        if b["lost"] > a["lost"] + tolerance:
+            failures.append(
+                f"{s.name}: lost {b['lost']} replica-s with the controller, "
+                f"{a['lost']} with Swarm alone"
+            )
+        if b["overruns"]:
+            failures.append(f"{s.name}: {b['overruns']} budget overrun(s) at {b['overrun_at']}")
+    if ctl["unmanaged_writes"]:
+        failures.append(f"{ctl['unmanaged_writes']} write(s) to unmanaged {', '.join(UNMANAGED)}")
+    for label, run in (("Swarm alone", swarm), ("controller", ctl)):
+        after = run["converged_after"]
+        if after is None or after > CONVERGE_LIMIT:
+            failures.append(
+                f"{label}: not converged within {CONVERGE_LIMIT:.0f} s of the last fault"
+                + (f" ({after} s)" if after is not None else "")
+            )
+    return failures
+
+
+def _fmt_ratio(value: float | None) -> str:
+    return "inf" if value is None else f"{value:.2f}"
+
+
+def _row(cells: list[object]) -> str:
+    widths = (8, 7, 9, 6, 8, 5, 6, 5, 5, 5, 8, 4)
+    return " ".join(
+        f"{c!s:>{w}}" if i else f"{c!s:<{w}}"
+        for i, (c, w) in enumerate(zip(cells, widths, strict=True))
+    )
+
+
+def table(swarm: dict[str, Any], ctl: dict[str, Any], tolerance: float = TOLERANCE) -> str:
+    lines = [
+        _row(
+            [
+                "",
+                "lost",
+                "replica-s",
+                "ratio",
+                "restarts",
+                "",
+                "writes",
+                "",
+                "stops",
+                "",
+                "overruns",
+                "ok",
+            ]
+        ),
+        _row(
+            [
+                "service",
+                "swarm",
+                "ctl",
+                "",
+                "swarm",
+                "ctl",
+                "swarm",
+                "ctl",
+                "swarm",
+                "ctl",
+                "ctl",
+                "",
+            ]
+        ),
+    ]
+    keys = ("lost", "restarts", "writes", "stops", "overruns")
+    totals = {(run, k): 0.0 for run in ("a", "b") for k in keys}
+    for s in SERVICES:
+        a, b = swarm["services"][s.name], ctl["services"][s.name]
+        ok = b["lost"] <= a["lost"] + tolerance and not b["overruns"]
+        if s.name in UNMANAGED:
+            ok = ok and not b["writes"]
+        for k in keys:
+            totals["a", k] += a[k]
+            totals["b", k] += b[k]
+        lines.append(
+            _row(
+                [
+                    s.name + ("*" if s.name in UNMANAGED else ""),
+                    f"{a['lost']:.1f}",
+                    f"{b['lost']:.1f}",
+                    _fmt_ratio(ratio(b["lost"], a["lost"])),
+                    a["restarts"],
+                    b["restarts"],
+                    a["writes"],
+                    b["writes"],
+                    a["stops"],
+                    b["stops"],
+                    b["overruns"],
+                    "yes" if ok else "NO",
+                ]
+            )
+        )
+    t = {k: totals[k] for k in totals}
+    lines.append(
+        _row(
+            [
+                "total",
+                f"{t['a', 'lost']:.1f}",
+                f"{t['b', 'lost']:.1f}",
+                _fmt_ratio(ratio(t["b", "lost"], t["a", "lost"])),
+                int(t["a", "restarts"]),
+                int(t["b", "restarts"]),
+                int(t["a", "writes"]),
+                int(t["b", "writes"]),
+                int(t["a", "stops"]),
+                int(t["b", "stops"]),
+                int(t["b", "overruns"]),
+                "",
+            ]
+        )
+    )
+    lines.append("* unmanaged: the controller must never write it")
+    for label, run in (("Swarm alone", swarm), ("controller", ctl)):
+        lines.append(
+            f"{label}: converged {run['converged_after']} s after the last fault "
+            f"({run['last_fault_at']} s); writes to unmanaged services {run['unmanaged_writes']}, "
+            f"node writes {run['node_writes']}; {run['samples']} samples, "
+            f"{run['failed_samples']} failed (no manager answered)"
+        )
+    return "\n".join(lines)
+
+
+def losses(swarm: dict[str, Any], ctl: dict[str, Any]) -> str:
+    """Where the controller run lost more than Swarm alone: per service, the faults
+    (each loss is charged to the latest event before it) and the actions it took."""
+    lines = []
+    for s in SERVICES:
+        a, b = swarm["services"][s.name], ctl["services"][s.name]
+        if b["lost"] <= a["lost"] and not b["overruns"]:
+            continue
+        lines.append(f"{s.name}: {a['lost']} -> {b['lost']} replica-s")
+        events = sorted(set(a["lost_by_event"]) | set(b["lost_by_event"]), key=_at)
+        for e in events:
+            x, y = a["lost_by_event"].get(e, 0.0), b["lost_by_event"].get(e, 0.0)
+            if y > x:
+                lines.append(f"    after {e}: swarm {x}, controller {y}")
+        if b["actions"]:
+            acts = ", ".join(f"{k} {v}" for k, v in sorted(b["actions"].items()))
+            lines.append(f"    controller decisions on it: {acts}")
+    return "\n".join(lines) if lines else "the controller lost nothing Swarm alone did not"
+
+
+def _at(label: str) -> float:
+    head = label.split("s ", 1)[0]
+    try:
+        return float(head)
+    except ValueError:
+        return -1.0

@@ -1,0 +1,190 @@
+"""One run of the chaos benchmark: a fresh sandbox swarm, the stack, the schedule, the
+measurements. `run_once` is what bench/chaos.py and the real-swarm test call."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from chaos_app import RACKS, SERVICES, STACK, UNMANAGED, replicas_of
+from chaos_faults import Chaos, Controller
+from chaos_sample import INTERVAL, Recorder, Tally
+from chaos_schedule import Event
+
+from controller.sandbox import Sandbox, SandboxSpec
+
+QUIET = 10.0  # converged: every service at its count and no write for this long
+SETTLE_LIMIT = 120.0  # how long after the last fault convergence is waited for
+SETUP_LIMIT = 180.0
+
+
+def run_once(
+    name: str, events: list[Event], *, controller: bool, work: Path, heartbeat: float = 1.0
+) -> dict[str, Any]:
+    """Bring a sandbox up, run the schedule on it with or without the controller, measure,
+    take the sandbox down. Returns the run's figures (see `summarize`)."""
+    work.mkdir(parents=True, exist_ok=True)
+    spec = SandboxSpec(
+        name=name, nodes=4, managers=3, node_labels=RACKS, heartbeat_seconds=heartbeat
+    )
+    with Sandbox.up(spec) as sandbox:
+        desired = replicas_of("A")
+        ctl = Controller(sandbox, work) if controller else None
+        recorder = Recorder(
+            desired=desired,
+            budgets={s.name: s.max_unavailable for s in SERVICES},
+            prefix=f"{STACK}_",
+        )
+        chaos = Chaos(sandbox, recorder, ctl, work, desired)
+        recorder.hosts = chaos.managers
+        recorder.faulted = lambda: set(chaos.faulted)
+        recorder.begin()
+        try:
+            said = chaos.deploy()
+            if "failed" in said:
+                raise RuntimeError(f"the stack did not deploy: {said}")
+            _wait_quiet(recorder, since=0.0, limit=SETUP_LIMIT, what="the stack to run")
+            if ctl is not None:
+                ctl.start(chaos.managers()[0])
+                # The controller adopts the services first (steering constraints, owners).
+                _wait_quiet(recorder, since=recorder.now(), limit=SETUP_LIMIT, what="adoption")
+            recorder.reset()
+            wall_start = time.time()
+            chaos.run(events)
+            last = recorder.now()
+            converged = _wait_converged(recorder, last)
+        finally:
+            recorder.close()
+            if chaos.plugin is not None:
+                chaos.plugin.close()
+            if ctl is not None:
+                ctl.stop()
+    decisions = _decisions(ctl.log, wall_start) if ctl is not None else []
+    result = summarize(recorder.tally, recorder.baseline, chaos, last, converged, decisions)
+    (work / "result.json").write_text(json.dumps(result, indent=2, default=list))
+    return result
+
+
+def _converged_at(tally: Tally, since: float) -> float:
+    bad = [
+        s.t + INTERVAL
+        for s in tally.samples
+        if s.t >= since and any(s.running.get(k, 0) != v for k, v in s.desired.items())
+    ]
+    writes = [t for times in tally.writes.values() for t in times if t >= since]
+    return max([since, *bad, *writes])
+
+
+def _wait_quiet(recorder: Recorder, *, since: float, limit: float, what: str) -> None:
+    deadline = time.monotonic() + limit
+    while True:
+        time.sleep(1)
+        tally = recorder.tally
+        if tally.samples and recorder.now() - _converged_at(tally, since) >= QUIET:
+            return
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"timed out after {limit:.0f} s waiting for {what}")
+
+
+def _wait_converged(recorder: Recorder, last: float) -> float | None:
+    """Seconds from the last fault until converged, or None if not within SETTLE_LIMIT."""
+    while True:
+        time.sleep(1)
+        at = _converged_at(recorder.tally, last)
+        if recorder.now() - at >= QUIET:
+            return round(at - last, 1)
+        if recorder.now() - last > SETTLE_LIMIT:
+            return None
+
+
+def _decisions(log: Path, wall_start: float) -> list[dict[str, Any]]:
+    """The controller's decisions from its JSON log, timed from the schedule's start."""
+    out = []
+    for line in log.read_text(errors="replace").splitlines():
+        with contextlib.suppress(ValueError):
+            data = json.loads(line[line.find("{") :]) if "{" in line else None
+            if isinstance(data, dict) and data.get("event") == "decision":
+                t = datetime.fromisoformat(data["time"]).timestamp() - wall_start
+                out.append({"t": round(t, 1), **{k: v for k, v in data.items() if k != "event"}})
+    return out
+
+
+def summarize(
+    tally: Tally,
+    baseline: dict[str, set[str]],
+    chaos: Chaos,
+    last: float,
+    converged: float | None,
+    decisions: list[dict[str, Any]],
+) -> dict[str, Any]:
+    done = sorted(chaos.done, key=lambda d: float(str(d["at"])))
+    services: dict[str, dict[str, Any]] = {}
+    for svc in SERVICES:
+        s = svc.name
+        lost, by_event = 0.0, {}
+        for i, sample in enumerate(tally.samples):
+            upto = tally.samples[i + 1].t if i + 1 < len(tally.samples) else sample.t + INTERVAL
+            deficit = max(0, sample.desired.get(s, 0) - sample.running.get(s, 0))
+            if deficit:
+                cost = deficit * (upto - sample.t)
+                lost += cost
+                label = _charged_to(done, sample.t)
+                by_event[label] = round(by_event.get(label, 0.0) + cost, 1)
+        started = tally.started.get(s, set()) - baseline.get(s, set())
+        services[s] = {
+            "lost": round(lost, 1),
+            "restarts": max(0, len(started) - chaos.increases.get(s, 0)),
+            "writes": len(tally.writes.get(f"service {s}", [])),
+            "stops": tally.stops.get(s, 0),
+            "overruns": len(tally.overruns.get(s, [])),
+            "overrun_at": tally.overruns.get(s, []),
+            "max_unavailable": svc.max_unavailable,
+            "lost_by_event": by_event,
+            "actions": _actions_of(decisions, f"{STACK}_{s}"),
+        }
+    return {
+        "services": services,
+        "unmanaged_writes": sum(services[s]["writes"] for s in UNMANAGED),
+        "node_writes": sum(len(v) for k, v in tally.writes.items() if k.startswith("node ")),
+        "last_fault_at": round(last, 1),
+        "converged_after": converged,
+        "samples": len(tally.samples),
+        "failed_samples": tally.failed_samples,
+        "writes_seen": tally.write_log,
+        "events": done,
+        "decisions": [d for d in decisions if "action" in d or d.get("rule") == "guard"],
+    }
+
+
+def _charged_to(done: list[dict[str, Any]], t: float) -> str:
+    """The latest event before `t`, and the node fault under way then if it is another."""
+    latest, node_fault = "before the first fault", ""
+    for d in done:
+        if float(d["at"]) > t:
+            break
+        latest = f"{d['at']}s {d['event']}"
+        kind = str(d["event"]).split()[0]
+        if kind in ("crash", "cut", "crash-leader"):
+            node_fault = f"{latest} {d['detail']}".split(",")[0]
+        elif kind in ("restore", "heal"):
+            node_fault = ""
+    if node_fault and not latest.startswith(node_fault.split(" ", 2)[0] + " "):
+        return f"{latest} (during {node_fault})"
+    return latest
+
+
+def _actions_of(decisions: list[dict[str, Any]], service: str) -> dict[str, int]:
+    """Per rule, how many actions the controller decided on this service (or on a node
+    for it), and how many the guards held back."""
+    out: dict[str, int] = {}
+    for d in decisions:
+        text = f"{d.get('subject', '')} {d.get('action', '')}"
+        if service not in text or ("action" not in d and d.get("rule") != "guard"):
+            continue
+        key = f"{d['rule']}:{d['outcome']}"
+        out[key] = out.get(key, 0) + 1
+    return out

@@ -1,0 +1,274 @@
+"""The chaos benchmark's observer: every service's running tasks every 0.5 s, and every
+write to a service or node that the fault schedule did not make.
+
+A task counts as running when Swarm wants it running, it is running, and its node is
+ready in a manager's view and not failed by the schedule at that moment: a task on a node
+whose dockerd was just killed, or whose link was cut, serves nobody even before Swarm
+notices. Both runs are measured the same way.
+
+Writes. The schedule never writes a node, so any change of a node's Spec is the
+controller's. A service's (Spec, PreviousSpec) changes only by a write; a write the
+schedule makes is recognised by its PreviousSpec being the spec it replaced (a write that
+slipped in between is still counted). A Version.Index move with neither of those changed
+is Swarm's own bookkeeping if UpdateStatus or Endpoint changed with it, or if every other
+service moved to the same version (a new Raft leader's commit); one service's version
+moving alone counts as a write (one that re-sent the same spec).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import docker
+
+INTERVAL = 0.5
+
+
+def _canon(value: Any) -> str:
+    return json.dumps(value, sort_keys=True)
+
+
+@dataclass
+class ServiceState:
+    spec: str
+    previous: str
+    version: int
+    bookkeeping: str  # UpdateStatus and Endpoint: what Swarm itself updates
+
+
+@dataclass
+class Sample:
+    t: float
+    running: dict[str, int]  # service (stack name) -> tasks counted running
+    desired: dict[str, int]
+
+
+@dataclass
+class Tally:
+    """What one run saw, per service (stack names) unless said otherwise."""
+
+    samples: list[Sample] = field(default_factory=list)
+    writes: dict[str, list[float]] = field(default_factory=dict)  # "service x" / "node n"
+    started: dict[str, set[str]] = field(default_factory=dict)  # task IDs that ever ran
+    stops: dict[str, int] = field(default_factory=dict)  # stopped on a sound node, no edit
+    overruns: dict[str, list[tuple[float, int]]] = field(default_factory=dict)
+    failed_samples: int = 0
+    write_log: list[tuple[float, str, str]] = field(default_factory=list)  # when, what, how
+
+
+class Recorder:
+    """Samples in a background thread. `edit` runs the schedule's own writes under the
+    same lock, so they are told apart from everyone else's."""
+
+    def __init__(
+        self,
+        desired: dict[str, int],  # the operator's replica counts, kept by the schedule
+        budgets: dict[str, int],  # service -> max-unavailable
+        prefix: str,
+    ) -> None:
+        # Set before `begin`: the Docker hosts of managers, best first, and the hostnames
+        # the schedule has failed right now.
+        self.hosts: Callable[[], list[str]] = list
+        self.faulted: Callable[[], set[str]] = set
+        self._desired = desired
+        self._budgets, self._prefix = budgets, prefix
+        self._clients: dict[str, docker.DockerClient] = {}
+        self._lock = threading.RLock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self.tally = Tally()
+        self.start = time.monotonic()
+        self._services: dict[str, ServiceState] = {}
+        self._nodes: dict[str, str] = {}
+        self._running: dict[str, set[str]] = {}  # service -> task IDs counted last sample
+        self._outstanding: dict[str, int] = {}
+        self._edited: dict[str, float] = {}  # service -> when the schedule last edited it
+        self.edit_grace = 20.0
+        self._pending: set[str] = set()  # services the schedule is writing right now
+
+    # --- life cycle ---------------------------------------------------------------------
+
+    def begin(self) -> None:
+        self._thread.start()
+
+    def reset(self) -> None:
+        """Measure from now on: the set-up (deploy, the controller's adoption) is not counted."""
+        with self._lock:
+            self.start = time.monotonic()
+            started = self.tally.started
+            self.tally = Tally(started={k: set(v) for k, v in started.items()})
+            self.baseline = {k: set(v) for k, v in started.items()}
+            self._outstanding = {}
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=20)
+        for client in self._clients.values():
+            with contextlib.suppress(Exception):
+                client.close()
+
+    def now(self) -> float:
+        return time.monotonic() - self.start
+
+    # --- the schedule's writes ----------------------------------------------------------
+
+    def edit(self, services: Iterable[str], write: Callable[[], tuple[bool, str]]) -> str:
+        """Run one of the schedule's writes to these services; returns what it said.
+
+        Sampling goes on meanwhile (a write may be retried for a while), but the services'
+        specs are not compared until the write is done; then a PreviousSpec other than
+        the spec it replaced means someone else wrote in between (counted once). A write
+        that failed is not the schedule's: whatever changed is left to `_observe`."""
+        names = [self._prefix + s for s in services]
+        with self._lock:
+            self._observe()  # everyone else's writes so far are attributed first
+            before = {n: self._services[n].spec for n in names if n in self._services}
+            self._pending.update(names)
+        try:
+            ok, result = write()
+        finally:
+            with self._lock:
+                attrs = self._read(lambda c: c.api.services()) if ok else None
+                for svc in attrs or []:
+                    name = svc["Spec"]["Name"]
+                    if name not in before:
+                        continue
+                    state = self._state_of(svc)
+                    if state.previous != before[name] and state.spec != before[name]:
+                        self._wrote(f"service {name[len(self._prefix) :]}", "during an edit")
+                    self._services[name] = state
+                    self._edited[name[len(self._prefix) :]] = self.now()
+                self._pending.difference_update(names)
+        return result
+
+    # --- sampling -----------------------------------------------------------------------
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            with self._lock:
+                self._observe()
+            self._stop.wait(INTERVAL)
+
+    def _client(self, host: str) -> docker.DockerClient:
+        if host not in self._clients:
+            self._clients[host] = docker.DockerClient(base_url=host, version="auto", timeout=3)
+        return self._clients[host]
+
+    def _read(self, call: Callable[[docker.DockerClient], Any]) -> Any:
+        for host in self.hosts():
+            try:
+                return call(self._client(host))
+            except Exception:  # a manager down or electing: ask the next
+                continue
+        return None
+
+    def _state_of(self, svc: dict[str, Any]) -> ServiceState:
+        return ServiceState(
+            spec=_canon(svc.get("Spec")),
+            previous=_canon(svc.get("PreviousSpec")),
+            version=int(svc["Version"]["Index"]),
+            bookkeeping=_canon([svc.get("UpdateStatus"), svc.get("Endpoint")]),
+        )
+
+    def _wrote(self, subject: str, what: str) -> None:
+        self.tally.writes.setdefault(subject, []).append(self.now())
+        self.tally.write_log.append((round(self.now(), 1), subject, what))
+
+    def _observe(self) -> None:
+        got = self._read(lambda c: (c.api.nodes(), c.api.services(), c.api.tasks()))
+        if got is None:
+            self.tally.failed_samples += 1
+            return
+        nodes, services, tasks = got
+        t, faulted = self.now(), self.faulted()
+        hostname = {n["ID"]: n["Description"]["Hostname"] for n in nodes}
+        sound = {
+            n["ID"]
+            for n in nodes
+            if n["Status"]["State"] == "ready" and hostname[n["ID"]] not in faulted
+        }
+        for n in nodes:
+            spec = _canon(n["Spec"])
+            if n["ID"] in self._nodes and self._nodes[n["ID"]] != spec:
+                self._wrote(f"node {hostname[n['ID']]}", "spec")
+            self._nodes[n["ID"]] = spec
+        names = {}
+        quiet_moves: dict[int, list[str]] = {}  # new version -> services it moved alone
+        for svc in services:
+            name = svc["Spec"]["Name"]
+            if not name.startswith(self._prefix):
+                continue
+            names[svc["ID"]] = name[len(self._prefix) :]
+            if name in self._pending:
+                continue  # `edit` compares it when the write is done
+            state, old = self._state_of(svc), self._services.get(name)
+            if old is None:
+                pass
+            elif state.spec != old.spec:
+                self._wrote(f"service {names[svc['ID']]}", "spec")
+            elif state.previous != old.previous:
+                self._wrote(f"service {names[svc['ID']]}", "previous spec")
+            elif state.version != old.version and state.bookkeeping == old.bookkeeping:
+                quiet_moves.setdefault(state.version, []).append(names[svc["ID"]])
+            self._services[name] = state
+        for version, moved in quiet_moves.items():
+            # A new Raft leader touches every service in one commit (measured: all six to
+            # one version, only UpdatedAt with it); one service alone is someone's write.
+            if len(moved) == 1:
+                self._wrote(f"service {moved[0]}", f"version alone to {version}")
+        self._count_tasks(t, tasks, names, sound)
+
+    def _count_tasks(
+        self, t: float, tasks: list[dict[str, Any]], names: dict[str, str], sound: set[str]
+    ) -> None:
+        running: dict[str, set[str]] = {n: set() for n in names.values()}
+        desired_of: dict[str, str] = {}
+        for task in tasks:
+            service = names.get(task.get("ServiceID", ""))
+            if service is None:
+                continue
+            state = task["Status"]["State"]
+            desired_of[task["ID"]] = task.get("DesiredState", "")
+            has_container = bool((task["Status"].get("ContainerStatus") or {}).get("ContainerID"))
+            if state == "running" or (
+                state in ("complete", "shutdown", "failed") and has_container
+            ):
+                self.tally.started.setdefault(service, set()).add(task["ID"])
+            if (
+                state == "running"
+                and task.get("DesiredState") == "running"
+                and task.get("NodeID") in sound
+            ):
+                running[service].add(task["ID"])
+        node_of = {task["ID"]: task.get("NodeID") for task in tasks}
+        desired = dict(self._desired)
+        for service, now in running.items():
+            before = self._running.get(service, set())
+            # A task that ran on a sound node and was stopped there, with no edit of the
+            # schedule's to explain it: the controller's doing (Swarm alone stops nothing
+            # on a sound node; the Swarm-alone run shows that noise floor).
+            edited = t - self._edited.get(service, -1e9) < self.edit_grace
+            stopped = [
+                task_id
+                for task_id in before - now
+                if desired_of.get(task_id, "gone") != "running" and node_of.get(task_id) in sound
+            ]
+            if stopped and not edited:
+                self.tally.stops[service] = self.tally.stops.get(service, 0) + len(stopped)
+            deficit = max(0, desired.get(service, 0) - len(now))
+            if edited:
+                stopped = []
+            out = self._outstanding.get(service, 0) + len(stopped) - len(now - before)
+            out = max(0, min(out, deficit))
+            budget = self._budgets.get(service, 1)
+            if out > budget and self._outstanding.get(service, 0) <= budget:
+                self.tally.overruns.setdefault(service, []).append((round(t, 1), out))
+            self._outstanding[service] = out
+        self._running = running
+        self.tally.samples.append(Sample(t, {s: len(ids) for s, ids in running.items()}, desired))
