@@ -24,6 +24,7 @@ from .support import (
     clean_client,
     constraints_of,
     running_by_node,
+    running_task_ids,
     wait_until,
 )
 
@@ -149,6 +150,7 @@ def test_unmanaging_a_possible_owners_service_stops_none_of_its_tasks(
     )
     with ControllerThread(four.manager_host, policy=policy) as ctl:
         wait_until(lambda: _steered(client, name, {"node-2", "node-3"}), 90, "steered")
+        tasks = running_task_ids(client, name)
         with RunningSampler(four.manager_host, name) as sampler:
             _set_labels(client, name, {"placement.managed": "false"})
 
@@ -164,7 +166,7 @@ def test_unmanaging_a_possible_owners_service_stops_none_of_its_tasks(
         labels = client.api.inspect_service(name)["Spec"]["Labels"]
         assert labels == {"placement.managed": "false", "placement.possible-nodes": "node-2,node-3"}
         assert constraints_of(client, name) == ["node.hostname!=node-1", "node.hostname!=node-4"]
-        assert _running(client, name) == 3
+        assert running_task_ids(client, name) == tasks, "a task was restarted"
     assert f'subject="service {name}" outcome=release' in ctl.out.getvalue()
 
 
@@ -192,6 +194,17 @@ def test_release_all_takes_back_everything_and_keeps_the_service_running(
             90,
             "steered",
         )
+    # A count the controller changed, as a preemption records it: release puts back 4.
+    _set_labels(
+        client,
+        name,
+        {
+            OWN + "replicas": "4",
+            OWN + "replicas-set": "3",
+            OWN + "operation": "preempt",
+            OWN + "operation-since": "0",
+        },
+    )
     # The controller's own pause of a node (as its health rule records it) and an
     # operator's pause of another: release takes back only the first.
     nodes = {n["Description"]["Hostname"]: n for n in client.api.nodes()}
@@ -210,6 +223,9 @@ def test_release_all_takes_back_everything_and_keeps_the_service_running(
     assert f"service {name}" in out and "node node-1" in out, out
     assert sampler.minimum >= 3
     assert not _ours_on_service(client, name)
+    spec = client.api.inspect_service(name)["Spec"]
+    assert spec["Mode"]["Replicated"]["Replicas"] == 4
+    assert constraints_of(client, name) == ["node.hostname!=node-1"]
     availability = {
         n["Description"]["Hostname"]: n["Spec"]["Availability"] for n in client.api.nodes()
     }
@@ -219,5 +235,5 @@ def test_release_all_takes_back_everything_and_keeps_the_service_running(
         "node-3": "active",
         "node-4": "active",
     }
-    assert _running(client, name) == 3
+    wait_until(lambda: _running(client, name) == 4, 60, "the recorded count running")
     assert main(["release", "--all"]) == 0  # nothing left: a no-op
