@@ -149,6 +149,7 @@ def service_from_attrs(attrs: Attrs) -> Service:
         restart_condition=_get(template, "RestartPolicy", "Condition", default="any"),
         max_replicas_per_node=int(_get(template, "Placement", "MaxReplicas", default=0)),
         update_state=_get(attrs, "UpdateStatus", "State"),
+        update_failure_action=_get(spec, "UpdateConfig", "FailureAction", default="pause"),
         stack=labels.get("com.docker.stack.namespace"),
     )
 

@@ -105,10 +105,24 @@ class Service:
     max_replicas_per_node: int = 0
     update_state: str | None = None  # UpdateStatus.State while Swarm rolls an update
     stack: str | None = None
+    update_failure_action: str = "pause"  # UpdateConfig.FailureAction
 
     @property
     def updating(self) -> bool:
-        return self.update_state in {"updating", "rollback_started"}
+        """Swarm is actively replacing tasks (an update or a rollback under way)."""
+        return self.update_state in ACTIVE_ROLLOUT_STATES
+
+    @property
+    def in_rollout(self) -> bool:
+        """An update or rollback is under way or paused: any spec write resets its
+        UpdateStatus (a paused one resumes) and replaces its PreviousSpec."""
+        return self.update_state in ROLLOUT_STATES
+
+
+# UpdateStatus.State values (the same on Docker 20.10 and 26.1); "completed" and
+# "rollback_completed" (or no UpdateStatus at all) mean the service is at rest.
+ACTIVE_ROLLOUT_STATES = frozenset({"updating", "rollback_started"})
+ROLLOUT_STATES = ACTIVE_ROLLOUT_STATES | {"paused", "rollback_paused"}
 
 
 class TaskState(StrEnum):
