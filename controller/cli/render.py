@@ -32,7 +32,7 @@ def change(action: Action, hosts: Mapping[str, str]) -> str:
         return text
     if isinstance(action, SetReplicas) and action.evicts_from:
         trim = hostnames(action.evicts_from, hosts)
-        return f"replicas = {action.replicas}, then trim from {trim}"
+        return f"replicas = {action.replicas}, may stop tasks on {trim}"
     text = describe(action).split(": ", 1)[-1]
     for node_id, host in hosts.items():
         text = text.replace(f"'{node_id}'", f"'{node_id}' ({host})")

@@ -35,8 +35,9 @@ class SetReplicas:
     replicas: int
     set_labels: Mapping[str, str] = field(default_factory=dict)
     remove_labels: tuple[str, ...] = ()
-    # Nodes a surge-and-trim will take tasks off when it is trimmed: the write stops
-    # nothing itself, but it starts a move that counts against the disruption budgets.
+    # Nodes the count change may take tasks off: those a scale-down stops tasks on, or
+    # those a surge-and-trim trims (the surge stops nothing itself, but it starts a move).
+    # Either counts against the disruption budget and starts the service's cooldown.
     evicts_from: tuple[str, ...] = ()
 
     kind = "set-replicas"
@@ -116,8 +117,8 @@ def describe(action: Action) -> str:
             moving = f", evicting from {list(nodes)}" if nodes else ""
             return f"service {name}: constraints = {list(cs)}{moving}"
         case SetReplicas(service_name=name, replicas=n, evicts_from=nodes):
-            trimming = f", then trim from {list(nodes)}" if nodes else ""
-            return f"service {name}: replicas = {n}{trimming}"
+            stopping = f", may stop tasks on {list(nodes)}" if nodes else ""
+            return f"service {name}: replicas = {n}{stopping}"
         case SetServiceLabels(service_name=name, set=s, remove=r):
             return f"service {name}: labels set {dict(s)} remove {list(r)}"
         case SetNodeLabels(hostname=host, set=s, remove=r):

@@ -6,6 +6,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from controller.core.actions import Action
+from controller.core.budget import DisruptionBudget
 from controller.core.decisions import Decision
 from controller.core.health.assess import Assessment
 from controller.core.memory import Memory
@@ -25,6 +26,8 @@ class PlanContext:
     # is what Swarm said, for the rule that writes nodes; None: the same as `snapshot`.
     observed: ClusterSnapshot | None = None
     health: Assessment = field(default_factory=Assessment)
+    # What the rules before this one planned this cycle: their writes spend the budget.
+    planned: tuple[Action, ...] = ()
 
     @property
     def swarm(self) -> ClusterSnapshot:
@@ -47,6 +50,18 @@ class PlanContext:
     def is_managed(self, service_id: str) -> bool:
         found = self.resolved.get(service_id)
         return found is not None and found.settings.managed
+
+    def budget(self) -> DisruptionBudget:
+        """The disruption budget left for this rule: the policy's, less what the rules
+        before it planned. Spending it changes only the rule's own copy."""
+        budget = DisruptionBudget(
+            self.policy.controller.budgets,
+            self.snapshot,
+            {sid: r.settings.max_unavailable for sid, r in self.resolved.items()},
+        )
+        for action in self.planned:
+            budget.spend(action)
+        return budget
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,41 +1,53 @@
-"""Guards: the invariants no rule may break, and the disruption budgets.
+"""Guards: the invariants no rule may break, the rollout rule, and the disruption budget.
 
 They run after every rule, so a rule bug can at worst propose something a guard drops
-(with a decision saying so), never write it.
+(with a decision saying so), never write it. No write goes to a service Swarm is rolling
+an update or rollback for, running or paused (every spec write resets UpdateStatus: a
+paused rollout resumes), nor evicts its tasks, but for two exceptions while it actively
+rolls: a failover raise (`failover_raise`) and a write that only lets Swarm place a task
+it could not (`unblocks_rollout`).
 """
 
 from __future__ import annotations
 
-from collections import Counter
+from dataclasses import replace
 
 from controller.core.actions import (
     Action,
     SetNodeAvailability,
-    SetNodeLabels,
     SetReplicas,
     SetServiceConstraints,
     SetServiceLabels,
     describe,
 )
+from controller.core.budget import disrupted_nodes, disruption
 from controller.core.context import PlanContext
 from controller.core.decisions import Decision
-from controller.core.model import Availability, NodeRole
+from controller.core.model import Availability, NodeRole, Service
 from controller.core.release import release_refusal
-from controller.policy import Budgets
+from controller.core.replicas import OPERATION_LABEL, SURGE
 
+__all__ = [
+    "apply_guards",
+    "disrupted_nodes",
+    "failover_raise",
+    "rollout_reason",
+    "rollout_wait",
+    "unblocks_rollout",
+]
 
-def disrupted_nodes(action: Action) -> tuple[str, ...]:
-    """Nodes on which the action stops tasks; empty for non-disruptive writes."""
-    match action:
-        case SetServiceConstraints(evicts_from=nodes) | SetReplicas(evicts_from=nodes):
-            return nodes
-        case SetNodeLabels(node_id=node, evicts=services) if services:
-            return (node,)
-        case SetNodeAvailability(node_id=node, availability=Availability.DRAIN):
-            return (node,)
-        case SetNodeAvailability(node_id=node, evicts=services) if services:
-            return (node,)
-    return ()
+_ROLLOUT_WAITS = {
+    "paused": "rollout paused by Swarm; the controller waits: a write would resume it",
+    "rollback_paused": "rollback paused by Swarm; the controller waits: a write would resume it",
+    "updating": (
+        "Swarm is rolling out an update; the controller waits: a write would restart the "
+        "rollout and replace the spec `docker service rollback` returns to"
+    ),
+    "rollback_started": (
+        "Swarm is rolling back; the controller waits: a write would turn the rollback "
+        "into an update of the same spec"
+    ),
+}
 
 
 def _service_of(action: Action) -> str | None:
@@ -64,44 +76,75 @@ def _drains_last_manager(
     return not others
 
 
-class _Spent:
-    """Disruptive actions kept so far, counted per cycle, per node and per service."""
+def failover_raise(service: Service, action: Action) -> bool:
+    """The one write allowed during a rollout: failover raising the replica count (a
+    surge for tasks lost with a node) while Swarm actively rolls an update whose failure
+    action is not rollback. Swarm's updater carries on with the same spec and the new
+    tasks run it; the price is a restarted update and a PreviousSpec of the new spec
+    (docs/failover.md). Never while paused: the write would resume the rollout. Never
+    with failure action rollback: Swarm's own rollback would then go back to the new spec.
+    """
+    return (
+        isinstance(action, SetReplicas)
+        and service.update_state == "updating"
+        and service.update_failure_action != "rollback"
+        and service.replicas is not None
+        and action.replicas > service.replicas
+        and not action.evicts_from
+        and not action.remove_labels
+        and action.set_labels.get(OPERATION_LABEL) == SURGE
+    )
 
-    def __init__(self, budgets: Budgets) -> None:
-        self._budgets = budgets
-        self._spent: Counter[tuple[str, str]] = Counter()
 
-    def _scopes(
-        self, nodes: tuple[str, ...], services: tuple[str, ...]
-    ) -> tuple[tuple[str, tuple[str, ...], int], ...]:
-        b = self._budgets
-        return (
-            ("cycle", ("",), b.actions_per_cycle),
-            ("node", nodes, b.actions_per_node),
-            ("service", services, b.actions_per_service),
-        )
+def unblocks_rollout(ctx: PlanContext, service: Service, action: Action) -> bool:
+    """The other write allowed during a rollout: while Swarm actively rolls one and a task
+    of it waits for a node Swarm cannot find, a constraint write that stops no task (the
+    owners rule widening placement). Without it the controller's own constraints could
+    hold the rollout up for good, which Swarm alone would not."""
+    return (
+        isinstance(action, SetServiceConstraints)
+        and service.updating
+        and disruption(action, ctx.snapshot) is None
+        and any(t.is_pending and t.error for t in ctx.snapshot.tasks_of(service.id))
+    )
 
-    def refusal(self, nodes: tuple[str, ...], services: tuple[str, ...]) -> str | None:
-        """The budget one more such action would exceed, if any."""
-        for scope, keys, limit in self._scopes(nodes, services):
-            if any(self._spent[scope, key] >= limit for key in keys):
-                return f"budget: {limit} disruptive actions per {scope}"
-        return None
 
-    def spend(self, nodes: tuple[str, ...], services: tuple[str, ...]) -> None:
-        for scope, keys, _ in self._scopes(nodes, services):
-            self._spent.update((scope, key) for key in keys)
+def rollout_reason(service: Service) -> str:
+    """Why nothing is written to a service in a rollout, for a decision."""
+    return _ROLLOUT_WAITS.get(service.update_state or "", "Swarm is rolling an update")
+
+
+def rollout_wait(ctx: PlanContext, action: Action) -> str | None:
+    """Why the action must wait for a rollout of a service it writes or evicts, if so."""
+    service_id = _service_of(action)
+    if service_id is not None:
+        service = ctx.snapshot.service_by_id.get(service_id)
+        if service is None or not service.in_rollout:
+            return None
+        if failover_raise(service, action) or unblocks_rollout(ctx, service, action):
+            return None
+        return rollout_reason(service)
+    found = disruption(action, ctx.snapshot)
+    for evicted in found.services if found is not None else ():
+        service = ctx.snapshot.service_by_id.get(evicted)
+        if service is not None and service.in_rollout:
+            # A task stopped now is replaced from the spec being rolled out.
+            return (
+                f"service {service.name} is in a rollout ({service.update_state}): its "
+                "tasks here are not evicted until Swarm finishes it"
+            )
+    return None
 
 
 def apply_guards(
     ctx: PlanContext, actions: tuple[Action, ...]
 ) -> tuple[tuple[Action, ...], list[Decision]]:
-    spent = _Spent(ctx.policy.controller.budgets)
+    budget = replace(ctx, planned=()).budget()  # the whole plan spends it afresh
     kept: list[Action] = []
     decisions: list[Decision] = []
     taken_out: set[str] = set()  # nodes this plan pauses or drains
 
-    def drop(action: Action, outcome: str, reason: str) -> None:
+    def note(action: Action, outcome: str, reason: str) -> None:
         decisions.append(
             Decision(
                 rule="guard",
@@ -118,24 +161,33 @@ def apply_guards(
             # Only a release (core/release) may write it, and only to take back ours.
             refusal = release_refusal(ctx.snapshot.service_by_id.get(service_id), action)
             if refusal is not None:
-                drop(action, "refuse", refusal)
+                note(action, "refuse", refusal)
                 continue
-            drop(action, "allow", "not managed: this write only takes back the controller's")
-        if isinstance(action, SetNodeAvailability) and _drains_last_manager(ctx, action, taken_out):
-            drop(action, "refuse", "it would leave no active manager")
+            note(action, "allow", "not managed: this write only takes back the controller's")
+        waiting = rollout_wait(ctx, action)
+        if waiting is not None:
+            note(action, "wait", waiting)
             continue
-        nodes = disrupted_nodes(action)
-        if nodes:
-            services = (
-                action.evicts
-                if isinstance(action, SetNodeLabels | SetNodeAvailability)
-                else (service_id or "",)
+        if isinstance(action, SetNodeAvailability) and _drains_last_manager(ctx, action, taken_out):
+            note(action, "refuse", "it would leave no active manager")
+            continue
+        over = budget.refusal(action)
+        if over is not None:
+            note(action, "defer", over)
+            continue
+        budget.spend(action)
+        service = ctx.snapshot.service_by_id.get(service_id or "")
+        if service is not None and service.in_rollout:
+            note(
+                action,
+                "allow",
+                f"written while Swarm rolls an update ({service.update_state}): "
+                + (
+                    "a failover raise of the replica count"
+                    if failover_raise(service, action)
+                    else "it stops nothing and lets Swarm place a task it could not"
+                ),
             )
-            over = spent.refusal(nodes, services)
-            if over is not None:
-                drop(action, "defer", over)
-                continue
-            spent.spend(nodes, services)
         if (
             isinstance(action, SetNodeAvailability)
             and action.availability is not Availability.ACTIVE

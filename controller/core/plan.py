@@ -4,7 +4,8 @@ Node health is assessed before any rule (core/health): the rules see the cluster
 failed node down and a node the controller holds paused as paused, so failover, owners,
 preemption and rebalancing treat a health-failed node as they treat a dead one.
 
-Rules run in registry order. Each object is written at most once per cycle: a later
+Rules run in registry order, each seeing what the rules before it planned (they spend
+the disruption budget). Each object is written at most once per cycle: a later
 rule that wants an object an earlier one already changed is deferred to the next
 cycle, which the first write's event triggers at once. That keeps every write
 version-checked against what was observed, with no merging of intents.
@@ -12,8 +13,8 @@ version-checked against what was observed, with no merging of intents.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
 
 from controller.core.actions import Action, describe, target_of
 from controller.core.context import PlanContext, Rule
@@ -64,9 +65,10 @@ def plan(
     )
 
     actions: list[Action] = []
+    proposed: list[tuple[str, Action]] = []  # (rule, action) for every action kept
     written: set[tuple[str, str]] = set()
     for rule_name, rule in rules if rules is not None else RULES:
-        output = rule(ctx)
+        output = rule(replace(ctx, planned=tuple(actions)))
         decisions.extend(output.decisions)
         if output.remember is not None:
             memory = output.remember(memory)
@@ -85,7 +87,28 @@ def plan(
                 continue
             written.add(target)
             actions.append(action)
+            proposed.append((rule_name, action))
 
+    decisions.extend(unexplained(proposed, decisions))
     guarded, guard_decisions = apply_guards(ctx, tuple(actions))
     decisions.extend(guard_decisions)
     return Plan(actions=guarded, decisions=tuple(decisions), memory=memory, resolved=resolved)
+
+
+def unexplained(
+    proposed: Iterable[tuple[str, Action]], decisions: Iterable[Decision]
+) -> list[Decision]:
+    """A decision for every write a rule gave no reason for, so no write goes unlogged:
+    every write must be named by a Decision (`Decision.action == describe(action)`)."""
+    named = {d.action for d in decisions if d.action is not None}
+    return [
+        Decision(
+            rule=rule,
+            subject=describe(action).split(":")[0],
+            outcome="write",
+            reason="the rule gave no reason for this write (a bug in the rule: please report it)",
+            action=describe(action),
+        )
+        for rule, action in proposed
+        if describe(action) not in named
+    ]

@@ -1,13 +1,25 @@
 from __future__ import annotations
 
-from controller.core.actions import SetNodeAvailability, SetNodeLabels, SetReplicas
+from dataclasses import replace
+
+from controller.core.actions import (
+    Action,
+    SetNodeAvailability,
+    SetNodeLabels,
+    SetReplicas,
+    SetServiceConstraints,
+    SetServiceLabels,
+    describe,
+)
 from controller.core.context import PlanContext, RuleOutput
+from controller.core.labels import deny_label
 from controller.core.memory import Memory
-from controller.core.model import Availability
+from controller.core.model import Availability, Service, Task, TaskState
 from controller.core.plan import plan
+from controller.core.replicas import PREEMPT, RECORD_LABELS, SURGE, change_replicas
 from controller.policy import Policy
 
-from .builders import MANAGED, node, service, snapshot
+from .builders import MANAGED, node, running, service, snapshot
 
 
 def _rule_proposing(*actions):  # type: ignore[no-untyped-def]
@@ -62,3 +74,88 @@ def test_one_write_per_object_per_cycle() -> None:
     result = _plan(snap, first, second)
     assert result.actions == (first,)
     assert any(d.outcome == "defer" for d in result.decisions)
+
+
+# --- rollouts ------------------------------------------------------------------------------
+
+ROLLOUT_STATES = ("updating", "paused", "rollback_started", "rollback_paused")
+
+
+def _rolling(state: str | None, **changes):  # type: ignore[no-untyped-def]
+    db = replace(service("db", replicas=2, labels=MANAGED, update_state=state), **changes)
+    tasks = [running(db, 2, 1), running(db, 3, 2)]
+    return db, snapshot([node(1, manager=True), node(2), node(3)], [db], tasks)
+
+
+def _every_write(db: Service) -> list[Action]:
+    surge = change_replicas(db, replicas=3, operation=SURGE, now=0.0)
+    return [
+        SetServiceConstraints(db.id, db.name, db.version, ("node.role==worker",)),
+        SetServiceConstraints(db.id, db.name, db.version, ("node.id!=n2",), evicts_from=("n2",)),
+        SetServiceLabels(db.id, db.name, db.version, set={"swarm-placement.x": "1"}),
+        change_replicas(db, replicas=1, operation=PREEMPT, now=0.0),
+        replace(surge, evicts_from=("n2",)),  # a surge-and-trim: it stops tasks later
+        SetReplicas(db.id, db.name, db.version, 2, remove_labels=RECORD_LABELS),
+        SetNodeLabels("n2", "node-2", 12, set={deny_label("db"): "true"}, evicts=(db.id,)),
+        SetNodeAvailability("n3", "node-3", 13, Availability.DRAIN),
+    ]
+
+
+def test_no_write_reaches_a_service_in_a_rollout() -> None:
+    for state in ROLLOUT_STATES:
+        db, snap = _rolling(state)
+        for write in _every_write(db):
+            result = _plan(snap, write)
+            assert result.actions == (), (state, write)
+            (wait,) = [d for d in result.decisions if d.rule == "guard"]
+            assert wait.outcome == "wait" and wait.action == describe(write)
+    # Once Swarm is done, no write waits for it.
+    for state in (None, "completed", "rollback_completed"):
+        db, snap = _rolling(state)
+        for write in _every_write(db):
+            assert not [d for d in _plan(snap, write).decisions if d.outcome == "wait"], (
+                state,
+                write,
+            )
+
+
+def test_the_decision_says_a_write_would_resume_a_paused_rollout() -> None:
+    db, snap = _rolling("paused")
+    (write, *_) = _every_write(db)
+    (wait,) = [d for d in _plan(snap, write).decisions if d.rule == "guard"]
+    assert wait.line().startswith(
+        "[guard] service db: wait - rollout paused by Swarm; the controller waits: "
+        "a write would resume it"
+    )
+
+
+def test_a_failover_raise_goes_through_only_while_the_rollout_runs() -> None:
+    for state in ROLLOUT_STATES:
+        for action in ("pause", "continue", "rollback"):
+            db, snap = _rolling(state, update_failure_action=action)
+            surge = change_replicas(db, replicas=3, operation=SURGE, now=0.0)
+            allowed = state == "updating" and action != "rollback"
+            result = _plan(snap, surge)
+            assert result.actions == ((surge,) if allowed else ()), (state, action)
+            if allowed:
+                assert [d.outcome for d in result.decisions if d.rule == "guard"] == ["allow"]
+    # Raising it for any other reason, or lowering it, is no failover raise.
+    db, snap = _rolling("updating")
+    restore = change_replicas(db, replicas=3, operation=PREEMPT, now=0.0)
+    trim = change_replicas(db, replicas=1, operation=SURGE, now=0.0)
+    assert _plan(snap, restore).actions == () and _plan(snap, trim).actions == ()
+
+
+def test_a_write_that_only_lets_swarm_place_a_stuck_task_goes_through() -> None:
+    """While a rollout runs with a task Swarm cannot place, a constraint write that stops
+    nothing may go out: the controller's own constraints must not hold it up for good."""
+    db, snap = _rolling("updating")
+    stuck = Task("t-p", db.id, "", 3, TaskState.RUNNING, TaskState.PENDING, error="no node")
+    snap = replace(snap, tasks=(*snap.tasks, stuck))
+    widen = SetServiceConstraints(db.id, db.name, db.version, ())
+    assert _plan(snap, widen).actions == (widen,)
+    evict = replace(widen, evicts_from=("n2",))
+    assert _plan(snap, evict).actions == ()
+    _, snap_paused = _rolling("paused")
+    snap_paused = replace(snap_paused, tasks=(*snap_paused.tasks, stuck))
+    assert _plan(snap_paused, widen).actions == ()

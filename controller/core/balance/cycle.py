@@ -8,8 +8,7 @@ service's tasks just left.
 
 from __future__ import annotations
 
-from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from controller.core.actions import Action, describe
@@ -17,41 +16,15 @@ from controller.core.balance.counts import active_counts
 from controller.core.balance.levels import Level
 from controller.core.balance.load import Load, task_demand
 from controller.core.balance.triggers import Joins, streak
+from controller.core.budget import DisruptionBudget
 from controller.core.context import PlanContext
 from controller.core.decisions import Decision
 from controller.core.model import Resources, Service
 from controller.core.replicas import RecordError, read_record
 from controller.core.rules.owners import needs_owners
-from controller.policy import Budgets, RebalanceMode
+from controller.policy import RebalanceMode
 
 RULE = "rebalance"
-
-
-@dataclass
-class BudgetTracker:
-    """The disruption budgets as the rule spends them, so it proposes only what the guards
-    will let through (they still check every rule's actions together)."""
-
-    budgets: Budgets
-    spent: int = 0
-    per_node: Counter[str] = field(default_factory=Counter)
-    per_service: Counter[str] = field(default_factory=Counter)
-
-    def refusal(self, service_id: str, nodes: Iterable[str]) -> str | None:
-        """Why a disruptive action on these nodes may not go out this cycle, or None."""
-        b = self.budgets
-        if self.spent >= b.actions_per_cycle:
-            return f"budget: {b.actions_per_cycle} disruptive actions per cycle"
-        if any(self.per_node[n] >= b.actions_per_node for n in nodes):
-            return f"budget: {b.actions_per_node} disruptive actions per node"
-        if self.per_service[service_id] >= b.actions_per_service:
-            return f"budget: {b.actions_per_service} disruptive actions per service"
-        return None
-
-    def spend(self, service_id: str, nodes: Iterable[str]) -> None:
-        self.spent += 1
-        self.per_node.update(set(nodes))
-        self.per_service[service_id] += 1
 
 
 @dataclass
@@ -63,7 +36,9 @@ class RebalanceCycle:
     joins: Joins
     round_now: bool
     loads: dict[str, Load]
-    budget: BudgetTracker
+    # The one disruption budget (core/budget), less what earlier rules planned: the rule
+    # spends it as it plans, so it proposes only what the guards will let through.
+    budget: DisruptionBudget
     actions: list[Action] = field(default_factory=list)
     decisions: list[Decision] = field(default_factory=list)
     seen: set[str] = field(default_factory=set)
@@ -101,7 +76,7 @@ class RebalanceCycle:
 
 def unsettled(cycle: RebalanceCycle, service: Service) -> str | None:
     """Why the service is not at rest (a move now could compound one under way)."""
-    if service.updating:
+    if service.in_rollout:
         return f"Swarm is rolling an update ({service.update_state})"
     try:
         record = read_record(service.labels)

@@ -89,22 +89,21 @@ def shed_load(cycle: RebalanceCycle, services: list[Service]) -> None:
                 f"{state}, but no service can move: {why or 'none opted in runs there'}",
             )
             continue
-        refusal = cycle.budget.refusal(move.service.id, (node_id,))
+        action = move_off_action(cycle, move.service, node_id)
+        refusal = cycle.budget.refusal(action)
         if refusal is not None:
             cycle.note(subject, "keep", f"{state}, but {refusal}")
             continue
-        move_off(cycle, move.service, node_id, move.projection.targets)
+        move_off(cycle, move.service, action, move.projection.targets)
         cycle.loads.update(move.projection.loads)
         cycle.promise(move.service, move.projection.at_most)
         cycle.joins_used.update({n: cycle.joins.active[n] for n in joined or ()})
 
 
-def move_off(
-    cycle: RebalanceCycle, service: Service, node_id: str, targets: frozenset[str]
-) -> None:
+def move_off_action(cycle: RebalanceCycle, service: Service, node_id: str) -> SetServiceConstraints:
     ctx = cycle.ctx
     excluded = {*recorded_exclusions(service.labels), node_id}
-    action = SetServiceConstraints(
+    return SetServiceConstraints(
         service_id=service.id,
         service_name=service.name,
         version=service.version,
@@ -115,7 +114,16 @@ def move_off(
             EXCLUDED_SINCE_LABEL: f"{ctx.now:.3f}",
         },
     )
-    cycle.budget.spend(service.id, (node_id,))
+
+
+def move_off(
+    cycle: RebalanceCycle,
+    service: Service,
+    action: SetServiceConstraints,
+    targets: frozenset[str],
+) -> None:
+    (node_id,) = action.evicts_from
+    cycle.budget.spend(action)
     how = (
         "start-first: each replacement starts before the old task stops"
         if service.update_order == "start-first"

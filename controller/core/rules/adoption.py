@@ -3,7 +3,8 @@
 The constraint (`node.labels.swarm-placement.deny.<name>!=true`) matches every node
 until the controller labels one, so adding it restarts no task (swarmkit ignores
 placement-only changes a task's node still satisfies). From then on a node label
-steers that service alone.
+steers that service alone. A service in a rollout, running or paused, is adopted once
+Swarm has finished it: the write would reset its UpdateStatus and resume a paused one.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 from controller.core.actions import Action, SetServiceConstraints, describe
 from controller.core.context import PlanContext, RuleOutput
 from controller.core.decisions import Decision
+from controller.core.guards import rollout_reason
 from controller.core.labels import steering_constraint
 from controller.core.model import ServiceMode
 from controller.core.rules.owners import needs_owners
@@ -28,12 +30,8 @@ def adopt_services(ctx: PlanContext) -> RuleOutput:
             continue
         if service.mode is ServiceMode.REPLICATED and needs_owners(ctx.settings(service.id)):
             continue  # the owners rule adopts it in the same write that steers it
-        if service.updating:
-            decisions.append(
-                Decision(
-                    RULE, subject, "wait", f"Swarm is rolling an update ({service.update_state})"
-                )
-            )
+        if service.in_rollout:
+            decisions.append(Decision(RULE, subject, "wait", rollout_reason(service)))
             continue
         action = SetServiceConstraints(
             service_id=service.id,

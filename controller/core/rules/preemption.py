@@ -15,6 +15,10 @@ service's constraints. The price is that room needed on one node whose victims a
 Swarm's first pick costs more tasks; the search then takes more or reports it cannot
 help.
 
+A scale-down names the nodes it may stop tasks on (`evicts_from`, predicted as Swarm
+picks), so it spends the disruption budget and starts the victim's move cooldown like
+any move; the scale-downs of one preemption go out together or not at all.
+
 Victims: lowest priority first, a victim's tasks one at a time until the pending tasks
 fit; then higher-priority victims are spared again where the room still suffices (as
 the Kubernetes scheduler's reprieve). Nothing is touched when no victim set helps, and
@@ -25,7 +29,7 @@ next cycle at once, which then sees the room those writes freed.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from controller.core.actions import Action, describe
 from controller.core.capacity import (
@@ -119,7 +123,7 @@ def _victims(ctx: PlanContext, pending: Service) -> tuple[list[Service], list[st
             or not service.replicas
         ):
             continue
-        why = _not_now(service)
+        why = _not_now(service, settings.max_unavailable)
         if why is not None:
             skipped.append(f"{service.name} ({why})")
             continue
@@ -128,8 +132,11 @@ def _victims(ctx: PlanContext, pending: Service) -> tuple[list[Service], list[st
     return victims, skipped
 
 
-def _not_now(service: Service) -> str | None:
-    if service.updating:
+def _not_now(service: Service, max_unavailable: int) -> str | None:
+    if max_unavailable <= 0:
+        return "max-unavailable 0: the controller never stops its tasks"
+    if service.in_rollout:
+        # A scale-down is a spec write: it would resume a paused rollout.
         return f"Swarm is rolling an update ({service.update_state})"
     try:
         record = read_record(service.labels)
@@ -265,12 +272,15 @@ def _write(
         # A held service stays held: only `swarm-placement start` brings it back.
         operation = HOLD if record is not None and record.operation == HOLD else PREEMPT
         base = record.base if record is not None else victim.replicas
-        action = change_replicas(
-            victim,
-            replicas=(victim.replicas or 0) - count,
-            operation=operation,
-            now=ctx.now,
-            detail=f"{count} task(s) for {pending.name}",
+        action = replace(
+            change_replicas(
+                victim,
+                replicas=(victim.replicas or 0) - count,
+                operation=operation,
+                now=ctx.now,
+                detail=f"{count} task(s) for {pending.name}",
+            ),
+            evicts_from=_taken_from(ctx, victim, count),
         )
         actions.append(action)
         back = (
@@ -290,6 +300,20 @@ def _write(
             )
         )
     names = ", ".join(f"{v.name} -{plan[v.id]}" for v in victims if plan.get(v.id))
+    over = _over_budget(ctx, actions)
+    if over is not None:
+        # Stopping only some of the victims would free room that helps no one.
+        return _Outcome(
+            decisions=(
+                Decision(
+                    RULE,
+                    f"service {pending.name}",
+                    "wait",
+                    f"{need} task(s) pending for resources: stopping {names} would make room, "
+                    f"but {over}; retried on the next cycle",
+                ),
+            )
+        )
     decisions.insert(
         0,
         Decision(
@@ -301,3 +325,22 @@ def _write(
         ),
     )
     return _Outcome(tuple(actions), tuple(decisions))
+
+
+def _taken_from(ctx: PlanContext, victim: Service, count: int) -> tuple[str, ...]:
+    """Nodes Swarm may stop the victim's tasks on when it scales it down by `count`: the
+    nodes holding the most of its tasks (every tied candidate, as its pick is unknown)."""
+    down = scale_down(ctx.snapshot, victim, count)
+    return tuple(sorted({*down.certain, *(down.tied if down.picks else ())}))
+
+
+def _over_budget(ctx: PlanContext, actions: list[Action]) -> str | None:
+    """The disruption budget the scale-downs would exceed together, if any: they go out
+    all together or not at all."""
+    budget = ctx.budget()
+    for action in actions:
+        over = budget.refusal(action)
+        if over is not None:
+            return over
+        budget.spend(action)
+    return None

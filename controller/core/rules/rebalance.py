@@ -30,7 +30,6 @@ from controller.core.balance.counts import (
     spread,
 )
 from controller.core.balance.cycle import (
-    BudgetTracker,
     RebalanceCycle,
     blocked,
     forbidden,
@@ -72,7 +71,7 @@ def plan_rebalance(ctx: PlanContext) -> RuleOutput:
         joins=find_joins(level, ctx.memory, ctx.snapshot.nodes, ctx.now),
         round_now=round_due(controller, ctx.memory, ctx.now),
         loads=node_loads(ctx.snapshot),
-        budget=BudgetTracker(controller.budgets),
+        budget=ctx.budget(),
     )
     services = [
         s
@@ -205,12 +204,6 @@ def _rebalance_counts(cycle: RebalanceCycle, service: Service) -> None:
     if joined is None:
         cycle.note(subject, "wait", f"{shape}, but {why_not}")
         return
-    refusal = _count_refusal(cycle, service, surge.at_most)
-    if refusal is None:
-        refusal = cycle.budget.refusal(service.id, surge.sources)
-    if refusal is not None:
-        cycle.note(subject, "keep", f"{shape}, but {refusal}")
-        return
     action = replace(
         change_replicas(
             service,
@@ -222,7 +215,11 @@ def _rebalance_counts(cycle: RebalanceCycle, service: Service) -> None:
         ),
         evicts_from=tuple(sorted(surge.sources)),
     )
-    cycle.budget.spend(service.id, surge.sources)
+    refusal = _count_refusal(cycle, service, surge.at_most) or cycle.budget.refusal(action)
+    if refusal is not None:
+        cycle.note(subject, "keep", f"{shape}, but {refusal}")
+        return
+    cycle.budget.spend(action)
     cycle.joins_used.update({n: cycle.joins.active[n] for n in joined})
     # The load part of this cycle sees the receivers charged, the sources not relieved:
     # where Swarm's tie-breaks put the tasks is not known, so assume the worse.

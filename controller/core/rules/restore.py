@@ -18,6 +18,7 @@ from controller.core.capacity import Room, demand, eligible_nodes, observe_room
 from controller.core.constraints import ConstraintError
 from controller.core.context import PlanContext, RuleOutput
 from controller.core.decisions import Decision
+from controller.core.guards import rollout_reason
 from controller.core.model import Service
 from controller.core.replicas import (
     PREEMPT,
@@ -84,6 +85,17 @@ def plan_restores(ctx: PlanContext) -> RuleOutput:
                         "wait",
                         f"{record.base - (service.replicas or 0)} task(s) preempted: "
                         f"{updating}, of the same or a higher priority, is rolling an update",
+                    )
+                )
+                continue
+            if service.in_rollout:
+                decisions.append(
+                    Decision(
+                        RULE,
+                        f"service {service.name}",
+                        "wait",
+                        f"{record.base - (service.replicas or 0)} task(s) preempted: "
+                        + rollout_reason(service),
                     )
                 )
                 continue
