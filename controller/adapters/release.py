@@ -85,10 +85,12 @@ class Releaser:
     dry_run: bool
     say: Callable[[str], None]
     complete: bool = True  # False once something of ours is left behind
+    reported: int = 0  # decision lines said
 
     def _report(self, decision: Decision) -> None:
         prefix = "dry run: " if self.dry_run else ""
         self.say(prefix + decision.line())
+        self.reported += 1
         if decision.outcome != "release":
             self.complete = False
 

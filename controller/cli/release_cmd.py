@@ -65,7 +65,9 @@ def run(args: argparse.Namespace) -> int:
         if args.all:
             releaser.everything()
         else:
-            releaser.service(args.service)
+            released = releaser.service(args.service)
+            if not releaser.reported:
+                print(f"release: nothing of the controller's on service {released.name}")
     except ServiceNotFoundError as exc:
         print(f"release: {exc}", file=sys.stderr)
         return EXIT_USAGE

@@ -44,7 +44,7 @@ def test_release_prints_one_line_per_write_and_exits_0(
     assert len(out) == 1 and out[0].startswith("[release] service web: release - ")
     assert swarm.service("web").constraints == ()
     assert main(["release", "web"]) == 0  # nothing left to take back
-    assert capsys.readouterr().out == ""
+    assert capsys.readouterr().out == "release: nothing of the controller's on service web\n"
 
 
 def test_dry_run_writes_nothing(
