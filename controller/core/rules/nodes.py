@@ -212,8 +212,8 @@ def _unhealthy(change: _Change, node: Node, wanted: dict[str, float]) -> None:
 
 
 def _marks(change: _Change, marks: MarkChange | None) -> None:
-    if marks is None:
-        return
+    if marks is None or not (marks.add or marks.remove):
+        return  # only kept marks: said by _kept_marks
     change.put.update(marks.add)
     change.drop.update(marks.remove)
     change.evicts.extend(e for e in marks.evicts if e not in change.evicts)
