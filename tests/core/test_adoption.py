@@ -78,3 +78,13 @@ def test_an_unreadable_service_is_skipped_with_a_decision_and_the_others_handled
     assert [a.service_name for a in result.actions] == ["web"]  # type: ignore[union-attr]
     (skip,) = [d for d in result.decisions if d.subject == "service odd"]
     assert (skip.outcome, skip.reason) == ("skip", "missing Version.Index")
+
+
+def test_a_service_whose_rollout_swarm_paused_waits_and_says_why() -> None:
+    for state in ("paused", "rollback_paused", "rollback_started"):
+        web = service("web", labels=MANAGED, update_state=state)
+        result = _plan(snapshot([node(1, manager=True)], [web]))
+        assert result.actions == ()
+        (wait,) = [d for d in result.decisions if d.subject == "service web"]
+        assert wait.rule == "adoption" and wait.outcome == "wait"
+        assert "the controller waits: a write would" in wait.reason

@@ -246,3 +246,20 @@ def test_a_start_first_update_gets_room_for_its_new_task() -> None:
     high = replace(svc("high", 2, priority="high"), update_state="updating")
     tasks = on(high, 1, 2) + on(low, 1, 2, 3, 3, first_slot=10) + pending(high, 1, first_slot=1)
     assert _counts(run(snapshot(slot_nodes(2, 2, 2), [high, low], tasks))) == {"low": 3}
+
+
+def test_a_victim_in_a_rollout_or_never_to_be_stopped_is_left_out() -> None:
+    high = svc("high", 1, priority="high")
+    for state, labels, why in (
+        ("paused", {}, "Swarm is rolling an update (paused)"),
+        ("rollback_paused", {}, "Swarm is rolling an update (rollback_paused)"),
+        (None, {"placement.max-unavailable": "0"}, "max-unavailable 0"),
+    ):
+        low = replace(svc("low", 6, priority="low", labels=labels), update_state=state)
+        snap = snapshot(
+            slot_nodes(2, 2, 2), [high, low], on(low, 1, 1, 2, 2, 3, 3) + pending(high, 1)
+        )
+        result = run(snap)
+        assert result.actions == (), state
+        (reason,) = _reasons(result, "cannot-help")
+        assert f"left out for now: low ({why}" in reason

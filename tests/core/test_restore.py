@@ -101,3 +101,15 @@ def test_no_restore_while_a_higher_priority_service_rolls_an_update() -> None:
     )
     assert result.actions == ()
     assert any("is rolling an update" in d.reason for d in result.decisions)
+
+
+def test_a_preempted_service_whose_rollout_swarm_paused_waits() -> None:
+    low = replace(svc("low", 4, priority="low", labels=preempted(6, 4)), update_state="paused")
+    result = run(snapshot(slot_nodes(2, 2, 2), [low], on(low, 1, 1, 2, 3)))
+    assert result.actions == ()
+    (wait,) = [d for d in result.decisions if d.rule == "restore"]
+    assert wait.outcome == "wait"
+    assert wait.reason == (
+        "2 task(s) preempted: rollout paused by Swarm; the controller waits: "
+        "a write would resume it"
+    )
