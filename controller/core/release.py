@@ -114,9 +114,9 @@ def release_service(service: Service) -> tuple[ReleaseAction | None, Decision | 
             RULE,
             subject,
             "release",
-            f"not managed: taking back {len(ours)} constraint(s) and {len(drop)} label(s) "
-            "of the controller's, the operator's kept; dropping constraints only widens "
-            f"placement, so no task stops, and node marks go once no constraint needs them{then}",
+            f"taking back the controller's {len(ours)} constraint(s) and {len(drop)} "
+            "label(s), the operator's kept; dropping constraints only widens placement, so "
+            f"no task stops, and node marks go once no constraint needs them{then}",
             action=describe(action),
         )
     if record is not None:
@@ -131,7 +131,7 @@ def release_service(service: Service) -> tuple[ReleaseAction | None, Decision | 
             RULE,
             subject,
             "release",
-            f"not managed: replicas back to the operator's recorded {record.base} "
+            f"replicas back to the operator's recorded {record.base} "
             f"(the controller's {record.operation} set {record.written}), record removed",
             action=describe(action),
         )
@@ -139,7 +139,7 @@ def release_service(service: Service) -> tuple[ReleaseAction | None, Decision | 
         RULE,
         subject,
         "keep",
-        f"not managed, released but for its replica record, left for the operator: {unreadable}",
+        f"released but for its replica record, left for the operator: {unreadable}",
     )
 
 

@@ -10,6 +10,8 @@ labels merely went bad keeps its last good settings, stays managed and is not re
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from controller.core.actions import Action
 from controller.core.context import PlanContext, RuleOutput
 from controller.core.decisions import Decision
@@ -24,7 +26,7 @@ def plan_release(ctx: PlanContext) -> RuleOutput:
             continue
         action, decision = release_service(service)
         if decision is not None:
-            decisions.append(decision)
+            decisions.append(replace(decision, reason=f"not managed: {decision.reason}"))
         if action is not None:
             actions.append(action)
     return RuleOutput(tuple(actions), tuple(decisions))
