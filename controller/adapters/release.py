@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Protocol
 
 import docker
@@ -33,6 +34,7 @@ from controller.adapters.writes import execute_action
 from controller.core.actions import Action
 from controller.core.apply import apply_actions
 from controller.core.decisions import Decision
+from controller.core.lease import LeaseLabelError, record_from_labels
 from controller.core.model import ClusterSnapshot, Node, Service
 from controller.core.release import (
     RULE,
@@ -170,6 +172,34 @@ class Releaser:
                 continue
             self._report(decision)
             return
+
+
+# A lease renewed this recently (beyond its lifetime) may still have a live holder.
+LEASE_SLACK_SECONDS = 60.0
+
+
+def live_leases(client: docker.DockerClient, now: datetime) -> list[str]:
+    """Leader leases a controller renewed within their lifetime (wall clocks, plus a
+    minute's slack): a controller that still runs would adopt its services again, and
+    could put a constraint back between `release --all`'s service and node writes."""
+    out = []
+    for attrs in client.api.configs():
+        spec = attrs.get("Spec") or {}
+        try:
+            record = record_from_labels(spec.get("Labels") or {})
+            renewed = datetime.fromisoformat(record.renewed_at) if record else None
+        except (LeaseLabelError, ValueError):
+            continue
+        if record is None or renewed is None or record.released:
+            continue
+        if renewed.tzinfo is None:
+            renewed = renewed.replace(tzinfo=UTC)
+        if (now - renewed).total_seconds() < record.lifetime + LEASE_SLACK_SECONDS:
+            out.append(
+                f"config {spec.get('Name', '?')}: held by {record.holder}, "
+                f"renewed {record.renewed_at}"
+            )
+    return out
 
 
 def _applied(service: Service, action: Action) -> Service:

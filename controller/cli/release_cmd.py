@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from datetime import UTC, datetime
 from typing import Any
 
 import docker.errors
@@ -17,7 +18,7 @@ from controller.adapters.docker_api import (
     connect,
 )
 from controller.adapters.docker_read import ServiceNotFoundError
-from controller.adapters.release import DockerSwarm, Releaser
+from controller.adapters.release import DockerSwarm, Releaser, live_leases
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
@@ -36,7 +37,8 @@ def register(subparsers: Any) -> None:
             "Constraints go before the node marks they need, so no task stops. One decision "
             "line per write, each version-checked. A running controller adopts its services "
             "again: to uninstall, remove the controller's stack first, then run release "
-            "--all. The Docker endpoint comes from DOCKER_HOST; it must be a manager. "
+            "--all (it refuses while a controller's leader lease is live). The Docker "
+            "endpoint comes from DOCKER_HOST; it must be a manager. "
             "Exit 0: all released; 1: something was left (the lines say what) or the engine "
             "failed; 2: no such service, not a manager, or a usage error."
         ),
@@ -62,6 +64,19 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_FAILED
     releaser = Releaser(swarm=DockerSwarm(client), dry_run=args.dry_run, say=print)
     try:
+        leases = live_leases(client, datetime.now(UTC))
+        if leases and args.all and not args.dry_run:
+            print(
+                "release: a controller seems to be running (" + "; ".join(leases) + "): it "
+                "would adopt the services again; remove its stack first, then run release "
+                "--all (a crashed one's lease lapses within its lifetime and a minute)",
+                file=sys.stderr,
+            )
+            return EXIT_FAILED
+        if leases:
+            print(
+                f"release: note, a controller holds a lease: {'; '.join(leases)}", file=sys.stderr
+            )
         if args.all:
             releaser.everything()
         else:

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from types import SimpleNamespace
 
 from controller.adapters.docker_api import ConflictError
 from controller.adapters.docker_read import ServiceNotFoundError
-from controller.adapters.release import Releaser
+from controller.adapters.release import Releaser, live_leases
 from controller.core.actions import Action, SetNodeAvailability, SetNodeLabels
 from controller.core.apply import apply_actions
 from controller.core.labels import (
@@ -16,6 +18,7 @@ from controller.core.labels import (
     possible_label,
     steering_constraint,
 )
+from controller.core.lease import HOLDER_LABEL, LIFETIME_LABEL, RENEWED_AT_LABEL, TERM_LABEL
 from controller.core.model import Availability, ClusterSnapshot, Node, Service, Unreadable
 from controller.core.replicas import BASE_LABEL, OPERATION_LABEL, SET_LABEL
 from tests.core.builders import node, service, snapshot
@@ -174,3 +177,36 @@ def test_an_unreadable_service_is_reported() -> None:
     releaser, lines = _releaser(swarm)
     releaser.everything()
     assert not releaser.complete and "[release] service x: fail - cannot be read" in lines[0]
+
+
+class _Api:
+    def __init__(self, *labels: dict[str, str]) -> None:
+        self._configs = [{"Spec": {"Name": f"c{i}", "Labels": ls}} for i, ls in enumerate(labels)]
+
+    def configs(self) -> list[dict[str, object]]:
+        return self._configs
+
+
+def _lease(holder: str, renewed: str) -> dict[str, str]:
+    return {
+        HOLDER_LABEL: holder,
+        RENEWED_AT_LABEL: renewed,
+        LIFETIME_LABEL: "15",
+        TERM_LABEL: "3",
+    }
+
+
+def test_a_lease_renewed_within_its_lifetime_is_live() -> None:
+    now = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
+    client = SimpleNamespace(
+        api=_Api(
+            _lease("a", "2026-01-01T11:59:30.000+00:00"),  # live
+            _lease("b", "2026-01-01T11:50:00.000+00:00"),  # lapsed: its holder died
+            _lease("", "2026-01-01T11:59:59.000+00:00"),  # released by a clean stop
+            {"other": "label"},
+            {HOLDER_LABEL: "x"},  # not a readable lease
+        )
+    )
+    assert live_leases(client, now) == [  # type: ignore[arg-type]
+        "config c0: held by a, renewed 2026-01-01T11:59:30.000+00:00"
+    ]

@@ -20,9 +20,12 @@ class _Client:
         pass
 
 
-def engine(monkeypatch: pytest.MonkeyPatch, *services: Service) -> FakeSwarm:
+def engine(
+    monkeypatch: pytest.MonkeyPatch, *services: Service, leases: tuple[str, ...] = ()
+) -> FakeSwarm:
     swarm = FakeSwarm(snapshot([node(1, manager=True)], services))
     monkeypatch.setattr(release_cmd, "connect", _Client)
+    monkeypatch.setattr(release_cmd, "live_leases", lambda client, now: list(leases))
     monkeypatch.setattr(release_cmd, "check_manager", lambda client: None)
     monkeypatch.setattr(release_cmd, "DockerSwarm", lambda client: swarm)
     return swarm
@@ -104,3 +107,15 @@ def test_engine_trouble(
     monkeypatch.setattr(release_cmd, "check_manager", fail)
     assert main(["release", "--all"]) == code
     assert str(error) in capsys.readouterr().err
+
+
+def test_all_refuses_while_a_controller_holds_its_lease(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    swarm = engine(monkeypatch, WEB, leases=("config p-lease: held by a",))
+    assert main(["release", "--all"]) == 1
+    assert "remove its stack first" in capsys.readouterr().err
+    assert swarm.written == []
+    assert main(["release", "--all", "--dry-run"]) == 0  # looking is fine
+    assert main(["release", "web"]) == 0  # one service: the operator's call, with a note
+    assert "a controller holds a lease" in capsys.readouterr().err
