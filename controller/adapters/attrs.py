@@ -148,9 +148,30 @@ def service_from_attrs(attrs: Attrs) -> Service:
         update_order=_get(spec, "UpdateConfig", "Order", default="stop-first"),
         restart_condition=_get(template, "RestartPolicy", "Condition", default="any"),
         max_replicas_per_node=int(_get(template, "Placement", "MaxReplicas", default=0)),
+        platforms=_platforms(_get(template, "Placement", "Platforms", default=[])),
+        host_ports=_host_ports(_get(spec, "EndpointSpec", "Ports", default=[])),
         update_state=_get(attrs, "UpdateStatus", "State"),
         update_failure_action=_get(spec, "UpdateConfig", "FailureAction", default="pause"),
         stack=labels.get("com.docker.stack.namespace"),
+    )
+
+
+def _platforms(items: Any) -> tuple[tuple[str, str], ...]:
+    if not isinstance(items, list) or not all(isinstance(p, Mapping) for p in items):
+        raise AttrsError("TaskTemplate.Placement.Platforms is not a list of objects")
+    return tuple((str(p.get("OS") or ""), str(p.get("Architecture") or "")) for p in items)
+
+
+def _host_ports(items: Any) -> tuple[str, ...]:
+    """Published ports in host mode, as `port/protocol` (ingress ports take no node's)."""
+    if not isinstance(items, list) or not all(isinstance(p, Mapping) for p in items):
+        raise AttrsError("EndpointSpec.Ports is not a list of objects")
+    return tuple(
+        sorted(
+            f"{int(p['PublishedPort'])}/{p.get('Protocol') or 'tcp'}"
+            for p in items
+            if p.get("PublishMode") == "host" and p.get("PublishedPort")
+        )
     )
 
 

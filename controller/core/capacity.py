@@ -184,6 +184,18 @@ class Room:
         counts = {**self.counts, service.id: dict(mine)}
         return Room(free=free, counts=counts)
 
+    def taken(self, service: Service, per_node: Mapping[str, int]) -> Room:
+        """Room after placing tasks of `service` on exactly these nodes (node id -> tasks)."""
+        free = dict(self.free)
+        mine = dict(self.counts.get(service.id, {}))
+        for node_id, n in per_node.items():
+            if n <= 0:
+                continue
+            if node_id in free:
+                free[node_id] = _combine(free[node_id], times(service.reservations, n), -1)
+            mine[node_id] = mine.get(node_id, 0) + n
+        return Room(free=free, counts={**self.counts, service.id: mine})
+
     def freed(self, removals: Iterable[tuple[Service, Mapping[str, int]]]) -> Room:
         """Room after removing tasks: (service, node id -> tasks removed there)."""
         free = dict(self.free)

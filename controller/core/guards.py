@@ -25,7 +25,7 @@ from controller.core.context import PlanContext
 from controller.core.decisions import Decision
 from controller.core.model import Availability, NodeRole, Service
 from controller.core.release import release_refusal
-from controller.core.replicas import OPERATION_LABEL, SURGE
+from controller.core.replicas import OPERATION_LABEL, SURGE, ends_own_move
 
 __all__ = [
     "apply_guards",
@@ -123,6 +123,8 @@ def rollout_wait(ctx: PlanContext, action: Action) -> str | None:
             return None
         if failover_raise(service, action) or unblocks_rollout(ctx, service, action):
             return None
+        if isinstance(action, SetReplicas) and service.updating and ends_own_move(service, action):
+            return None
         return rollout_reason(service)
     found = disruption(action, ctx.snapshot)
     for evicted in found.services if found is not None else ():
@@ -185,6 +187,8 @@ def apply_guards(
                 + (
                     "a failover raise of the replica count"
                     if failover_raise(service, action)
+                    else "the trim that ends the controller's own stop-first move"
+                    if isinstance(action, SetReplicas)
                     else "it stops nothing and lets Swarm place a task it could not"
                 ),
             )

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 
 from controller.core.health.memory import HealthMemory
 from controller.core.model import ACTIVE_TASK_STATES, ClusterSnapshot, TaskState
-from controller.core.replicas import HOLD, OPERATION_LABEL
+from controller.core.replicas import HOLD, OPERATION_LABEL, SINCE_LABEL, SURGE
 from controller.policy import ResolvedService
 
 # How long a node loss is remembered for failover: past this, Swarm has long replaced
@@ -67,6 +67,9 @@ class Memory:
     node_downs: Mapping[str, tuple[float, ...]] = field(default_factory=dict)
     # Service id -> (nodes a controller move took its tasks off, when): never straight back.
     left: Mapping[str, tuple[tuple[str, ...], float]] = field(default_factory=dict)
+    # Service id -> node id -> replicas: the placement a move of the owners rule is taking
+    # the service to, while it takes more than one step (see rules/owners: the cooldown).
+    placing: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
     # Rebalancing's own hysteresis, kept by the rebalance rule (see core/balance/triggers).
     rebalance: RebalanceMemory = field(default_factory=RebalanceMemory)
     # Node exits seen by health assessment (quarantine; see core/health).
@@ -90,10 +93,22 @@ class Memory:
             n.id for n in snapshot.nodes if n.id in self.node_ready_since and not n.is_ready
         }
         # A hold settles a loss: remembered past it, the loss would be held a second
-        # time right after `swarm-placement start` gives the replicas back.
+        # time right after `swarm-placement start` gives the replicas back. So does the
+        # surge that answered it: remembered past its trim, the loss would start a second
+        # surge whenever the trimmed service briefly runs short (a replacement still
+        # unassigned, a task still stopping). A loss after the surge began still counts.
         held = {s.id for s in snapshot.services if s.labels.get(OPERATION_LABEL) == HOLD}
+        surged = {
+            s.id: _since(s.labels)
+            for s in snapshot.services
+            if s.labels.get(OPERATION_LABEL) == SURGE
+        }
         lost = {
-            k: v for k, v in self.lost.items() if now - v[1] < LOST_MEMORY_SECONDS and k not in held
+            k: v
+            for k, v in self.lost.items()
+            if now - v[1] < LOST_MEMORY_SECONDS
+            and k not in held
+            and not (k in surged and v[1] <= surged[k])
         }
         for service_id, per_node in self.placement.items():
             count = sum(c for node_id, c in per_node.items() if node_id in went_down)
@@ -114,6 +129,7 @@ class Memory:
             placement=active_placement(snapshot),
             lost=lost,
             node_downs=downs,
+            placing={k: v for k, v in self.placing.items() if k in snapshot.service_by_id},
         )
 
     def record_move(self, service_id: str, now: float, left: tuple[str, ...] = ()) -> Memory:
@@ -124,6 +140,14 @@ class Memory:
             moved = replace(moved, left={**self.left, service_id: (left, now)})
         return moved
 
+    def with_placing(self, updates: Mapping[str, Mapping[str, int] | None]) -> Memory:
+        """Remember (or, for None, forget) the placement each service is being moved to."""
+        placing = {**self.placing, **{k: v for k, v in updates.items() if v is not None}}
+        for service_id, target in updates.items():
+            if target is None:
+                placing.pop(service_id, None)
+        return replace(self, placing=placing)
+
     def with_rebalance(self, rebalance: RebalanceMemory) -> Memory:
         return replace(self, rebalance=rebalance)
 
@@ -132,3 +156,10 @@ class Memory:
 
     def with_resolved(self, resolved: Mapping[str, ResolvedService]) -> Memory:
         return replace(self, resolved=resolved)
+
+
+def _since(labels: Mapping[str, str]) -> float:
+    try:
+        return float(labels.get(SINCE_LABEL, ""))
+    except ValueError:
+        return float("inf")  # an unreadable start settles every loss before it

@@ -103,6 +103,11 @@ class Service:
     update_order: str = "stop-first"
     restart_condition: str = "any"
     max_replicas_per_node: int = 0
+    # Placement.Platforms as (os, arch), either may be "": Swarm runs a task only on a
+    # node matching one of them. Empty: the image's platform is unknown, any node passes.
+    platforms: tuple[tuple[str, str], ...] = ()
+    # Host-mode published ports ("8080/tcp"): two tasks publishing one cannot share a node.
+    host_ports: tuple[str, ...] = ()
     update_state: str | None = None  # UpdateStatus.State while Swarm rolls an update
     stack: str | None = None
     update_failure_action: str = "pause"  # UpdateConfig.FailureAction

@@ -9,7 +9,9 @@ Labels:
 - `swarm-placement.replicas-set`: the count the controller wrote; a different live count
   means the operator scaled the service meanwhile, and the operator wins;
 - `swarm-placement.operation`: why (`surge`, `hold`, `preempt`, `rebalance`), with
-  `swarm-placement.operation-since` (epoch seconds) and `-detail` (free text).
+  `swarm-placement.operation-since` (epoch seconds) and `-detail` (free text);
+- `swarm-placement.operation-vacate`: for the rebalance that moves a stop-first service,
+  the node IDs its tasks leave once the surged tasks run (see rules/owners).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from controller.core.actions import SetReplicas
-from controller.core.labels import OWN_PREFIX
+from controller.core.labels import OWN_PREFIX, recorded_exclusion_set
 from controller.core.model import Service
 
 BASE_LABEL = OWN_PREFIX + "replicas"
@@ -26,7 +28,15 @@ SET_LABEL = OWN_PREFIX + "replicas-set"
 OPERATION_LABEL = OWN_PREFIX + "operation"
 SINCE_LABEL = OWN_PREFIX + "operation-since"
 DETAIL_LABEL = OWN_PREFIX + "operation-detail"
-RECORD_LABELS = (BASE_LABEL, SET_LABEL, OPERATION_LABEL, SINCE_LABEL, DETAIL_LABEL)
+VACATE_LABEL = OWN_PREFIX + "operation-vacate"
+RECORD_LABELS = (
+    BASE_LABEL,
+    SET_LABEL,
+    OPERATION_LABEL,
+    SINCE_LABEL,
+    DETAIL_LABEL,
+    VACATE_LABEL,
+)
 
 SURGE, HOLD, PREEMPT, REBALANCE = "surge", "hold", "preempt", "rebalance"
 
@@ -38,6 +48,7 @@ class ReplicaRecord:
     operation: str
     since: float
     detail: str = ""
+    vacate: tuple[str, ...] = ()  # nodes a stop-first move leaves once its surge runs
 
 
 class RecordError(ValueError):
@@ -55,6 +66,7 @@ def read_record(labels: Mapping[str, str]) -> ReplicaRecord | None:
             operation=labels[OPERATION_LABEL],
             since=float(labels.get(SINCE_LABEL, "0")),
             detail=labels.get(DETAIL_LABEL, ""),
+            vacate=tuple(sorted(n for n in labels.get(VACATE_LABEL, "").split(",") if n)),
         )
     except (KeyError, ValueError) as exc:
         raise RecordError(f"unreadable replica record: {exc}") from exc
@@ -72,27 +84,38 @@ def change_replicas(
     now: float,
     detail: str = "",
     base: int | None = None,
+    evicts_from: tuple[str, ...] = (),
+    vacate: tuple[str, ...] = (),
 ) -> SetReplicas:
-    """Write a new count with its record; the base is kept from an existing record."""
+    """Write a new count with its record; the base is kept from an existing record.
+
+    `evicts_from`: the nodes on which the change (or the trim that ends it) may stop a
+    task, so the disruption budgets and the cooldown apply to it."""
     existing = read_record(service.labels)
     if base is None:
         base = existing.base if existing else (service.replicas or 0)
+    labels = {
+        BASE_LABEL: str(base),
+        SET_LABEL: str(replicas),
+        OPERATION_LABEL: operation,
+        SINCE_LABEL: f"{now:.3f}",
+        DETAIL_LABEL: detail,
+    }
+    if vacate:
+        labels[VACATE_LABEL] = ",".join(sorted(vacate))
     return SetReplicas(
         service_id=service.id,
         service_name=service.name,
         version=service.version,
         replicas=replicas,
-        set_labels={
-            BASE_LABEL: str(base),
-            SET_LABEL: str(replicas),
-            OPERATION_LABEL: operation,
-            SINCE_LABEL: f"{now:.3f}",
-            DETAIL_LABEL: detail,
-        },
+        set_labels=labels,
+        evicts_from=evicts_from,
     )
 
 
-def restore_replicas(service: Service, record: ReplicaRecord) -> SetReplicas:
+def restore_replicas(
+    service: Service, record: ReplicaRecord, *, evicts_from: tuple[str, ...] = ()
+) -> SetReplicas:
     """Back to the operator's count, and the record gone, in one write."""
     return SetReplicas(
         service_id=service.id,
@@ -100,6 +123,7 @@ def restore_replicas(service: Service, record: ReplicaRecord) -> SetReplicas:
         version=service.version,
         replicas=record.base,
         remove_labels=RECORD_LABELS,
+        evicts_from=evicts_from,
     )
 
 
@@ -111,4 +135,24 @@ def forget_record(service: Service) -> SetReplicas:
         version=service.version,
         replicas=service.replicas or 0,
         remove_labels=RECORD_LABELS,
+    )
+
+
+def ends_own_move(service: Service, action: SetReplicas) -> bool:
+    """The trim that ends a stop-first move of the controller's (rules/owner_moves), once
+    its sources are excluded. The exclusion started a rolling update whose replacement for
+    the stopped task may find no node (the targets are full): this trim drops exactly that
+    replacement and so ends the rollout, which would otherwise wait for good. The rollout
+    is the controller's own: the spec it rolls is the exclusion the controller wrote."""
+    try:
+        record = read_record(service.labels)
+    except RecordError:
+        return False
+    return (
+        record is not None
+        and record.operation == REBALANCE
+        and bool(record.vacate)
+        and set(record.vacate) <= recorded_exclusion_set(service.labels)
+        and action.replicas == record.base
+        and set(action.remove_labels) >= set(RECORD_LABELS)
     )

@@ -101,6 +101,9 @@ class PlacementInputs:
     # The cycle's shared order over (at least) the placeable nodes, built with the same
     # load, hostname and domain as above; None: built here.
     order: NodeOrder | None = None
+    # Node ID -> how many tasks beyond `current` Swarm would accept there (resources,
+    # max-replicas-per-node, ports, platform); a node not listed has no such limit.
+    room: Mapping[str, int] = field(default_factory=dict)
 
 
 class _Scores:
@@ -195,8 +198,7 @@ class _Scores:
 
     def targets(self, allowed: Callable[[str], bool]) -> list[str]:
         """The placeable nodes that may be best for one more task: every node that is not
-        plain, and the least busy plain node of each domain (`allowed` is true for every
-        plain node, so the first plain one found per domain beats the rest)."""
+        plain, and the least busy allowed plain node of each domain (it beats the rest)."""
         inputs, placeable = self.inputs, self.inputs.candidates.placeable
         if len(placeable) * 8 < len(self.order.domain_of):
             return [n for n in placeable if allowed(n)]  # few: cheaper to look at all
@@ -213,7 +215,12 @@ class _Scores:
         found = list(special)
         for nodes in self.order.by_domain.values():
             for node in nodes:
-                if node in placeable and node not in special and self.is_plain(node):
+                if (
+                    node in placeable
+                    and node not in special
+                    and self.is_plain(node)
+                    and allowed(node)
+                ):
                     found.append(node)
                     break
         return found
@@ -231,11 +238,30 @@ def _best_target(scores: _Scores, allowed: Callable[[str], bool]) -> str | None:
     return min(map(scores.placing, targets))[1] if targets else None
 
 
+def _share(inputs: PlacementInputs) -> int:
+    """Most tasks per node: an even share of the placeable nodes, raised while nodes
+    short of room leave the others to take more."""
+    placeable = inputs.candidates.placeable
+    if not placeable:
+        return 0
+    cap = max(1, math.ceil(inputs.replicas / len(placeable)))
+    if not inputs.room:
+        return cap
+    limits = [inputs.current.get(n, 0) + inputs.room.get(n, inputs.replicas) for n in placeable]
+    while cap < inputs.replicas and sum(min(cap, limit) for limit in limits) < inputs.replicas:
+        cap += 1
+    return cap
+
+
 def assign(inputs: PlacementInputs) -> Assignment:
     cands = inputs.candidates
     order = _order_of(inputs)
-    placeable = cands.placeable
-    cap = max(1, math.ceil(inputs.replicas / len(placeable))) if placeable else 0
+    cap = _share(inputs)
+
+    def takes_one_more(node: str) -> bool:
+        here = desired.get(node, 0)
+        beyond = here - inputs.current.get(node, 0)
+        return here < cap and beyond < inputs.room.get(node, beyond + 1)
 
     # 1. Keep what may stay, best nodes first, within the per-node cap and the count.
     # (Placing one task on an empty placement never skews a spread, so the order is the
@@ -264,7 +290,7 @@ def assign(inputs: PlacementInputs) -> Assignment:
     unplaced = 0
     for _ in range(inputs.replicas - sum(desired.values())):
         scores = _Scores(inputs, order, desired)
-        best = _best_target(scores, lambda n: desired.get(n, 0) < cap)
+        best = _best_target(scores, takes_one_more)
         if best is None:
             unplaced += 1
             continue
@@ -273,7 +299,7 @@ def assign(inputs: PlacementInputs) -> Assignment:
     # 3. Improve by single moves, each strictly better, up to the permitted number.
     moves: list[Move] = []
     while len(moves) < inputs.max_moves:
-        move = _best_move(_Scores(inputs, order, desired), cap)
+        move = _best_move(_Scores(inputs, order, desired), takes_one_more)
         if move is None:
             break
         desired[move.from_node] -= 1
@@ -288,7 +314,7 @@ def assign(inputs: PlacementInputs) -> Assignment:
     )
 
 
-def _best_move(scores: _Scores, cap: int) -> Move | None:
+def _best_move(scores: _Scores, allowed: Callable[[str], bool]) -> Move | None:
     """The single move that improves the objective most, ties broken by the destination's
     placing order, then by source and destination ID."""
     inputs, desired, dom = scores.inputs, scores.desired, scores.order.domain_of
@@ -297,7 +323,7 @@ def _best_move(scores: _Scores, cap: int) -> Move | None:
     # their load and name: per such group only the first in placing order can win. (A
     # move within its own group changes nothing, so the source is never that winner.)
     groups: dict[tuple[str, int, int, int, float], tuple[Placing, str]] = {}
-    for dst in scores.targets(lambda n: desired.get(n, 0) < cap):
+    for dst in scores.targets(allowed):
         group = (
             dom[dst],
             inputs.mates.get(dst, 0),

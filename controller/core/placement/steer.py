@@ -19,7 +19,7 @@ second move on failover.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from controller.core.labels import exclusion_constraints, possible_constraint, steering_constraint
 from controller.core.placement.assign import Assignment
@@ -33,6 +33,19 @@ class Steering:
     vacate: tuple[str, ...]  # nodes whose tasks the new constraints evict
     reduce: tuple[str, ...]  # nodes that keep some tasks but should hold fewer
     open_at_rest: bool = False  # standby would have excluded more than the cap
+    head: tuple[str, ...] = ()  # the constraints before the exclusions
+
+    def keeping(self, nodes: Iterable[str]) -> Steering:
+        """The same steering with `nodes` still allowed, so no task there is stopped: a
+        stop-first move first surges onto its targets, and excludes its sources only
+        once the surged tasks run."""
+        excluded = self.excluded.difference(nodes)
+        return replace(
+            self,
+            constraints=(*self.head, *exclusion_constraints(excluded)),
+            excluded=excluded,
+            vacate=(),
+        )
 
 
 def steer(
@@ -69,8 +82,10 @@ def steer(
     constraints = [*operator_constraints, steering_constraint(service_name)]
     if require_possible_label:
         constraints.append(possible_constraint(service_name))
+    head = tuple(constraints)
     constraints.extend(exclusion_constraints(excluded))
     return Steering(
+        head=head,
         constraints=tuple(constraints),
         excluded=excluded,
         vacate=vacate,

@@ -14,6 +14,7 @@ away and recorded, until an operator runs `swarm-placement start SERVICE`.
 from __future__ import annotations
 
 from controller.core.actions import Action, describe
+from controller.core.capacity import scale_down
 from controller.core.constraints import ConstraintError, node_filter, parse_constraint
 from controller.core.context import PlanContext, RuleOutput
 from controller.core.decisions import Decision
@@ -43,6 +44,17 @@ TRIM_AFTER_SECONDS = 30.0
 def running_count(ctx: PlanContext, service: Service) -> int:
     ready = {n.id for n in ctx.snapshot.nodes if n.is_ready}
     return sum(1 for t in ctx.snapshot.tasks_of(service.id) if t.node_id in ready and t.is_running)
+
+
+def stopped_by(ctx: PlanContext, service: Service, replicas: int) -> tuple[str, ...]:
+    """Nodes on which lowering the count to `replicas` may stop a running task: none while
+    no more tasks run than that (Swarm removes tasks that do not run first), else those
+    Swarm's scale-down may pick."""
+    if running_count(ctx, service) <= replicas:
+        return ()
+    down = scale_down(ctx.snapshot, service, (service.replicas or 0) - replicas)
+    ready = {n.id for n in ctx.snapshot.nodes if n.is_ready}
+    return tuple(sorted(n for n in {*down.certain, *down.tied} if n in ready))
 
 
 def active_count(ctx: PlanContext, service: Service) -> int:
@@ -121,6 +133,7 @@ def _plan_service(ctx: PlanContext, service: Service) -> tuple[Action | None, De
             operation=HOLD,
             now=ctx.now,
             detail=f"{missing} replica(s) lost with a node",
+            evicts_from=stopped_by(ctx, service, replicas - missing),
         )
         return action, Decision(
             RULE,
@@ -169,9 +182,10 @@ def _trim(
     base, written = record.base, record.written
     running = running_count(ctx, service)
     aged = ctx.now - record.since >= TRIM_AFTER_SECONDS
+    trim = restore_replicas(service, record, evicts_from=stopped_by(ctx, service, base))
     if record.operation == SURGE:
         if not free_nodes(ctx, service)[0]:
-            return restore_replicas(service, record), Decision(
+            return trim, Decision(
                 RULE,
                 subject,
                 "pending",
@@ -180,10 +194,25 @@ def _trim(
             )
         # Trim while the delayed replacements still have no node; give up after a while.
         done = running >= base or aged
+    elif record.vacate:
+        # A stop-first move: the owners rule stops the tasks on the nodes it leaves once
+        # the surged tasks run; trimmed before that, Swarm might keep the old task. Once
+        # they are gone the trim goes at once: the replacements Swarm starts for them are
+        # unassigned or second copies on the targets, so exactly they are dropped.
+        vacating = _still_on(ctx, service, record.vacate)
+        if vacating and not aged:
+            return None, Decision(
+                RULE,
+                subject,
+                "wait",
+                f"{record.operation}: {running} of {written} running, then the task(s) on "
+                f"{vacating} stop",
+            )
+        done = running >= base or aged
     else:
         done = running >= written or (running >= base and aged)
     if done:
-        return restore_replicas(service, record), Decision(
+        return trim, Decision(
             RULE,
             subject,
             "trim",
@@ -193,6 +222,17 @@ def _trim(
     return None, Decision(
         RULE, subject, "wait", f"{record.operation}: {running} of {written} running"
     )
+
+
+def _still_on(ctx: PlanContext, service: Service, nodes: tuple[str, ...]) -> str:
+    """The hostnames among `nodes` that still hold an active task of the service."""
+    held = active_nodes(ctx, service)
+    by_id = ctx.snapshot.node_by_id
+    return ", ".join(by_id[n].hostname for n in nodes if n in held and n in by_id)
+
+
+def active_nodes(ctx: PlanContext, service: Service) -> frozenset[str]:
+    return frozenset(n for n, c in ctx.memory.placement.get(service.id, {}).items() if c)
 
 
 def is_in_flight(service: Service) -> bool:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from controller.core.actions import Action, SetServiceConstraints, describe
 from controller.core.clock import format_minute, minute_of_day
@@ -23,8 +23,6 @@ from controller.core.labels import (
 )
 from controller.core.model import ACTIVE_TASK_STATES, Service, ServiceMode, TaskState
 from controller.core.placement.assign import (
-    FAILBACK,
-    Assignment,
     NodeOrder,
     PlacementInputs,
     assign,
@@ -37,9 +35,16 @@ from controller.core.placement.candidates import (
     find_candidates,
     operator_constraints,
 )
+from controller.core.placement.fits import Fits, room_for
 from controller.core.placement.steer import steer
-from controller.core.replicas import REBALANCE, change_replicas
 from controller.core.rules.failover import is_in_flight
+from controller.core.rules.owner_moves import (
+    finish_stop_first,
+    is_stop_first,
+    stop_first_move,
+    surge_to_reduce,
+)
+from controller.core.rules.owner_notes import explain_placement
 from controller.policy import AntiAffinityMode, FailbackMode, ServiceSettings
 
 RULE = "owners"
@@ -209,7 +214,16 @@ def plan_owners(ctx: PlanContext) -> RuleOutput:
             settings.anti_affinity,
             {n: max(placement.get(n, 0), current.get(n, 0)) for n in {*placement, *current}},
         )
-    return RuleOutput(tuple(actions), tuple(decisions))
+        if action is not None:  # its targets' room is spoken for, this cycle
+            shared.fits = shared.fits.taken(
+                service, {n: c - current.get(n, 0) for n, c in placement.items()}
+            )
+    placing = dict(shared.placing)
+    return RuleOutput(
+        tuple(actions),
+        tuple(decisions),
+        remember=(lambda memory: memory.with_placing(placing)) if placing else None,
+    )
 
 
 def _hard_excluded(
@@ -236,6 +250,9 @@ class _Shared:
         self.node_ids = frozenset(self.hostname)  # steering takes set differences of it
         self.index = NodeIndex(ctx.snapshot.nodes)
         self._orders: dict[str | None, NodeOrder] = {}
+        self.fits = Fits.observe(ctx.snapshot)  # less what this cycle's moves take
+        # Service id -> the placement its move is heading to (None: forget it).
+        self.placing: dict[str, Mapping[str, int] | None] = {}
 
     def domain(self, level: str | None) -> Callable[[str], str] | None:
         if level is None:
@@ -266,6 +283,10 @@ def _plan_service(
     except ConstraintError as exc:
         notes.append(Decision(RULE, subject, "skip", f"cannot read its constraints: {exc}"))
         return None, notes, current
+    finishing = finish_stop_first(ctx, service, current=current)
+    if finishing is not None:
+        action, note = finishing
+        return action, [note], current
     cands = find_candidates(
         service,
         settings,
@@ -275,7 +296,10 @@ def _plan_service(
         hard_excluded=_hard_excluded(service, settings, projection, current),
         index=shared.index,
     )
-    failback_ready, failback_blocked = _failback_ready(ctx, service, settings, cands)
+    # Only nodes Swarm will accept a task on are targets; the rest may keep their tasks.
+    room, full = room_for(service, cands.placeable, shared.fits)
+    fitting = replace(cands, placeable=cands.placeable - full.keys()) if full else cands
+    failback_ready, failback_blocked = _failback_ready(ctx, service, settings, fitting)
     busy = _busy(ctx, service)
     if busy is not None:
         notes.append(Decision(RULE, subject, "wait", busy))
@@ -288,22 +312,40 @@ def _plan_service(
     )
     nodes = ctx.snapshot.node_by_id
     level = settings.spread or None
+    max_moves = max(settings.max_unavailable, 0)
     inputs = PlacementInputs(
         replicas=service.replicas or 0,
         current=current,
-        candidates=cands,
+        candidates=fitting,
         domain=shared.domain(level),
         mates=soft_mates,
         load=shared.load,
         hostname=shared.hostname,
         failback_ready=failback_ready,
-        max_moves=0 if waiting else max(settings.max_unavailable, 0),
+        max_moves=0 if waiting else max_moves,
         order=shared.order(level),
         scores=ctx.snapshot.plugins.scores.get(service.id, {}),
+        room=room,
     )
+    target = ctx.memory.placing.get(service.id)
+    if target is not None and dict(current) == dict(target):
+        shared.placing[service.id] = None  # arrived
+    elif target is not None and (waiting or failback_blocked) and max_moves:
+        # The cooldown and the failback mode hold a new placement, not the rest of the one
+        # the last move started (max-unavailable splits a placement into several moves):
+        # while the destination is unchanged, the placement goes on.
+        going_on = replace(
+            inputs,
+            failback_ready=failback_ready | (frozenset(target) & fitting.placeable),
+            max_moves=max_moves,
+        )
+        if _destination(going_on) == dict(target):
+            inputs, waiting, failback_blocked = going_on, None, None
+        else:
+            shared.placing[service.id] = None
     result = assign(inputs)
     notes.extend(
-        _explain(
+        explain_placement(
             ctx,
             service,
             result=result,
@@ -311,6 +353,7 @@ def _plan_service(
             inputs=inputs,
             waiting=waiting,
             failback_blocked=failback_blocked,
+            full=full,
         )
     )
 
@@ -331,14 +374,39 @@ def _plan_service(
         possible=cands.possible,
         require_possible_label=possible_ready,
     )
-    if steering.constraints == service.constraints:
-        if steering.reduce and not steering.vacate:
-            return (
-                _surge_to_reduce(ctx, service, steering.reduce, current, result),
-                notes,
-                result.desired,
-            )
-        return None, notes, result.desired
+    moved: tuple[Action | None, Decision] | None = None
+    if steering.vacate and is_stop_first(service):
+        moved = stop_first_move(
+            ctx, service, steering, current=current, desired=result.desired, fits=shared.fits
+        )
+    elif steering.constraints == service.constraints:
+        if not (steering.reduce and not steering.vacate):
+            return None, notes, result.desired
+        # Tasks over a node's share (after a failover, say) stay while moves are held, and
+        # a move onto a preferred owner is a failback, whatever the share says.
+        gains = [n for n, c in result.desired.items() if c > current.get(n, 0)]
+        failback = failback_blocked if any(n in cands.preferred for n in gains) else None
+        held = failback or waiting or ("max-unavailable is 0" if not inputs.max_moves else None)
+        if held is not None:
+            hosts = ", ".join(nodes[n].hostname for n in steering.reduce)
+            notes.append(Decision(RULE, subject, "keep", f"its extra task(s) on {hosts}: {held}"))
+            return None, notes, current
+        moved = surge_to_reduce(
+            ctx,
+            service,
+            steering.reduce,
+            current=current,
+            desired=result.desired,
+            fits=shared.fits,
+        )
+    if moved is not None:
+        action, note = moved
+        if action is None:  # the moves explained above are not made
+            notes = [n for n in notes if n.outcome != "move"]
+        notes.append(note)
+        if action is not None:  # a step of the move: the rest follows, whatever the cooldown
+            shared.placing[service.id] = _destination(inputs)
+        return action, notes, result.desired if action is not None else current
     action = SetServiceConstraints(
         service_id=service.id,
         service_name=service.name,
@@ -349,6 +417,7 @@ def _plan_service(
     )
     if steering.vacate:
         why = "steer Swarm to the desired placement"
+        shared.placing[service.id] = _destination(inputs)
     elif steering.open_at_rest:
         why = (
             f"at rest, open: standby steering would exclude more than "
@@ -361,83 +430,7 @@ def _plan_service(
     return action, notes, result.desired
 
 
-def _surge_to_reduce(
-    ctx: PlanContext,
-    service: Service,
-    reduce: tuple[str, ...],
-    current: Mapping[str, int],
-    result: Assignment,
-) -> Action:
-    """Surge by the surplus: Swarm places the new tasks on the emptiest allowed nodes (the
-    targets, since the constraints already allow only those), and the trim that follows
-    removes tasks from the busiest ones (the surplus nodes). Only the moved tasks restart."""
-    surplus = sum(current[n] - result.desired.get(n, 0) for n in reduce)
-    hosts = ", ".join(ctx.snapshot.node_by_id[n].hostname for n in reduce)
-    return change_replicas(
-        service,
-        replicas=(service.replicas or 0) + surplus,
-        operation=REBALANCE,
-        now=ctx.now,
-        detail=f"move {surplus} task(s) off {hosts}",
-    )
-
-
-def _explain(
-    ctx: PlanContext,
-    service: Service,
-    *,
-    result: Assignment,
-    cands: Candidates,
-    inputs: PlacementInputs,
-    waiting: str | None,
-    failback_blocked: str | None,
-) -> list[Decision]:
-    subject = f"service {service.name}"
-    host = inputs.hostname
-    notes: list[Decision] = []
-    for move in result.moves:
-        frm, to = host.get(move.from_node, move.from_node), host.get(move.to_node, move.to_node)
-        detail = {
-            FAILBACK: (
-                f"failback to preferred owner #{cands.rank(move.to_node) + 1} {to}"
-                if EXCLUDED_LABEL in service.labels
-                else f"first placement on preferred owner #{cands.rank(move.to_node) + 1} {to}"
-            ),
-            "spread": f"restore spread over {ctx.settings(service.id).spread}",
-            "anti-affinity": "separate from services of the same anti-affinity class",
-        }[move.reason]
-        notes.append(Decision(RULE, subject, "move", f"a task from {frm} to {to}: {detail}"))
-    for node, count in result.evicted.items():
-        notes.append(
-            Decision(
-                RULE,
-                subject,
-                "evict",
-                f"{count} task(s) on {host.get(node, node)} may not stay there",
-            )
-        )
-    if result.unplaced:
-        notes.append(
-            Decision(
-                RULE,
-                subject,
-                "pending",
-                f"{result.unplaced} replica(s) have no allowed node (possible owners, "
-                "constraints and hard anti-affinity leave none): they stay pending",
-            )
-        )
-    better = [n for n in cands.preferred if n in cands.placeable and not result.desired.get(n)]
-    worse = [n for n in result.desired if cands.rank(n) >= len(cands.preferred)]
-    if better and worse and not result.moves:
-        reason = (
-            failback_blocked or waiting or "the preferred owner is not ready for failback-delay yet"
-        )
-        notes.append(
-            Decision(
-                RULE,
-                subject,
-                "keep",
-                f"{host.get(better[0], better[0])} is preferred, but {reason}",
-            )
-        )
-    return notes
+def _destination(inputs: PlacementInputs) -> dict[str, int]:
+    """Where the service ends once every permitted step is made (moves not capped)."""
+    unlimited = inputs.replicas + sum(inputs.current.values())
+    return dict(assign(replace(inputs, max_moves=unlimited)).desired)

@@ -1,0 +1,261 @@
+"""How the owners rule carries out a move without leaving a service worse off than Swarm.
+
+A start-first service moves by exclusion: `node.id!=X` makes Swarm start each
+replacement before it stops the task on X. A stop-first service would lose that task
+before its replacement even has a node, so it moves by surge, in four writes:
+1. the constraints allow the targets and still allow the sources: nothing stops;
+2. the replica count rises by the tasks to move (recorded, with the sources to vacate):
+   Swarm starts them on the emptiest allowed nodes, which must be the targets (predicted
+   as Swarm ranks nodes, with the room each has, or the move is not made);
+3. once every surged task runs, the sources are excluded: their tasks stop with the
+   count still raised, so the service never runs fewer than it wants;
+4. the failover rule trims the count back; Swarm drops the unassigned replacements of
+   step 3 first, or else the extra copies on the nodes holding two.
+Tasks over a node's share (some stay, some go) move by surge-and-trim in either order:
+the surge lands on the emptiest allowed nodes, the trim takes from the busiest.
+Every write that may stop a task names the nodes (`evicts_from`), so the disruption
+budgets and the cooldown apply to it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from controller.core.actions import Action, SetServiceConstraints, describe
+from controller.core.balance.counts import ScaleUp, running_by_node, scale_down, scale_up
+from controller.core.constraints import ConstraintError, node_filter, parse_constraint
+from controller.core.context import PlanContext
+from controller.core.decisions import Decision
+from controller.core.labels import (
+    EXCLUDED_LABEL,
+    exclusion_constraints,
+    format_exclusions,
+    recorded_exclusion_set,
+    without_exclusions,
+)
+from controller.core.model import Service
+from controller.core.placement.fits import Fits
+from controller.core.placement.steer import Steering
+from controller.core.replicas import (
+    REBALANCE,
+    RecordError,
+    change_replicas,
+    read_record,
+)
+
+RULE = "owners"
+
+
+def is_stop_first(service: Service) -> bool:
+    return service.update_order != "start-first"
+
+
+def _hosts(ctx: PlanContext, nodes: Iterable[str]) -> str:
+    by_id = ctx.snapshot.node_by_id
+    return ", ".join(by_id[n].hostname if n in by_id else n for n in sorted(nodes))
+
+
+def _surge(
+    ctx: PlanContext,
+    service: Service,
+    fits: Fits,
+    *,
+    current: Mapping[str, int],
+    k: int,
+) -> ScaleUp | None:
+    """Where Swarm would start k more tasks under the service's constraints as they are."""
+    try:
+        satisfies = node_filter(parse_constraint(c) for c in service.constraints)
+    except ConstraintError:
+        return None
+    room = {}
+    for node in ctx.snapshot.nodes:
+        if node.accepts_tasks and satisfies(node) and (more := fits.more(service, node.id)):
+            room[node.id] = more
+    return scale_up(current, room, k, running_by_node(ctx.snapshot))
+
+
+def _landing(
+    ctx: PlanContext,
+    service: Service,
+    fits: Fits,
+    *,
+    current: Mapping[str, int],
+    desired: Mapping[str, int],
+    k: int,
+) -> str | None:
+    """Why a surge of k would not land exactly on the targets (None: it would)."""
+    gains = {n: c - current.get(n, 0) for n, c in desired.items() if c > current.get(n, 0)}
+    up = _surge(ctx, service, fits, current=current, k=k)
+    if up is None:
+        refusals = sorted({r for n in gains if (r := fits.refusal(service, n))})
+        return "no room for a surge" + (f" ({'; '.join(refusals)})" if refusals else "")
+    astray = sorted(n for n, most in up.at_most.items() if most > gains.get(n, 0))
+    if astray:
+        return f"a surge could start a task on {_hosts(ctx, astray)}, not on its target"
+    return None
+
+
+def stop_first_move(
+    ctx: PlanContext,
+    service: Service,
+    steering: Steering,
+    *,
+    current: Mapping[str, int],
+    desired: Mapping[str, int],
+    fits: Fits,
+) -> tuple[Action | None, Decision]:
+    """Steps 1 and 2 of a stop-first move off `steering.vacate`."""
+    subject = f"service {service.name}"
+    sources = steering.vacate
+    first = steering.keeping(sources)
+    if service.constraints != first.constraints:
+        # Sources the new constraints reject all the same (not a possible owner any more)
+        # lose their tasks whatever the controller does: say so, and count it.
+        try:
+            allows = node_filter(parse_constraint(c) for c in first.constraints)
+        except ConstraintError:
+            allows = None
+        nodes = ctx.snapshot.node_by_id
+        lost = tuple(n for n in sources if allows is None or not allows(nodes[n]))
+        action = SetServiceConstraints(
+            service_id=service.id,
+            service_name=service.name,
+            version=service.version,
+            constraints=first.constraints,
+            evicts_from=lost,
+            set_labels={EXCLUDED_LABEL: format_exclusions(first.excluded)},
+        )
+        why = (
+            "stop-first: allow the targets and keep the tasks where they are, so the move "
+            "can start its new tasks before any old one stops"
+        )
+        return action, Decision(RULE, subject, "steer", why, action=describe(action))
+    try:
+        record = read_record(service.labels)
+    except RecordError as exc:
+        return None, Decision(RULE, subject, "skip", f"stop-first move: {exc}")
+    if record is not None:
+        return None, Decision(
+            RULE,
+            subject,
+            "keep",
+            f"stop-first: its replica count is held by the controller ({record.operation}), "
+            "so no surge can move it",
+        )
+    k = sum(current.get(n, 0) for n in sources)
+    refused = _landing(ctx, service, fits, current=current, desired=desired, k=k)
+    if refused is not None:
+        return None, Decision(
+            RULE, subject, "keep", f"stop-first and {refused}: its tasks stay where they are"
+        )
+    surge = change_replicas(
+        service,
+        replicas=(service.replicas or 0) + k,
+        operation=REBALANCE,
+        now=ctx.now,
+        detail=f"stop-first: move {k} task(s) off {_hosts(ctx, sources)}",
+        evicts_from=sources,
+        vacate=sources,
+    )
+    why = (
+        f"stop-first: start {k} task(s) on the targets first; the task(s) on "
+        f"{_hosts(ctx, sources)} stop once they run"
+    )
+    return surge, Decision(RULE, subject, "move", why, action=describe(surge))
+
+
+def finish_stop_first(
+    ctx: PlanContext, service: Service, *, current: Mapping[str, int]
+) -> tuple[Action | None, Decision] | None:
+    """Step 3: once the surge runs, exclude the sources, whatever the cooldown; then wait
+    for the failover rule's trim. None: no stop-first move is under way."""
+    try:
+        record = read_record(service.labels)
+    except RecordError:
+        return None
+    if record is None or record.operation != REBALANCE or not record.vacate:
+        return None
+    if service.updating:
+        return None
+    subject = f"service {service.name}"
+    holding = tuple(n for n in record.vacate if current.get(n))
+    if not holding:
+        # Until the trim, nothing else is written: a standby opened now could take the
+        # replacement Swarm starts for a stopped task, and the trim would have to guess.
+        return None, Decision(
+            RULE, subject, "wait", "stop-first move: its old task(s) stopped; the trim follows"
+        )
+    excluded = recorded_exclusion_set(service.labels)
+    if set(holding) <= excluded:
+        return None, Decision(RULE, subject, "wait", f"moving tasks off {_hosts(ctx, holding)}")
+    ready = {n.id for n in ctx.snapshot.nodes if n.is_ready}
+    running = sum(
+        1 for t in ctx.snapshot.tasks_of(service.id) if t.node_id in ready and t.is_running
+    )
+    if running < record.written:
+        return None, Decision(
+            RULE,
+            subject,
+            "wait",
+            f"stop-first move: {running} of {record.written} running; the task(s) on "
+            f"{_hosts(ctx, holding)} stop once all run",
+        )
+    now_excluded = excluded | set(holding)
+    action = SetServiceConstraints(
+        service_id=service.id,
+        service_name=service.name,
+        version=service.version,
+        constraints=(
+            *without_exclusions(service.constraints, excluded),
+            *exclusion_constraints(frozenset(now_excluded)),
+        ),
+        evicts_from=holding,
+        set_labels={EXCLUDED_LABEL: format_exclusions(now_excluded)},
+    )
+    why = (
+        f"stop-first move: the surged task(s) run, so the task(s) on {_hosts(ctx, holding)} "
+        f"stop now (replicas stay at {record.written} until the trim)"
+    )
+    return action, Decision(RULE, subject, "move", why, action=describe(action))
+
+
+def surge_to_reduce(
+    ctx: PlanContext,
+    service: Service,
+    reduce: tuple[str, ...],
+    *,
+    current: Mapping[str, int],
+    desired: Mapping[str, int],
+    fits: Fits,
+) -> tuple[Action | None, Decision]:
+    """Surge by the surplus: Swarm places the new tasks on the emptiest allowed nodes (the
+    targets, checked), and the trim that follows removes tasks from the busiest ones (the
+    surplus nodes, checked). Only the moved tasks restart."""
+    subject = f"service {service.name}"
+    surplus = sum(current[n] - desired.get(n, 0) for n in reduce)
+    hosts = _hosts(ctx, reduce)
+    refused = _landing(ctx, service, fits, current=current, desired=desired, k=surplus)
+    if refused is None:
+        up = _surge(ctx, service, fits, current=current, k=surplus)
+        assert up is not None  # _landing found it
+        _, sources = scale_down(up.after, surplus)
+        if not sources <= set(reduce):
+            refused = f"the trim could take a task off {_hosts(ctx, sources - set(reduce))}"
+    if refused is not None:
+        return None, Decision(
+            RULE, subject, "keep", f"{surplus} task(s) over their share on {hosts} stay: {refused}"
+        )
+    action = change_replicas(
+        service,
+        replicas=(service.replicas or 0) + surplus,
+        operation=REBALANCE,
+        now=ctx.now,
+        detail=f"move {surplus} task(s) off {hosts}",
+        evicts_from=reduce,
+    )
+    why = (
+        f"{surplus} task(s) over their share on {hosts}: surge onto the targets, then trim "
+        "from the busiest nodes"
+    )
+    return action, Decision(RULE, subject, "move", why, action=describe(action))

@@ -1,0 +1,250 @@
+"""How the owners rule carries out moves: stop-first by surge, one placement not split by
+the cooldown, and every write that may stop a task counted and explained."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from controller.core.actions import Action, SetReplicas, SetServiceConstraints, describe
+from controller.core.apply import apply_actions
+from controller.core.guards import disrupted_nodes
+from controller.core.labels import EXCLUDED_LABEL
+from controller.core.memory import Memory
+from controller.core.model import ClusterSnapshot, Resources, Service, Task, TaskState
+from controller.core.plan import Plan, plan
+from controller.core.replicas import RECORD_LABELS, VACATE_LABEL, read_record
+from controller.core.rules.failover import plan_failover
+from controller.core.rules.owners import plan_owners
+from controller.policy import Policy
+
+from .builders import node, running, snapshot
+from .test_owners import STABLE, excluded_hosts, managed
+
+NOW = 1_000_000.0
+RULES = (("failover", plan_failover), ("owners", plan_owners))
+
+
+def cycle(snap: ClusterSnapshot, memory: Memory, now: float) -> tuple[Plan, Memory]:
+    """One cycle, its memory updated as the reconciler does after executing the writes."""
+    result = plan(snapshot=snap, policy=Policy.default(), memory=memory, now=now, rules=RULES)
+    memory = result.memory
+    for action in result.actions:
+        if (left := disrupted_nodes(action)) and hasattr(action, "service_id"):
+            memory = memory.record_move(action.service_id, now, left)
+    return result, memory
+
+
+def written(snap: ClusterSnapshot, result: Plan, tasks: list[Task]) -> ClusterSnapshot:
+    after = apply_actions(snap, result.actions)
+    return replace(after, tasks=tuple(tasks))
+
+
+def explained(result: Plan) -> None:
+    """Every write has a decision that names it."""
+    named = {d.action for d in result.decisions}
+    for action in result.actions:
+        assert describe(action) in named, (action, result.decisions)
+
+
+def four() -> list:  # type: ignore[type-arg]
+    return [node(i, manager=i == 1) for i in range(1, 5)]
+
+
+def one(result: Plan) -> Action:
+    (action,) = result.actions
+    explained(result)
+    return action
+
+
+def test_a_stop_first_service_moves_by_surge_and_stops_its_old_task_last() -> None:
+    db = replace(
+        managed("db", 1, steered=False, preferred_nodes="node-2"), update_order="stop-first"
+    )
+    snap = snapshot(four(), [db], [running(db, 1, 1)])
+
+    # 1. Allow the target, keep the source: nothing stops.
+    first, memory = cycle(snap, STABLE, NOW)
+    allow = one(first)
+    assert isinstance(allow, SetServiceConstraints) and allow.evicts_from == ()
+    assert excluded_hosts(allow) == {"node-3", "node-4"}
+
+    # 2. Surge onto the target, counted as the move it starts.
+    snap = written(snap, first, [running(db, 1, 1)])
+    second, memory = cycle(snap, memory, NOW + 1)
+    surge = one(second)
+    assert isinstance(surge, SetReplicas) and surge.replicas == 2
+    assert surge.evicts_from == ("n1",) and surge.set_labels[VACATE_LABEL] == "n1"
+    record = read_record(surge.set_labels)
+    assert record is not None and record.operation == "rebalance"
+
+    # While the surged task starts, nothing is written, by either rule.
+    snap = written(snap, second, [running(db, 1, 1)])
+    db2 = snap.service_by_id[db.id]
+    starting = replace(running(db2, 2, 2), state=TaskState.STARTING)
+    waiting, memory = cycle(replace(snap, tasks=(running(db2, 1, 1), starting)), memory, NOW + 2)
+    assert waiting.actions == ()
+
+    # 3. It runs: now node-1 is excluded and its task stops, the count still raised
+    # (and the cooldown the surge started does not hold the rest of the move).
+    both = [running(db2, 1, 1), running(db2, 2, 2)]
+    third, memory = cycle(replace(snap, tasks=tuple(both)), memory, NOW + 3)
+    leave = one(third)
+    assert isinstance(leave, SetServiceConstraints) and leave.evicts_from == ("n1",)
+    assert excluded_hosts(leave) == {"node-1", "node-3", "node-4"}
+
+    # 4. Its task is gone: the trim goes at once. Swarm's replacement for it has no node
+    # yet (the only node allowed is full, say): the trim drops exactly that, stopping
+    # nothing; or it runs on node-2 (the only node allowed) as a second copy there.
+    # The exclusion started a rolling update, stuck on that replacement: the trim is the
+    # one write that may go out during it, and it ends it.
+    snap = written(replace(snap, tasks=tuple(both)), third, [])
+    db3 = snap.service_by_id[db.id]
+    unplaced = Task("t-db-1b", db.id, "", 1, TaskState.RUNNING, TaskState.PENDING, error="x")
+    rolling = replace(snap, services=(replace(db3, update_state="updating"),))
+    early, _ = cycle(replace(rolling, tasks=(unplaced, running(db3, 2, 2))), memory, NOW + 4)
+    trim = one(early)
+    assert isinstance(trim, SetReplicas) and trim.replicas == 1 and trim.evicts_from == ()
+    replacement = replace(running(db3, 2, 1), id="t-db-1b")
+    fourth, memory = cycle(replace(snap, tasks=(replacement, running(db3, 2, 2))), memory, NOW + 5)
+    trim = one(fourth)
+    assert isinstance(trim, SetReplicas) and trim.replicas == 1
+    assert set(trim.remove_labels) == set(RECORD_LABELS) and trim.evicts_from == ("n2",)
+
+
+def test_a_stop_first_service_with_a_record_of_its_count_is_not_surged() -> None:
+    db = managed("db", 1, steered=False, preferred_nodes="node-2")
+    held = {
+        "swarm-placement.replicas": "2",
+        "swarm-placement.replicas-set": "1",
+        "swarm-placement.operation": "preempt",
+    }
+    db = replace(db, update_order="stop-first", labels={**db.labels, **held})
+    first, memory = cycle(snapshot(four(), [db], [running(db, 1, 1)]), STABLE, NOW)
+    snap = written(snapshot(four(), [db], [running(db, 1, 1)]), first, [running(db, 1, 1)])
+    second, _ = cycle(snap, memory, NOW + 1)
+    assert second.actions == ()
+    (keep,) = [d for d in second.decisions if d.outcome == "keep"]
+    assert "stop-first: its replica count is held by the controller (preempt)" in keep.reason
+
+
+def test_a_stop_first_move_whose_surge_has_no_room_is_not_made() -> None:
+    # node-2 has room for the task (a CPU free) but the surge must also leave node-1's
+    # task running: with node-1 full too, a surge fits nowhere but node-2 - fine; with
+    # node-2's room taken by a move planned earlier this cycle, the move is refused.
+    big = Resources(2_000_000_000, 1 << 30)
+    nodes = [replace(n, capacity=big) for n in four()]
+    a = replace(
+        managed("a", 1, steered=False, preferred_nodes="node-2", priority="high"),
+        reservations=Resources(2_000_000_000),
+    )
+    b = replace(
+        managed("b", 1, steered=False, preferred_nodes="node-2"),
+        reservations=Resources(2_000_000_000),
+        update_order="stop-first",
+    )
+    result, _ = cycle(snapshot(nodes, [a, b], [running(a, 1, 1), running(b, 3, 1)]), STABLE, NOW)
+    explained(result)
+    moved = [act for act in result.actions if disrupted_nodes(act)]
+    assert [act.service_name for act in moved] == ["a"]  # type: ignore[union-attr]
+    keep = [d.reason for d in result.decisions if d.subject == "service b" and d.outcome == "keep"]
+    assert any("node-2 is preferred, but no room on node-2" in r for r in keep), keep
+
+
+def two_preferred(**settings: str) -> Service:
+    return managed("web", 2, steered=False, preferred_nodes="node-3,node-4", **settings)
+
+
+def after_first_move(web: Service) -> tuple[ClusterSnapshot, Memory]:
+    snap = snapshot(four(), [web], [running(web, 1, 1), running(web, 2, 2)])
+    first, memory = cycle(snap, STABLE, NOW)
+    move = one(first)
+    assert isinstance(move, SetServiceConstraints) and len(move.evicts_from) == 1
+    (left,) = move.evicts_from
+    stays = 2 if left == "n1" else 1
+    snap = written(snap, first, [])
+    moved = snap.service_by_id[web.id]
+    return replace(snap, tasks=(running(moved, stays, 1), running(moved, 3, 2))), memory
+
+
+def test_one_placement_is_not_split_by_the_cooldown() -> None:
+    web = two_preferred(failback="immediate", failback_delay="0s")
+    snap, memory = after_first_move(web)
+    second, _ = cycle(snap, memory, NOW + 6)
+    move = one(second)
+    assert isinstance(move, SetServiceConstraints) and move.evicts_from
+    assert excluded_hosts(move) == {"node-1", "node-2"}
+    assert not any("cooldown" in d.reason for d in second.decisions)
+
+
+def test_a_first_placement_is_completed_under_failback_never() -> None:
+    snap, memory = after_first_move(two_preferred())  # failback: never, the default
+    second, _ = cycle(snap, memory, NOW + 6)
+    move = one(second)
+    assert isinstance(move, SetServiceConstraints) and move.evicts_from
+
+
+def test_a_new_placement_still_waits_out_the_cooldown() -> None:
+    web = two_preferred(failback="immediate", failback_delay="0s")
+    snap, memory = after_first_move(web)
+    # The operator now prefers node-3 and node-1: a placement of its own, held.
+    changed = snap.service_by_id[web.id]
+    changed = replace(
+        changed,
+        labels={**changed.labels, "placement.preferred-nodes": "node-3,node-1"},
+    )
+    snap = replace(snap, services=(changed,))
+    second, _ = cycle(snap, memory, NOW + 6)
+    assert not [a for a in second.actions if disrupted_nodes(a)]
+    keep = [d.reason for d in second.decisions if d.outcome == "keep"]
+    assert any("cooldown 300 s" in r for r in keep), second.decisions
+
+
+def test_tasks_over_their_share_move_by_a_counted_surge_with_a_decision() -> None:
+    web = managed("web", 2, preferred_nodes="node-2,node-3", failback="immediate")
+    # Swarm failed node-3's task over to node-2; node-3 is back, the constraints allow
+    # exactly the targets: a surge onto node-3 and a trim off node-2.
+    web = replace(web, constraints=(*web.constraints, "node.id!=n1", "node.id!=n4"))
+    web = replace(web, labels={**web.labels, EXCLUDED_LABEL: "n1,n4"})
+    snap = snapshot(four(), [web], [running(web, 2, 1), running(web, 2, 2)])
+    result, _ = cycle(snap, STABLE, NOW)
+    surge = one(result)
+    assert isinstance(surge, SetReplicas) and surge.replicas == 3
+    assert surge.evicts_from == ("n2",)
+
+
+def test_a_move_onto_a_preferred_owner_is_a_failback_even_to_even_out_tasks() -> None:
+    web = managed("web", 2, preferred_nodes="node-2,node-3")  # failback: never
+    web = replace(web, constraints=(*web.constraints, "node.id!=n1", "node.id!=n4"))
+    web = replace(web, labels={**web.labels, EXCLUDED_LABEL: "n1,n4"})
+    snap = snapshot(four(), [web], [running(web, 2, 1), running(web, 2, 2)])
+    result, _ = cycle(snap, STABLE, NOW)
+    assert result.actions == ()
+    keep = [d.reason for d in result.decisions if d.outcome == "keep"]
+    assert "its extra task(s) on node-2: failback is never" in keep
+
+
+def test_tasks_over_their_share_stay_while_the_service_cools_down() -> None:
+    web = managed("web", 2, preferred_nodes="node-2,node-3", failback="immediate")
+    web = replace(web, constraints=(*web.constraints, "node.id!=n1", "node.id!=n4"))
+    web = replace(web, labels={**web.labels, EXCLUDED_LABEL: "n1,n4"})
+    snap = snapshot(four(), [web], [running(web, 2, 1), running(web, 2, 2)])
+    cooling = replace(STABLE, last_move={web.id: NOW - 10})
+    result, _ = cycle(snap, cooling, NOW)
+    assert result.actions == ()
+    keep = [d.reason for d in result.decisions if d.outcome == "keep"]
+    assert any(r.startswith("its extra task(s) on node-2: moved 10 s ago") for r in keep), keep
+
+
+def test_a_failover_trim_that_stops_running_tasks_names_their_nodes() -> None:
+    web = managed("web", 2)
+    surge = {
+        "swarm-placement.replicas": "2",
+        "swarm-placement.replicas-set": "3",
+        "swarm-placement.operation": "rebalance",
+        "swarm-placement.operation-since": f"{NOW - 1}",
+    }
+    web = replace(web, replicas=3, labels={**web.labels, **surge})
+    tasks = [running(web, 1, 1), running(web, 1, 2), running(web, 2, 3)]
+    result, _ = cycle(snapshot(four(), [web], tasks), STABLE, NOW)
+    trim = one(result)
+    assert isinstance(trim, SetReplicas) and trim.replicas == 2 and trim.evicts_from == ("n1",)
