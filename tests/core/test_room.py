@@ -179,3 +179,16 @@ def test_the_assignment_places_no_more_tasks_on_a_node_than_it_has_room_for() ->
         room={"n1": 1, "n2": 2},
     )
     assert assign(inputs).desired == {"n1": 1, "n2": 2, "n3": 3}
+
+
+def test_a_task_that_fills_its_preferred_owner_stays_there() -> None:
+    # The service's own task takes node-2's only slot: node-2 is full, but that is no
+    # reason to move the task to the second preferred owner.
+    svc = replace(
+        db(reservations=Resources(generic={"slot": 1})),
+        labels={**MANAGED, "placement.preferred-nodes": "node-2,node-3"},
+    )
+    four = [replace(n, capacity=Resources(generic={"slot": 1})) for n in nodes()]
+    result = owners_only(snapshot(four, [svc], [running(svc, 2, 1)]))
+    assert not [d for d in result.decisions if d.outcome == "move"]
+    assert all(not getattr(a, "evicts_from", ()) for a in result.actions)

@@ -296,9 +296,12 @@ def _plan_service(
         hard_excluded=_hard_excluded(service, settings, projection, current),
         index=shared.index,
     )
-    # Only nodes Swarm will accept a task on are targets; the rest may keep their tasks.
+    # Only nodes Swarm will accept a task on are targets. A full node that holds tasks of
+    # the service stays placeable, so they keep their rank there, but `room` lets it take
+    # no more.
     room, full = room_for(service, cands.placeable, shared.fits)
-    fitting = replace(cands, placeable=cands.placeable - full.keys()) if full else cands
+    no_target = {n for n in full if not current.get(n)}
+    fitting = replace(cands, placeable=cands.placeable - no_target) if no_target else cands
     failback_ready, failback_blocked = _failback_ready(ctx, service, settings, fitting)
     busy = _busy(ctx, service)
     if busy is not None:
