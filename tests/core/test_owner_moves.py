@@ -248,3 +248,33 @@ def test_a_failover_trim_that_stops_running_tasks_names_their_nodes() -> None:
     result, _ = cycle(snapshot(four(), [web], tasks), STABLE, NOW)
     trim = one(result)
     assert isinstance(trim, SetReplicas) and trim.replicas == 2 and trim.evicts_from == ("n1",)
+
+
+def test_a_stop_first_surge_that_never_runs_is_withdrawn_and_not_retried_at_once() -> None:
+    db = managed(
+        "db", 1, steered=False, preferred_nodes="node-2", failback="immediate", failback_delay="0s"
+    )
+    db = replace(db, update_order="stop-first")
+    snap = snapshot(four(), [db], [running(db, 1, 1)])
+    first, memory = cycle(snap, STABLE, NOW)
+    snap = written(snap, first, [running(db, 1, 1)])
+    second, memory = cycle(snap, memory, NOW + 1)
+    assert isinstance(one(second), SetReplicas)
+    snap = written(snap, second, [])
+    db2 = snap.service_by_id[db.id]
+    failing = replace(running(db2, 2, 2), state=TaskState.STARTING)
+    snap = replace(snap, tasks=(running(db2, 1, 1), failing))
+
+    withdrawn, memory = cycle(snap, memory, NOW + 40)
+    back = one(withdrawn)
+    assert isinstance(back, SetReplicas) and back.replicas == 1 and back.evicts_from == ()
+    (note,) = [d for d in withdrawn.decisions if d.outcome == "withdraw"]
+    assert "the task(s) on node-1 stay" in note.reason
+    assert db.id not in memory.placing
+
+    # Back at one task on node-1, the move waits out the cooldown its surge started.
+    snap = written(snap, withdrawn, [running(db2, 1, 1)])
+    later, _ = cycle(snap, memory, NOW + 41)
+    assert not [a for a in later.actions if disrupted_nodes(a) or isinstance(a, SetReplicas)]
+    keep = [d.reason for d in later.decisions if d.outcome == "keep"]
+    assert any("cooldown" in r for r in keep), later.decisions

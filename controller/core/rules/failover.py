@@ -13,6 +13,8 @@ away and recorded, until an operator runs `swarm-placement start SERVICE`.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from controller.core.actions import Action, describe
 from controller.core.capacity import scale_down
 from controller.core.constraints import ConstraintError, node_filter, parse_constraint
@@ -39,6 +41,7 @@ RULE = "failover"
 # A rebalance is trimmed once every surged task runs, or after this long with at least
 # the base count running (a surged task that cannot start must not hold the count up).
 TRIM_AFTER_SECONDS = 30.0
+WITHDRAW = "withdraw"
 
 
 def running_count(ctx: PlanContext, service: Service) -> int:
@@ -85,15 +88,20 @@ def free_nodes(ctx: PlanContext, service: Service) -> tuple[int, int, int]:
 def plan_failover(ctx: PlanContext) -> RuleOutput:
     actions: list[Action] = []
     decisions: list[Decision] = []
+    withdrawn: dict[str, Mapping[str, int] | None] = {}
     for service in ctx.managed_services():
         if service.mode is not ServiceMode.REPLICATED:
             continue
         action, note = _plan_service(ctx, service)
         if note is not None:
             decisions.append(note if action is None else _with_action(note, action))
+            if note.outcome == WITHDRAW:
+                withdrawn[service.id] = None
         if action is not None:
             actions.append(action)
-    return RuleOutput(tuple(actions), tuple(decisions))
+    # A move whose surge never ran is not taken up again at once: its cooldown holds.
+    forget = (lambda memory: memory.with_placing(withdrawn)) if withdrawn else None
+    return RuleOutput(tuple(actions), tuple(decisions), remember=forget)
 
 
 def _with_action(note: Decision, action: Action) -> Decision:
@@ -207,6 +215,15 @@ def _trim(
                 "wait",
                 f"{record.operation}: {running} of {written} running, then the task(s) on "
                 f"{vacating} stop",
+            )
+        if vacating:
+            return trim, Decision(
+                RULE,
+                subject,
+                WITHDRAW,
+                f"the surged task(s) did not all run within {TRIM_AFTER_SECONDS:.0f} s: back "
+                f"to {base}, the task(s) on {vacating} stay; Swarm drops tasks that do not "
+                "run first",
             )
         done = running >= base or aged
     else:
