@@ -145,12 +145,16 @@ class Releaser:
         for service in sorted(snapshot.services, key=lambda s: s.name):
             try:
                 services.append(self.service(service.id))
-            except (ServiceNotFoundError, AttrsError):
-                continue  # removed meanwhile (or unreadable now): nothing of ours left on it
+            except ServiceNotFoundError:
+                continue  # removed meanwhile: nothing of ours left on it
+            except AttrsError as exc:
+                self._fail(f"service {service.name}", f"cannot be read now: {exc}")
         if not self.dry_run:
             snapshot = self.swarm.snapshot()
             services = list(snapshot.services)
-        requirements = mark_requirements(services)
+        # The mark of a service that cannot be read stays: its constraint may need it.
+        unreadable = [u.name for u in snapshot.unreadable if u.kind == "service"]
+        requirements = mark_requirements(services, unreadable)
         for node in sorted(snapshot.nodes, key=lambda n: n.hostname):
             self._node(node, requirements)
 
@@ -164,6 +168,8 @@ class Releaser:
                 return
             try:
                 self.swarm.write(action)
+            except GoneError:
+                return  # left the swarm meanwhile
             except ConflictError as exc:
                 if attempt == ATTEMPTS - 1:
                     self._fail(f"node {node.hostname}", f"it kept changing: {exc}")

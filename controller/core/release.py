@@ -36,7 +36,12 @@ from controller.core.actions import (
 from controller.core.constraints import ConstraintError, parse_constraint
 from controller.core.decisions import Decision
 from controller.core.health.records import PAUSED, paused_for
-from controller.core.labels import POSSIBLE_LABEL_PREFIX, is_own_constraint, is_own_label
+from controller.core.labels import (
+    POSSIBLE_LABEL_PREFIX,
+    is_own_constraint,
+    is_own_label,
+    possible_label,
+)
 from controller.core.model import Availability, Node, Service, ServiceMode
 from controller.core.replicas import (
     RECORD_LABELS,
@@ -183,14 +188,17 @@ def _dropped(before: tuple[str, ...], after: tuple[str, ...]) -> list[str] | Non
     return dropped if wanted is None else None
 
 
-MarkRequirements = Mapping[str, tuple[tuple[str, str], ...]]
+MarkRequirements = Mapping[str, tuple[tuple[str | None, str], ...]]
 
 
-def mark_requirements(services: Iterable[Service]) -> MarkRequirements:
+def mark_requirements(
+    services: Iterable[Service], unreadable: Iterable[str] = ()
+) -> MarkRequirements:
     """Possible-owner marks that services' constraints require: label -> (value, service
     name) for each `node.labels.<label>==value`. Built once per cycle; a service without
-    such a constraint costs one substring test per constraint."""
-    out: dict[str, list[tuple[str, str]]] = {}
+    such a constraint costs one substring test per constraint. A service that could not
+    be read (by name) may require its own mark with any value."""
+    out: dict[str, list[tuple[str | None, str]]] = {}
     for service in services:
         for text in service.constraints:
             if POSSIBLE_LABEL_PREFIX not in text:
@@ -204,6 +212,8 @@ def mark_requirements(services: Iterable[Service]) -> MarkRequirements:
             label = constraint.key[len("node.labels.") :]
             if label.startswith(POSSIBLE_LABEL_PREFIX):
                 out.setdefault(label, []).append((constraint.value.casefold(), service.name))
+    for name in unreadable:
+        out.setdefault(possible_label(name), []).append((None, name))
     return {label: tuple(reqs) for label, reqs in out.items()}
 
 
@@ -212,7 +222,7 @@ def required_on(requirements: MarkRequirements, node: Node) -> dict[str, list[st
     out: dict[str, list[str]] = {}
     for label, value in node.labels.items():
         for wanted, name in requirements.get(label, ()):
-            if value.casefold() == wanted:
+            if wanted is None or value.casefold() == wanted:
                 out.setdefault(label, []).append(name)
     return out
 

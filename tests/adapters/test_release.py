@@ -177,6 +177,12 @@ def test_an_unreadable_service_is_reported() -> None:
     releaser, lines = _releaser(swarm)
     releaser.everything()
     assert not releaser.complete and "[release] service x: fail - cannot be read" in lines[0]
+    assert swarm.state.node_by_id["n2"].labels == {}
+    # an unreadable "db" may need its mark: it stays
+    swarm = _swarm(service("other"))
+    swarm.state = replace(swarm.state, unreadable=(Unreadable("service", "s-db", "db", "bad"),))
+    _releaser(swarm)[0].everything()
+    assert swarm.state.node_by_id["n2"].labels == {MARK: "true"}
 
 
 class _Api:

@@ -46,8 +46,8 @@ def possible_marks(ctx: PlanContext) -> dict[str, MarkChange]:
         ):
             wanted[node_id].add(possible_label(service.name))
     # A service the controller cannot read may carry a constraint requiring its mark.
-    unreadable = {possible_label(u.name) for u in ctx.snapshot.unreadable if u.kind == "service"}
-    requirements = mark_requirements(ctx.snapshot.services)
+    unreadable = [u.name for u in ctx.snapshot.unreadable if u.kind == "service"]
+    requirements = mark_requirements(ctx.snapshot.services, unreadable)
     out: dict[str, MarkChange] = {}
     for node in ctx.snapshot.nodes:
         have = {k for k in node.labels if k.startswith(POSSIBLE_LABEL_PREFIX)}
@@ -58,7 +58,6 @@ def possible_marks(ctx: PlanContext) -> dict[str, MarkChange]:
         }
         to_remove = have - wanted[node.id]
         kept = _still_required(to_remove, required_on(requirements, node), followed)
-        kept.update({k: ("an unreadable service",) for k in to_remove & unreadable})
         to_remove -= set(kept)
         if to_set or to_remove or kept:
             evicts = tuple(s.id for s in managed if possible_label(s.name) in to_remove)
