@@ -177,6 +177,14 @@ class ControllerSpec(StrictSpec):
             "is moved off for failing there. 1: no limit."
         ),
     )
+    suspect_after: t.Duration = Field(
+        _CONTROLLER.suspect_after_seconds,
+        description=(
+            "How long at least two independent signals (gossip peers, a TCP probe, the node "
+            "agent) must agree that a ready node is gone before it is suspected; a suspected "
+            "node's replicas of `failover-mode: speculative` services are started elsewhere."
+        ),
+    )
     timezone: t.TimeZone = Field(_CONTROLLER.timezone, description="Time zone of failback windows.")
 
 
@@ -243,6 +251,7 @@ def policy_from_document(doc: PolicyDocument) -> Policy:
             steering_max_exclusions=controller.steering_max_exclusions,
             preemption_gap=controller.preemption_gap,
             health_panic_threshold=controller.health_panic_threshold,
+            suspect_after_seconds=controller.suspect_after,
             timezone=controller.timezone,
         ),
         fault_domains=_frozen(doc.nodes.fault_domains),

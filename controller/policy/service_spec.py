@@ -115,6 +115,12 @@ class ServiceSettingsSpec(StrictSpec):
         description="Whether rebalancing may move this service's tasks to even out task "
         "counts and node load (docs/rebalancing.md).",
     )
+    failover_mode: t.FailoverModeValue | None = Field(
+        None,
+        description="confirmed: a lost node's replicas are replaced once Swarm marks it down; "
+        "speculative: already while it is suspected (controller.suspect-after), by raising the "
+        "replica count without stopping anything, trimmed back if the node was alive.",
+    )
 
 
 SETTING_NAMES: tuple[str, ...] = tuple(kebab(name) for name in ServiceSettingsSpec.model_fields)

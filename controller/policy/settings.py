@@ -35,6 +35,13 @@ class SteeringMode(StrEnum):
     OPEN = "open"  # every node: Swarm fails over anywhere, the controller corrects later
 
 
+class FailoverMode(StrEnum):
+    """When a service's replicas on a lost node are replaced."""
+
+    CONFIRMED = "confirmed"  # once Swarm (or the webhook) says the node is down
+    SPECULATIVE = "speculative"  # already while the node is only suspected, without a stop
+
+
 class RebalanceMode(StrEnum):
     OFF = "off"
     ON_JOIN = "on-join"
@@ -78,6 +85,7 @@ class ServiceSettings:
     max_unavailable: int = 1
     failover_threshold: FailoverThreshold | None = None
     rebalance: bool = False
+    failover_mode: FailoverMode = FailoverMode.CONFIRMED
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,4 +144,7 @@ class ControllerSettings:
     # one service's failures may take away at once; more is a storm, not acted on. A
     # third, rounded up so that one node of three is within it.
     health_panic_threshold: float = 0.34
+    # How long at least two independent signals must agree that a node is gone before
+    # it is suspected (core/health/suspicion.py).
+    suspect_after_seconds: float = 1.0
     timezone: str = "UTC"

@@ -18,6 +18,7 @@ from pydantic_core import PydanticCustomError
 from controller.policy import values as v
 from controller.policy.settings import (
     AntiAffinityMode,
+    FailoverMode,
     FailoverThreshold,
     RebalanceMode,
     SteeringMode,
@@ -265,6 +266,13 @@ TimeZone = Annotated[
     WithJsonSchema({"type": "string"}),
     Syntax(v.EXPECTED_TIMEZONE, _render_str),
 ]
+FailoverModeValue = Annotated[
+    FailoverMode,
+    _validator(lambda x: FailoverMode(v.parse_keyword(x, tuple(FailoverMode)))),
+    WithJsonSchema({"type": "string", "pattern": _any_case(*FailoverMode)}),
+    Syntax("confirmed or speculative", _render_str),
+]
+
 SteeringModeValue = Annotated[
     SteeringMode,
     _validator(lambda x: SteeringMode(v.parse_keyword(x, tuple(SteeringMode)))),

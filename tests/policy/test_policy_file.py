@@ -80,7 +80,8 @@ def test_all_problems_at_once_in_file_order() -> None:
         "such as 30s, 10m, 2h or 1h30m (plain numbers in the file: seconds)",
         'policy.yaml:22:3: controller.colour = "blue": unknown field; expected one of: budgets, '
         "resync-interval, rebalance-mode, rebalance-interval, aggressiveness, move-cooldown, "
-        "steering, steering-max-exclusions, preemption-gap, health-panic-threshold, timezone",
+        "steering, steering-max-exclusions, preemption-gap, health-panic-threshold, suspect-after, "
+        "timezone",
     ]
 
 

@@ -12,6 +12,7 @@ from controller.policy import (
     AntiAffinityMode,
     FailbackMode,
     FailbackWindow,
+    FailoverMode,
     FailoverThreshold,
     Policy,
     resolve_service,
@@ -77,6 +78,8 @@ GOOD: list[tuple[str, str, dict[str, Any]]] = [
     ("failover-threshold", "none", {"failover_threshold": None}),
     ("rebalance", "on", {"rebalance": True}),
     ("rebalance", "off", {"rebalance": False}),
+    ("failover-mode", "speculative", {"failover_mode": FailoverMode.SPECULATIVE}),
+    ("failover-mode", "Confirmed", {"failover_mode": FailoverMode.CONFIRMED}),
 ]
 
 # (setting, label value, start of what was expected)
@@ -124,6 +127,7 @@ BAD: list[tuple[str, str, str]] = [
     ("failover-threshold", "3/10", "expected FAILURES/PERIOD"),
     ("failover-threshold", "3/0s", "expected FAILURES/PERIOD"),
     ("rebalance", "sometimes", "expected true/false"),
+    ("failover-mode", "eager", "expected confirmed or speculative"),
 ]
 
 # (setting, YAML value as written in the file, expected fields): native YAML forms.
