@@ -12,7 +12,13 @@ from enum import StrEnum
 from functools import cached_property
 
 from controller.core.records import RecordStore
-from controller.core.signals import HealthReport, PluginAdvice, SourceStatus, WorkloadEvent
+from controller.core.signals import (
+    HealthReport,
+    LivenessSignal,
+    PluginAdvice,
+    SourceStatus,
+    WorkloadEvent,
+)
 
 
 class NodeRole(StrEnum):
@@ -225,6 +231,9 @@ class ClusterSnapshot:
     workload: tuple[WorkloadEvent, ...] = ()
     plugins: PluginAdvice = field(default_factory=PluginAdvice)
     unavailable_sources: tuple[SourceStatus, ...] = ()
+    # Whether each node looks alive to signals faster than Swarm's heartbeat (gossip
+    # peers, TCP probes, agents), gathered by the runtime: see core/health/suspicion.
+    liveness: tuple[LivenessSignal, ...] = ()
 
     @cached_property
     def node_by_id(self) -> Mapping[str, Node]:

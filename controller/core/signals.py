@@ -66,6 +66,21 @@ class PluginVeto:
 
 
 @dataclass(frozen=True, slots=True)
+class LivenessSignal:
+    """One independent signal's view of whether a node is alive (core/health/suspicion).
+
+    `source`: "gossip" (the overlay's gossip peers), "probe" (a TCP connect to the node's
+    address), "agent" (its node agent answers); `since`: when this signal last changed
+    its mind, as the runtime saw it (epoch seconds)."""
+
+    node_id: str
+    source: str
+    alive: bool
+    since: float
+    detail: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class SourceStatus:
     """A source of outside information that could not be read this cycle."""
 

@@ -35,6 +35,12 @@ from controller.core.health.records import (
     read_float,
     read_health_records,
 )
+from controller.core.health.suspicion import (
+    Suspicion,
+    as_panic_records,
+    dropped_in_panic,
+    suspect_nodes,
+)
 from controller.core.memory import Memory
 from controller.core.model import Availability, ClusterSnapshot, Node, NodeRole, NodeState
 from controller.core.signals import HealthState, WorkloadEvent
@@ -69,6 +75,8 @@ class Assessment:
     panic: Panic | None = None  # set while too many nodes are reported (panic.py)
     # controller.health-panic-threshold, which also caps plugin vetoes and move-offs.
     share: float = ControllerSettings().health_panic_threshold
+    # Ready nodes faster signals agree are gone (suspicion.py); empty in a panic.
+    suspected: Mapping[str, Suspicion] = field(default_factory=dict)
 
     def verdict(self, node: Node) -> NodeVerdict:
         return self.verdicts.get(node.id) or NodeVerdict(node.id, node.hostname)
@@ -198,8 +206,17 @@ def assess_nodes(
     health_memory = track_exits(snapshot, memory.health, now, keep=q.period_seconds)
     live = _live_reports(snapshot)
     wanted = {n.id: _health_records(n, live.get(n.id, {}), now) for n in snapshot.nodes}
-    panic = detect_panic(snapshot.nodes, wanted, share)
+    suspected, suspicion_notes = suspect_nodes(
+        snapshot, suspect_after=policy.controller.suspect_after_seconds, now=now
+    )
+    # A suspicion counts against the panic share like a report of failure.
+    counted = {**as_panic_records(suspected), **{k: v for k, v in wanted.items() if v}}
+    panic = detect_panic(snapshot.nodes, counted, share)
     decisions: list[Decision] = [] if panic is None else [panic.decision()]
+    decisions.extend(suspicion_notes)
+    if panic is not None:
+        decisions.extend(dropped_in_panic(suspected))
+        suspected = {}
     verdicts: dict[str, NodeVerdict] = {}
     ended: dict[str, float] = {}  # node id -> end of its current or last quarantine
     for node in snapshot.nodes:
@@ -266,6 +283,7 @@ def assess_nodes(
         memory=health_memory,
         panic=panic,
         share=share,
+        suspected=suspected,
     )
 
 

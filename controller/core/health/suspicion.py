@@ -1,0 +1,132 @@
+"""Suspicion: a node Swarm still calls ready that faster signals say is gone.
+
+Swarm marks a dead node down only after its heartbeat grace (11 to 15 s with the default
+5 s heartbeat). Faster signals come from outside Swarm's heartbeat: the overlay's gossip
+(a peer memberlist has dropped), a TCP probe of the node's address, its node agent. Any
+one of them can be lost on its own (a slow gossip round, the controller's own route, an
+agent restarting), so one never makes a suspicion: a node is *suspected* when at least
+two sources say it is gone, more say gone than alive, and they have agreed for
+`controller.suspect-after`.
+
+A suspicion stops nothing and excludes nothing; it only lets `failover-mode:
+speculative` services start replacements early (rules/speculative.py). A storm of
+suspicions (the controller cut off, not the nodes) counts against the same
+`controller.health-panic-threshold` as health reports: past it none is acted on.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from controller.core.decisions import Decision
+from controller.core.health.records import HealthRecord
+from controller.core.model import ClusterSnapshot
+from controller.core.signals import HealthState, LivenessSignal
+
+RULE = "suspicion"
+SUSPICION_SOURCE = "suspicion"  # how a suspicion counts in the health panic
+MIN_AGREEING = 2
+
+
+@dataclass(frozen=True, slots=True)
+class Suspicion:
+    node_id: str
+    hostname: str
+    signals: tuple[LivenessSignal, ...]  # the sources that agree the node is gone
+    since: float  # when the last of them turned, so when they began to agree
+
+    @property
+    def sources(self) -> tuple[str, ...]:
+        return tuple(s.source for s in self.signals)
+
+    def describe(self) -> str:
+        return "; ".join(
+            f"{s.source}: {s.detail or 'gone'} (since {s.since:.1f})" for s in self.signals
+        )
+
+
+def suspect_nodes(
+    snapshot: ClusterSnapshot, *, suspect_after: float, now: float
+) -> tuple[dict[str, Suspicion], list[Decision]]:
+    """Node id -> suspicion, for the ready nodes the signals agree are gone; with a
+    decision for every node that at least one signal calls gone."""
+    by_node: dict[str, dict[str, LivenessSignal]] = {}
+    for signal in sorted(snapshot.liveness, key=lambda s: (s.node_id, s.source, s.since)):
+        by_node.setdefault(signal.node_id, {})[signal.source] = signal
+    suspected: dict[str, Suspicion] = {}
+    decisions: list[Decision] = []
+    for node in sorted(snapshot.nodes, key=lambda n: n.hostname):
+        signals = by_node.get(node.id, {})
+        gone = tuple(s for s in signals.values() if not s.alive)
+        if not gone or not node.is_ready:
+            continue  # nothing says gone, or Swarm has confirmed it: failover's, not ours
+        alive = [s.source for s in signals.values() if s.alive]
+        subject = f"node {node.hostname}"
+        said = "; ".join(f"{s.source}: {s.detail or 'gone'}" for s in gone)
+        if len(gone) < MIN_AGREEING or len(gone) <= len(alive):
+            alive_note = f", {', '.join(alive)} say(s) alive" if alive else ""
+            decisions.append(
+                Decision(
+                    RULE,
+                    subject,
+                    "watch",
+                    f"{said}{alive_note}: one lost signal is no node failure, not suspected",
+                )
+            )
+            continue
+        since = max(s.since for s in gone)
+        agreed = now - since
+        if agreed < suspect_after:
+            decisions.append(
+                Decision(
+                    RULE,
+                    subject,
+                    "watch",
+                    f"{said}: agreeing for {agreed:.1f} s of controller.suspect-after "
+                    f"{suspect_after:.1f} s",
+                )
+            )
+            continue
+        suspicion = Suspicion(node.id, node.hostname, gone, since)
+        suspected[node.id] = suspicion
+        decisions.append(
+            Decision(
+                RULE,
+                subject,
+                "suspect",
+                f"{suspicion.describe()}: agreeing for {agreed:.1f} s while Swarm still says "
+                "ready; services with failover-mode speculative start replacements elsewhere, "
+                "nothing on the node is stopped",
+            )
+        )
+    return suspected, decisions
+
+
+def as_panic_records(
+    suspected: Mapping[str, Suspicion],
+) -> dict[str, dict[str, HealthRecord]]:
+    """Suspicions as health words, only to count them in the panic share (never recorded
+    on a node and never acted on as health)."""
+    return {
+        node_id: {
+            SUSPICION_SOURCE: HealthRecord(
+                SUSPICION_SOURCE, HealthState.FAILED, math.inf, "+".join(s.sources)
+            )
+        }
+        for node_id, s in suspected.items()
+    }
+
+
+def dropped_in_panic(suspected: Mapping[str, Suspicion]) -> list[Decision]:
+    return [
+        Decision(
+            RULE,
+            f"node {s.hostname}",
+            "ignore",
+            f"{s.describe()}: not acted on in the health panic (too many nodes look gone at "
+            "once: likelier the controller's view than the nodes)",
+        )
+        for s in sorted(suspected.values(), key=lambda s: s.hostname)
+    ]
