@@ -16,6 +16,7 @@ from controller.core.rules.rebalance import plan_rebalance
 from controller.core.rules.records import plan_records
 from controller.core.rules.release import plan_release
 from controller.core.rules.restore import plan_restores
+from controller.core.rules.speculative import plan_speculative
 
 RULES: tuple[tuple[str, Rule], ...] = (
     # Every node write first (marks, health, quarantine, deny labels): an eviction lands
@@ -26,6 +27,9 @@ RULES: tuple[tuple[str, Rule], ...] = (
     # runs after nodes: the constraint goes in this cycle, the mark in a later one.
     ("release", plan_release),
     ("failover", plan_failover),
+    # Right after failover, which leaves a `speculate` record alone and so never surges
+    # twice for one loss; a confirmed loss's own surge still comes first for the room.
+    ("speculative", plan_speculative),
     # After failover, whose surge, trim or forget must land before a record is reused;
     # before steering, so room for a pending higher-priority service beats a move.
     ("preemption", plan_preemption),

@@ -1,0 +1,224 @@
+"""Speculative failover: start a suspected node's replicas elsewhere before Swarm's down.
+
+A node is suspected (core/health/suspicion.py) when faster signals than Swarm's heartbeat
+agree it is gone. For a service with `failover-mode: speculative` the replica count goes
+up by its tasks there, and nothing on the node is stopped or excluded: if the node is
+alive nothing of it is lost, and if it is dead its replacements already run. The count
+carries a replica record (operation `speculate`, the nodes in its detail), so the failover
+rule, which leaves a record it does not own alone, never surges a second time for the
+same loss.
+
+What follows the surge:
+- Swarm (or a health report) confirms a node down: once Swarm has taken the service's
+  tasks off it, the record becomes the failover rule's `surge` and its trim takes over
+  (Swarm's delayed replacements have no node yet, so exactly they are dropped).
+- Every node comes back to no suspicion while Swarm still calls it ready: a false alarm,
+  back to the operator's count. Swarm's scale-down picks among the nodes with the most
+  tasks of the service and cannot be told which task to drop: where a node holding an
+  original ties with a node holding a surged task, the trim may stop the original (the
+  service keeps its count), so the trim names those nodes and the disruption budgets
+  apply to it. Trimmed while the surged tasks are still starting, they go first.
+
+Never harm: no surge without a free node (ready, active, allowed, holding none of the
+service's tasks, not suspected) for every replica, none while a confirmed failover still
+waits for its replacements (it comes first for the room), none in a health panic; with
+no room the service waits for confirmation, as `confirmed` services always do.
+"""
+
+from __future__ import annotations
+
+import re
+
+from controller.core.actions import Action, describe
+from controller.core.capacity import observe_room
+from controller.core.constraints import ConstraintError, node_filter, parse_constraint
+from controller.core.context import PlanContext, RuleOutput
+from controller.core.decisions import Decision
+from controller.core.model import Service, ServiceMode
+from controller.core.replicas import (
+    SURGE,
+    RecordError,
+    ReplicaRecord,
+    change_replicas,
+    operator_changed,
+    read_record,
+    restore_replicas,
+)
+from controller.core.rules.failover import stopped_by
+from controller.policy import FailoverMode
+
+RULE = "speculative"
+SPECULATE = "speculate"
+_NODES = re.compile(r"^nodes=([^;]*);")
+
+
+def speculated_nodes(record: ReplicaRecord) -> tuple[str, ...]:
+    """The suspected node IDs a `speculate` record was written for (from its detail)."""
+    match = _NODES.match(record.detail)
+    return tuple(n for n in match.group(1).split(",") if n) if match else ()
+
+
+def plan_speculative(ctx: PlanContext) -> RuleOutput:
+    actions: list[Action] = []
+    decisions: list[Decision] = []
+    for service in ctx.managed_services():
+        if service.mode is not ServiceMode.REPLICATED:
+            continue
+        action, note = _plan_service(ctx, service)
+        if note is not None:
+            if action is not None:
+                note = Decision(
+                    note.rule, note.subject, note.outcome, note.reason, action=describe(action)
+                )
+            decisions.append(note)
+        if action is not None:
+            actions.append(action)
+    return RuleOutput(tuple(actions), tuple(decisions))
+
+
+def _plan_service(ctx: PlanContext, service: Service) -> tuple[Action | None, Decision | None]:
+    try:
+        record = read_record(service.labels)
+    except RecordError:
+        return None, None  # the failover rule reports it
+    if record is not None:
+        if record.operation != SPECULATE or operator_changed(service, record):
+            return None, None  # another rule's, or the operator's count: failover forgets
+        return _follow(ctx, service, record)
+    suspected = ctx.health.suspected
+    on = [t for t in ctx.snapshot.tasks_of(service.id) if t.node_id in suspected]
+    if not on:
+        return None, None
+    subject = f"service {service.name}"
+    nodes = tuple(sorted({t.node_id for t in on}))
+    where = ", ".join(suspected[n].hostname for n in nodes)
+    if ctx.settings(service.id).failover_mode is not FailoverMode.SPECULATIVE:
+        return None, Decision(
+            RULE,
+            subject,
+            "wait",
+            f"{len(on)} task(s) on suspected {where}: failover-mode confirmed, it waits for "
+            "Swarm to mark the node down",
+        )
+    waiting = sorted(
+        s.name
+        for s in ctx.snapshot.services
+        if s.id in ctx.memory.lost and s.id != service.id and ctx.is_managed(s.id)
+    )
+    if waiting:
+        return None, Decision(
+            RULE,
+            subject,
+            "wait",
+            f"{len(on)} task(s) on suspected {where}, but a confirmed failover comes first "
+            f"for the room ({', '.join(waiting[:5])}): it waits for confirmation",
+        )
+    free = _free_nodes(ctx, service, avoid=frozenset(suspected))
+    if free < len(on):
+        return None, Decision(
+            RULE,
+            subject,
+            "wait",
+            f"{len(on)} task(s) on suspected {where}, but only {free} free node(s) could take "
+            "them without stacking or landing back on a suspected node: it waits for "
+            "confirmation",
+        )
+    replicas = service.replicas or 0
+    signals = "; ".join(f"{suspected[n].hostname}: {'+'.join(suspected[n].sources)}" for n in nodes)
+    action = change_replicas(
+        service,
+        replicas=replicas + len(on),
+        operation=SPECULATE,
+        now=ctx.now,
+        detail=f"nodes={','.join(nodes)}; {len(on)} replica(s) on suspected {where}",
+    )
+    return action, Decision(
+        RULE,
+        subject,
+        "speculate",
+        f"{len(on)} task(s) on suspected {where} ({signals}): {replicas} -> "
+        f"{replicas + len(on)} so replacements start now; nothing on the node is stopped",
+    )
+
+
+def _follow(
+    ctx: PlanContext, service: Service, record: ReplicaRecord
+) -> tuple[Action | None, Decision | None]:
+    subject = f"service {service.name}"
+    nodes = speculated_nodes(record)
+    by_id = ctx.snapshot.node_by_id
+    down = [n for n in nodes if n not in by_id or not by_id[n].is_ready]
+    if down:
+        held = [t for t in ctx.snapshot.tasks_of(service.id) if t.node_id in down]
+        names = ", ".join(by_id[n].hostname if n in by_id else n for n in down)
+        if held:
+            return None, Decision(
+                RULE,
+                subject,
+                "wait",
+                f"{names} confirmed down; Swarm still holds {len(held)} task(s) there: the "
+                "hand-over to failover waits until it gives them up",
+            )
+        handover = change_replicas(
+            service,
+            replicas=record.written,
+            operation=SURGE,
+            now=ctx.now,
+            base=record.base,
+            detail=f"speculative surge confirmed: {names} down",
+        )
+        return handover, Decision(
+            RULE,
+            subject,
+            "confirm",
+            f"{names} confirmed down: the speculative surge covers its replicas; failover "
+            "trims Swarm's delayed replacements as after its own surge",
+        )
+    still = [n for n in nodes if n in ctx.health.suspected]
+    if still or ctx.health.panic is not None:
+        why = (
+            f"{', '.join(by_id[n].hostname for n in still)} still suspected"
+            if still
+            else "a health panic: nothing is decided until it ends"
+        )
+        return None, Decision(RULE, subject, "wait", f"speculative surge stands: {why}")
+    base = record.base
+    evicts = stopped_by(ctx, service, base)
+    risk = (
+        f"; Swarm may drop a running task on {_names(ctx, evicts)} (ties), the budgets apply"
+        if evicts
+        else ""
+    )
+    names = ", ".join(by_id[n].hostname for n in nodes if n in by_id)
+    return restore_replicas(service, record, evicts_from=evicts), Decision(
+        RULE,
+        subject,
+        "trim",
+        f"false alarm: {names} no longer suspected and still ready: back to {base}{risk}",
+    )
+
+
+def _names(ctx: PlanContext, node_ids: tuple[str, ...]) -> str:
+    by_id = ctx.snapshot.node_by_id
+    return ", ".join(by_id[n].hostname if n in by_id else n for n in node_ids)
+
+
+def _free_nodes(ctx: PlanContext, service: Service, *, avoid: frozenset[str]) -> int:
+    """Nodes that would take a surged task first: ready and active, allowed by the
+    constraints, holding no task of the service (Swarm places on the fewest), not
+    suspected, with room for one task as Swarm counts it (reservations, max per node)."""
+    try:
+        allowed = node_filter(parse_constraint(c) for c in service.constraints)
+    except ConstraintError:
+        return 0
+    occupied = {t.node_id for t in ctx.snapshot.tasks_of(service.id)}
+    room = observe_room(ctx.snapshot)
+    return sum(
+        1
+        for n in ctx.snapshot.nodes
+        if n.accepts_tasks
+        and n.id not in occupied
+        and n.id not in avoid
+        and allowed(n)
+        and room.fit_count(service, (n.id,)) >= 1
+    )

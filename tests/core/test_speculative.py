@@ -1,0 +1,170 @@
+"""Speculative failover: surge for a suspected node, trim on a false alarm, hand over to
+failover on confirmation, and never a second surge or a surge without room."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from controller.core.actions import SetReplicas
+from controller.core.memory import Memory
+from controller.core.model import ClusterSnapshot, NodeState, Service, Task
+from controller.core.plan import plan
+from controller.core.replicas import RECORD_LABELS, read_record
+from controller.core.rules.failover import plan_failover
+from controller.core.rules.speculative import plan_speculative, speculated_nodes
+from controller.core.signals import LivenessSignal
+from controller.policy import Policy
+
+from .builders import MANAGED, node, running, service, snapshot
+
+RULES = (("failover", plan_failover), ("speculative", plan_speculative))
+SPECULATIVE = {**MANAGED, "placement.failover-mode": "speculative"}
+
+
+def run(snap: ClusterSnapshot, memory: Memory, now: float):  # type: ignore[no-untyped-def]
+    return plan(snapshot=snap, policy=Policy.default(), memory=memory, now=now, rules=RULES)
+
+
+def lost(n: int) -> tuple[LivenessSignal, ...]:
+    return (
+        LivenessSignal(f"n{n}", "gossip", False, 100.0, "left the gossip peers"),
+        LivenessSignal(f"n{n}", "probe", False, 99.5, "refused"),
+    )
+
+
+def cluster(
+    services: list[Service],
+    tasks: list[Task],
+    *,
+    suspect: int | None = None,
+    down: int | None = None,
+    count: int = 4,
+) -> ClusterSnapshot:
+    nodes = [
+        node(i, manager=i == 1, state=NodeState.DOWN if i == down else NodeState.READY)
+        for i in range(1, count + 1)
+    ]
+    snap = snapshot(nodes, services, tasks)
+    return replace(snap, liveness=lost(suspect) if suspect else ())
+
+
+def web_on_123(labels: dict[str, str] = SPECULATIVE) -> tuple[Service, list[Task]]:
+    web = service("web", replicas=3, labels=labels)
+    return web, [running(web, 1, 1), running(web, 2, 2), running(web, 3, 3)]
+
+
+def applied(svc: Service, action: SetReplicas) -> Service:
+    labels = {k: v for k, v in svc.labels.items() if k not in action.remove_labels}
+    return replace(
+        svc,
+        replicas=action.replicas,
+        labels={**labels, **action.set_labels},
+        version=svc.version + 1,
+    )
+
+
+def test_a_suspected_node_s_tasks_are_surged_elsewhere_and_nothing_is_stopped() -> None:
+    web, tasks = web_on_123()
+    result = run(cluster([web], tasks, suspect=3), Memory(), now=102.0)
+    (action,) = result.actions
+    assert isinstance(action, SetReplicas) and action.replicas == 4
+    assert action.evicts_from == ()
+    record = read_record(action.set_labels)
+    assert record is not None
+    assert (record.base, record.written, record.operation) == (3, 4, "speculate")
+    assert speculated_nodes(record) == ("n3",)
+    (note,) = [d for d in result.decisions if d.rule == "speculative"]
+    assert note.outcome == "speculate" and "gossip+probe" in note.reason
+
+
+def test_a_confirmed_service_waits_for_swarm() -> None:
+    web, tasks = web_on_123(MANAGED)
+    result = run(cluster([web], tasks, suspect=3), Memory(), now=102.0)
+    assert result.actions == ()
+    (note,) = [d for d in result.decisions if d.rule == "speculative"]
+    assert note.outcome == "wait" and "failover-mode confirmed" in note.reason
+
+
+def test_no_free_node_no_surge() -> None:
+    # Three nodes, each with a task: a surged task could only stack or land back on node-3.
+    web, tasks = web_on_123()
+    result = run(cluster([web], tasks, suspect=3, count=3), Memory(), now=102.0)
+    assert result.actions == ()
+    (note,) = [d for d in result.decisions if d.rule == "speculative"]
+    assert note.outcome == "wait" and "free node" in note.reason
+
+
+def test_a_confirmed_failover_elsewhere_comes_first() -> None:
+    web, tasks = web_on_123()
+    db = service("db", replicas=1, labels=MANAGED)
+    memory = Memory(lost={db.id: (1, 90.0)})
+    result = run(cluster([web, db], tasks, suspect=3, count=5), memory, now=102.0)
+    assert [a for a in result.actions if a.service_name == "web"] == []
+    notes = [d for d in result.decisions if d.rule == "speculative"]
+    assert any("confirmed failover comes first" in d.reason for d in notes)
+
+
+def speculated(count: int = 4) -> tuple[Service, list[Task]]:
+    web, tasks = web_on_123()
+    (action,) = run(cluster([web], tasks, suspect=3, count=count), Memory(), now=102.0).actions
+    assert isinstance(action, SetReplicas)
+    web4 = applied(web, action)
+    return web4, [*(replace(t, service_id=web4.id) for t in tasks), running(web4, 4, 4)]
+
+
+def test_the_surge_stands_while_the_node_is_suspected() -> None:
+    web4, tasks = speculated()
+    result = run(cluster([web4], tasks, suspect=3), Memory(), now=104.0)
+    assert result.actions == ()
+    assert any(d.outcome == "wait" and "still suspected" in d.reason for d in result.decisions)
+
+
+def test_a_false_alarm_trims_back_to_the_operator_s_count_naming_what_it_may_stop() -> None:
+    web4, tasks = speculated()
+    result = run(cluster([web4], tasks), Memory(), now=106.0)
+    (trim,) = result.actions
+    assert isinstance(trim, SetReplicas) and trim.replicas == 3
+    assert set(trim.remove_labels) == set(RECORD_LABELS)
+    # One task on each of four nodes: Swarm's scale-down picks among all four.
+    assert set(trim.evicts_from) == {"n1", "n2", "n3", "n4"}
+    (note,) = [d for d in result.decisions if d.rule == "speculative"]
+    assert note.outcome == "trim" and "false alarm" in note.reason
+
+
+def test_a_false_alarm_before_the_surged_task_runs_stops_nothing() -> None:
+    web4, tasks = speculated()
+    starting = [*tasks[:3], replace(tasks[3], state=tasks[3].state.__class__("starting"))]
+    (trim,) = run(cluster([web4], starting), Memory(), now=106.0).actions
+    assert isinstance(trim, SetReplicas) and trim.replicas == 3 and trim.evicts_from == ()
+
+
+def test_confirmation_hands_over_to_failover_which_never_surges_again() -> None:
+    web4, tasks = speculated()
+    first = run(cluster([web4], tasks, suspect=3), Memory(), now=104.0)
+    # Swarm marks node-3 down while still listing its task: wait, and no second surge.
+    held = run(cluster([web4], tasks, down=3), first.memory, now=113.0)
+    assert held.actions == ()
+    assert any("hand-over to failover waits" in d.reason for d in held.decisions)
+    # Swarm has given the task up (its replacement waits out the restart delay).
+    gone = [t for t in tasks if t.node_id != "n3"]
+    handed = run(cluster([web4], gone, down=3), held.memory, now=113.5)
+    (handover,) = handed.actions
+    assert isinstance(handover, SetReplicas) and handover.replicas == 4
+    record = read_record(handover.set_labels)
+    assert record is not None and (record.base, record.operation) == (3, "surge")
+    # Failover's trim: three running for three wanted, back to 3 at once.
+    web_surge = applied(web4, handover)
+    gone = [replace(t, service_id=web_surge.id) for t in gone]
+    (trim,) = run(cluster([web_surge], gone, down=3), handed.memory, now=114.0).actions
+    assert isinstance(trim, SetReplicas) and trim.replicas == 3 and trim.evicts_from == ()
+
+
+def test_a_health_panic_holds_the_surge_as_it_is() -> None:
+    web4, tasks = speculated(count=4)
+    storm = replace(
+        cluster([web4], tasks),
+        liveness=(*lost(2), *lost(3), *lost(4)),
+    )
+    result = run(storm, Memory(), now=106.0)
+    assert result.actions == ()
+    assert any("health panic" in d.reason for d in result.decisions if d.rule == "speculative")
