@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, replace
 from controller.core.model import ClusterSnapshot
 from controller.runtime.agent_collector import AgentCollector
 from controller.runtime.health_store import HealthStore
+from controller.runtime.liveness import Connect, LivenessGatherer
 from controller.runtime.plugin_host import PluginHost
 
 
@@ -23,6 +24,7 @@ class HealthInputs:
     store: HealthStore = field(default_factory=HealthStore)
     plugins: PluginHost | None = None
     agents: AgentCollector | None = None
+    liveness: LivenessGatherer | None = None
     _latest: ClusterSnapshot | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -48,6 +50,9 @@ class HealthInputs:
             changes["usage"] = {**snapshot.usage, **agents.usage}
             workload.extend(agents.events)
             unavailable.extend(agents.unavailable)
+        if self.liveness is not None:
+            self.liveness.set_targets(snapshot)
+            changes["liveness"] = (*snapshot.liveness, *self.liveness.signals())
         return replace(
             snapshot,
             health=(*snapshot.health, *health),
@@ -74,12 +79,20 @@ class HealthConfig:
     agent_secret: str = ""
     agent_interval: float = 5.0
     agent_timeout: float = 2.0
+    # Fast liveness signals (gossip peers, TCP probes) for suspicion and speculative
+    # failover; `liveness_connect` replaces the plain TCP connect (tests, embedding).
+    liveness: bool = False
+    liveness_interval: float = 0.5
+    liveness_connect: Connect | None = None
 
 
 def build_inputs(
-    config: HealthConfig, discover: Callable[[str, int], Mapping[str, str]] | None = None
+    config: HealthConfig,
+    discover: Callable[[str, int], Mapping[str, str]] | None = None,
+    liveness: Callable[[], LivenessGatherer] | None = None,
 ) -> HealthInputs:
-    """The inputs a configuration asks for; `discover(service, port)` finds agents."""
+    """The inputs a configuration asks for; `discover(service, port)` finds agents,
+    `liveness()` makes the liveness gatherer when the configuration asks for one."""
     plugins = (
         PluginHost(
             config.plugin_dirs,
@@ -105,4 +118,5 @@ def build_inputs(
             interval=config.agent_interval,
             timeout=config.agent_timeout,
         )
-    return HealthInputs(plugins=plugins, agents=agents)
+    gatherer = liveness() if config.liveness and liveness is not None else None
+    return HealthInputs(plugins=plugins, agents=agents, liveness=gatherer)

@@ -45,6 +45,7 @@ from controller.adapters.writes import Executor, docker_executor
 from controller.runtime.endpoints import EndpointServer, Health, make_app
 from controller.runtime.health_inputs import HealthConfig, build_inputs
 from controller.runtime.lease import LeaseConfig, LeaseKeeper, fenced
+from controller.runtime.liveness import LivenessGatherer, tcp_connects
 from controller.runtime.metrics import Metrics
 from controller.runtime.policy_source import PolicySource
 from controller.runtime.reconciler import CycleResult, Reconciler
@@ -125,7 +126,9 @@ class Controller:
         self._token: anyio.lowlevel.EventLoopToken | None = None
         # Health and placement intelligence from outside Swarm (core/health).
         self.inputs = (
-            build_inputs(config.health, discover=self._discover_agents)
+            build_inputs(
+                config.health, discover=self._discover_agents, liveness=self._make_liveness
+            )
             if config.health is not None
             else None
         )
@@ -140,6 +143,16 @@ class Controller:
             else None
         )
         self.webhook = self._make_webhook()
+
+    def _make_liveness(self) -> LivenessGatherer:
+        health = self.config.health or HealthConfig()
+        return LivenessGatherer(
+            client_factory=self._client_factory,
+            connect=health.liveness_connect or tcp_connects,
+            interval=health.liveness_interval,
+            clock=self._clock,
+            on_change=lambda: self._fire_from_thread("liveness"),
+        )
 
     def _agents_reporting(self) -> int | None:
         agents = self.inputs.agents if self.inputs is not None else None
@@ -277,6 +290,8 @@ class Controller:
                     tg.start_soon(lease.run)
                 if self.inputs is not None and self.inputs.agents is not None:
                     tg.start_soon(self.inputs.agents.run)
+                if self.inputs is not None and self.inputs.liveness is not None:
+                    tg.start_soon(self.inputs.liveness.run)
                 if self.inputs is not None and self.inputs.plugins is not None:
                     # Off the cycle: a failover never waits on a plugin.
                     tg.start_soon(self.inputs.plugins.run, lambda: self.trigger.fire("plugins"))

@@ -37,6 +37,9 @@ def subject_of(action: Action) -> str:
     return f"service {action.service_name}"
 
 
+SUSPECT = ("suspicion", "suspect")
+
+
 def events_of(executed: Sequence[Action], decisions: Iterable[Decision]) -> dict[str, int]:
     """Failovers, failbacks, preemptions and task moves that the executed writes started.
 
@@ -180,8 +183,15 @@ class Metrics:
         self.health_panic_cycles = Counter(
             "placement_health_panic_cycles", "Cycles the leader ran in a health panic.", registry=r
         )
+        self.suspicions = Counter(
+            "placement_suspicions",
+            "Ready nodes that faster signals than Swarm's heartbeat agreed were gone "
+            "(core/health/suspicion), counted once per suspicion.",
+            registry=r,
+        )
         r.register(_StateCollector(policy, lease, agents))
         self._previous: set[Decision] = set()
+        self._suspected: set[str] = set()  # subjects suspected in the last leader cycle
 
     def record_cycle(
         self,
@@ -205,6 +215,11 @@ class Metrics:
             if d not in self._previous:
                 self.decisions.labels(d.rule, d.outcome).inc()
         self._previous = set(decisions)
+        # A suspect decision repeats (with a longer agreement) while the node stays
+        # suspected: count each suspicion once, when it starts.
+        suspected = {d.subject for d in decisions if (d.rule, d.outcome) == SUSPECT}
+        self.suspicions.inc(len(suspected - self._suspected))
+        self._suspected = suspected
         for action in executed:
             self.actions.labels(action.kind).inc()
         for action in failed:

@@ -1,0 +1,166 @@
+"""Gathers the fast liveness signals of every node in the background (core/health/suspicion).
+
+Two independent sources, polled every `interval` (0.5 s by default):
+
+- gossip: the peers of the `ingress` overlay's gossip cluster as this manager sees them
+  (`GET /networks/ingress?verbose=true`). memberlist drops a dead or cut-off peer in 5 to
+  7 s with Docker's defaults (bench/detection_signals.py), well before Swarm's down.
+- probe: a TCP connect to the node's address on 7946, the gossip port every swarm node
+  listens on. A killed dockerd refuses at once, a cut link times out (`probe_timeout`).
+
+Each signal's value and the time it last changed go into the snapshot as plain values;
+the planner decides. A source that cannot be read this round (the manager's API away)
+contributes nothing, so its silence is never taken for a node's death. A change of mind
+fires the trigger, so a suspicion is acted on without waiting for the resync timer.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+import anyio.to_thread
+
+from controller.core.model import ClusterSnapshot
+from controller.core.signals import LivenessSignal
+
+log = logging.getLogger(__name__)
+
+GOSSIP, PROBE = "gossip", "probe"
+GOSSIP_PORT = 7946
+
+Connect = Callable[[str, int, float], bool]
+
+
+def tcp_connects(address: str, port: int, timeout: float) -> bool:
+    try:
+        with socket.create_connection((address, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+@dataclass(frozen=True, slots=True)
+class _Target:
+    node_id: str
+    hostname: str
+    addr: str
+
+
+@dataclass(slots=True)
+class _Seen:
+    alive: bool
+    since: float
+    detail: str
+
+
+class LivenessGatherer:
+    def __init__(
+        self,
+        *,
+        client_factory: Callable[[], Any],
+        connect: Connect = tcp_connects,
+        interval: float = 0.5,
+        probe_port: int = GOSSIP_PORT,
+        probe_timeout: float = 0.5,
+        clock: Callable[[], float] = time.time,
+        on_change: Callable[[], None] | None = None,
+    ) -> None:
+        self._client_factory, self._connect = client_factory, connect
+        self.interval, self.probe_port, self.probe_timeout = interval, probe_port, probe_timeout
+        self._clock, self.on_change = clock, on_change
+        self._client: Any = None
+        self._lock = threading.Lock()
+        self._targets: tuple[_Target, ...] = ()
+        self._seen: dict[tuple[str, str], _Seen] = {}  # (node id, source) -> latest
+        self.polls = 0
+
+    def set_targets(self, snapshot: ClusterSnapshot) -> None:
+        """The nodes to watch, from the latest observation (addresses change rarely)."""
+        targets = tuple(
+            _Target(n.id, n.hostname, n.addr)
+            for n in snapshot.nodes
+            if n.addr and n.addr != "0.0.0.0"
+        )
+        with self._lock:
+            self._targets = targets
+
+    async def run(self) -> None:
+        while True:
+            try:
+                await anyio.to_thread.run_sync(self.poll_once, abandon_on_cancel=True)
+            except Exception:  # advice only: never let it stop the controller
+                log.exception("gathering liveness signals failed; trying again")
+            await anyio.sleep(self.interval)
+
+    def poll_once(self) -> None:
+        with self._lock:
+            targets = self._targets
+        if not targets:
+            return
+        probes: dict[str, bool] = {}
+
+        def probe(target: _Target) -> None:
+            probes[target.node_id] = self._connect(target.addr, self.probe_port, self.probe_timeout)
+
+        threads = [threading.Thread(target=probe, args=(t,), daemon=True) for t in targets]
+        for thread in threads:
+            thread.start()
+        peers = self._gossip_peers()
+        for thread in threads:
+            thread.join(self.probe_timeout + 2)
+        now = self._clock()
+        changed = False
+        with self._lock:
+            known = {t.node_id for t in targets}
+            for key in [k for k in self._seen if k[0] not in known]:
+                del self._seen[key]
+            for target in targets:
+                if peers is not None:
+                    listed = bool({target.hostname, target.addr, target.node_id} & peers)
+                    detail = "in the ingress gossip peers" if listed else "left the gossip peers"
+                    changed |= self._note(target.node_id, GOSSIP, listed, detail, now)
+                if target.node_id in probes:
+                    up = probes[target.node_id]
+                    where = f"{target.addr}:{self.probe_port}"
+                    detail = f"{where} accepts" if up else f"{where} refused or timed out"
+                    changed |= self._note(target.node_id, PROBE, up, detail, now)
+            self.polls += 1
+        if changed and self.on_change is not None:
+            self.on_change()
+
+    def _note(self, node_id: str, source: str, alive: bool, detail: str, now: float) -> bool:
+        seen = self._seen.get((node_id, source))
+        if seen is not None and seen.alive == alive:
+            seen.detail = detail
+            return False
+        self._seen[(node_id, source)] = _Seen(alive, now, detail)
+        return seen is not None or not alive
+
+    def _gossip_peers(self) -> set[str] | None:
+        """Names and addresses of the ingress gossip peers; None when unreadable."""
+        try:
+            if self._client is None:
+                self._client = self._client_factory()
+                # A manager amid an election hangs requests: never wait a whole poll on it.
+                self._client.api.timeout = max(1.0, 4 * self.interval)
+            network: Mapping[str, Any] = self._client.api.inspect_network("ingress", verbose=True)
+        except Exception as exc:  # an unreadable source says nothing about the nodes
+            log.debug("gossip peers unreadable: %s", exc)
+            self._client = None
+            return None
+        peers = network.get("Peers") or []
+        return {p.get("Name", "") for p in peers} | {p.get("IP", "") for p in peers}
+
+    def signals(self) -> tuple[LivenessSignal, ...]:
+        with self._lock:
+            return tuple(
+                LivenessSignal(node_id, source, s.alive, s.since, s.detail)
+                for (node_id, source), s in sorted(self._seen.items())
+            )

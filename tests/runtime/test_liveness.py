@@ -1,0 +1,89 @@
+"""The liveness gatherer: signals with the time they changed, an unreadable source says
+nothing, a change of mind fires the trigger."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from controller.core.model import ClusterSnapshot
+from controller.runtime.liveness import LivenessGatherer
+from tests.core.builders import node, snapshot
+
+
+class FakeApi:
+    def __init__(self) -> None:
+        self.peers: list[dict[str, str]] | None = []
+        self.timeout = 60
+
+    def inspect_network(self, name: str, verbose: bool = False) -> dict[str, Any]:
+        assert (name, verbose) == ("ingress", True)
+        if self.peers is None:
+            raise ConnectionError("manager away")
+        return {"Peers": self.peers}
+
+
+class FakeClient:
+    def __init__(self) -> None:
+        self.api = FakeApi()
+
+
+def nodes() -> ClusterSnapshot:
+    snap = snapshot([node(1, manager=True), node(2)], [])
+    addressed = tuple(replace(n, addr=f"10.0.0.{i + 1}") for i, n in enumerate(snap.nodes))
+    return replace(snap, nodes=addressed)
+
+
+def make(open_ports: set[str], client: FakeClient, clock: list[float], fired: list[int]):  # type: ignore[no-untyped-def]
+    gatherer = LivenessGatherer(
+        client_factory=lambda: client,
+        connect=lambda addr, port, timeout: addr in open_ports,
+        clock=lambda: clock[0],
+        on_change=lambda: fired.append(1),
+    )
+    gatherer.set_targets(nodes())
+    return gatherer
+
+
+def test_signals_keep_the_time_each_changed_and_a_change_fires_the_trigger() -> None:
+    client, clock, fired = FakeClient(), [100.0], []
+    client.api.peers = [{"Name": "node-1", "IP": "10.0.0.1"}, {"Name": "node-2", "IP": "10.0.0.2"}]
+    ports = {"10.0.0.1", "10.0.0.2"}
+    gatherer = make(ports, client, clock, fired)
+    gatherer.poll_once()
+    assert fired == []  # all alive at the first sight: nothing to act on
+    assert {(s.node_id, s.source, s.alive, s.since) for s in gatherer.signals()} == {
+        ("n1", "gossip", True, 100.0),
+        ("n1", "probe", True, 100.0),
+        ("n2", "gossip", True, 100.0),
+        ("n2", "probe", True, 100.0),
+    }
+    clock[0] = 101.0
+    ports.discard("10.0.0.2")
+    gatherer.poll_once()
+    assert fired == [1]
+    probe = next(s for s in gatherer.signals() if (s.node_id, s.source) == ("n2", "probe"))
+    assert (probe.alive, probe.since) == (False, 101.0)
+    assert "refused or timed out" in probe.detail
+    clock[0] = 102.0
+    client.api.peers = [{"Name": "node-1", "IP": "10.0.0.1"}]
+    gatherer.poll_once()
+    gossip = next(s for s in gatherer.signals() if (s.node_id, s.source) == ("n2", "gossip"))
+    assert (gossip.alive, gossip.since) == (False, 102.0)
+    # Unchanged signals keep their time.
+    clock[0] = 105.0
+    gatherer.poll_once()
+    assert fired == [1, 1]
+    probe = next(s for s in gatherer.signals() if (s.node_id, s.source) == ("n2", "probe"))
+    assert probe.since == 101.0
+    # The client's timeout was shortened: a hung manager never holds a poll for long.
+    assert client.api.timeout <= 2.0
+
+
+def test_unreadable_gossip_says_nothing_about_the_nodes() -> None:
+    client, clock, fired = FakeClient(), [100.0], []
+    client.api.peers = None
+    gatherer = make({"10.0.0.1", "10.0.0.2"}, client, clock, fired)
+    gatherer.poll_once()
+    assert {s.source for s in gatherer.signals()} == {"probe"}
+    assert all(s.alive for s in gatherer.signals())
