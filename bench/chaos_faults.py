@@ -181,8 +181,6 @@ class Chaos:
             node = event.node or self._leader_victim
             self.sandbox.restore(node)
             self.faulted.pop(node, None)
-            with contextlib.suppress(Exception):
-                self.sandbox.wait_node_state(node, "ready", timeout=30)
             return node
         if kind == "kill-controller":
             if self.controller is None or self.controller.process is None:

@@ -126,6 +126,7 @@ def summarize(
     for svc in SERVICES:
         s = svc.name
         lost, by_event = 0.0, {}
+        short: list[list[float]] = []  # [from, to, most replicas missing]
         for i, sample in enumerate(tally.samples):
             upto = tally.samples[i + 1].t if i + 1 < len(tally.samples) else sample.t + INTERVAL
             deficit = max(0, sample.desired.get(s, 0) - sample.running.get(s, 0))
@@ -134,6 +135,10 @@ def summarize(
                 lost += cost
                 label = _charged_to(done, sample.t)
                 by_event[label] = round(by_event.get(label, 0.0) + cost, 1)
+                if short and short[-1][1] >= round(sample.t, 1):
+                    short[-1][1:] = [round(upto, 1), max(short[-1][2], deficit)]
+                else:
+                    short.append([round(sample.t, 1), round(upto, 1), deficit])
         started = tally.started.get(s, set()) - baseline.get(s, set())
         services[s] = {
             "lost": round(lost, 1),
@@ -144,6 +149,7 @@ def summarize(
             "overrun_at": tally.overruns.get(s, []),
             "max_unavailable": svc.max_unavailable,
             "lost_by_event": by_event,
+            "short": short,
             "actions": _actions_of(decisions, f"{STACK}_{s}"),
         }
     return {

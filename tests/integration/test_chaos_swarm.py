@@ -1,0 +1,78 @@
+"""Differential chaos on real swarms: the controller is never worse than Swarm alone.
+
+One fixed-seed fault schedule (bench/chaos_schedule.py) runs on two fresh 4-node
+sandboxes, once with Swarm alone and once with the controller as a real process; the
+targets are those of `python bench/chaos.py` (docs/chaos.md): no write to the unmanaged
+service, no budget overrun, converged within 60 s of the last fault, and per service no
+more replica-seconds lost than with Swarm alone (beyond the measurement's resolution).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+
+from chaos_app import SERVICES, UNMANAGED
+from chaos_report import CONVERGE_LIMIT, TOLERANCE, losses, table
+from chaos_run import run_once
+from chaos_schedule import NODE_FAULTS, PAIRED, SINGLE, make_schedule
+
+SEED = 7
+MINUTES = 2.5
+
+
+def test_the_schedule_is_one_per_seed_and_has_every_fault() -> None:
+    events = make_schedule(SEED, MINUTES)
+    assert events == make_schedule(SEED, MINUTES)
+    assert events != make_schedule(SEED + 1, MINUTES)
+    kinds = {e.kind for e in events}
+    assert set(PAIRED) | set(PAIRED.values()) | set(SINGLE) <= kinds
+    assert set(NODE_FAULTS) <= kinds
+    assert all(e.at < MINUTES * 60 - 9 for e in events)
+
+
+@pytest.mark.swarm
+@pytest.mark.slow
+def test_with_the_controller_no_service_is_worse_off_than_with_swarm_alone(
+    new_sandbox_name: Callable[[str], str], tmp_path: Path
+) -> None:
+    events = make_schedule(SEED, MINUTES)
+    swarm = run_once(new_sandbox_name("cs"), events, controller=False, work=tmp_path / "swarm")
+    ctl = run_once(new_sandbox_name("cc"), events, controller=True, work=tmp_path / "ctl")
+    report = (
+        "\n".join(e.describe() for e in events)
+        + "\n\n"
+        + table(swarm, ctl)
+        + "\n\n"
+        + losses(swarm, ctl)
+        + "\n\ncontroller actions:\n"
+        + "\n".join(str(d) for d in ctl["decisions"])
+    )
+    print(report)
+
+    # The measurement itself: Swarm alone writes nothing, so a write seen there would be
+    # the observer's error, and every scheduled event was done in both runs.
+    assert sum(s["writes"] for s in swarm["services"].values()) == 0, report
+    assert swarm["node_writes"] == 0, report
+    for run in (swarm, ctl):
+        assert [e for e in run["events"] if str(e["detail"]).startswith("failed")] == [], report
+
+    assert ctl["unmanaged_writes"] == 0, report
+    assert {s.name: ctl["services"][s.name]["overruns"] for s in SERVICES} == {
+        s.name: 0 for s in SERVICES
+    }, report
+    for run in (swarm, ctl):
+        assert run["converged_after"] is not None, report
+        assert run["converged_after"] <= CONVERGE_LIMIT, report
+    worse = {
+        s.name: (swarm["services"][s.name]["lost"], ctl["services"][s.name]["lost"])
+        for s in SERVICES
+        if ctl["services"][s.name]["lost"] > swarm["services"][s.name]["lost"] + TOLERANCE
+    }
+    assert worse == {}, report
+    assert UNMANAGED, "the application must have an unmanaged service to check"
