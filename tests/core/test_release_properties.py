@@ -147,19 +147,25 @@ def test_releasing_never_stops_a_task_and_takes_back_only_ours(snap: ClusterSnap
 
 @settings(max_examples=150, deadline=None)
 @given(swarms())
-def test_a_mark_an_unmanaged_services_constraint_requires_is_never_removed(
+def test_a_mark_a_constraint_requires_goes_only_by_its_own_services_policy(
     snap: ClusterSnapshot,
 ) -> None:
+    """No node label that any service's constraint requires is removed, but a managed
+    service's own mark on a node its possible owners no longer name (a deliberate move)."""
     result = _plan(snap, Memory())
     for action in result.actions:
         node_id = getattr(action, "node_id", None)
         if node_id is None:
             continue
         before = snap.node_by_id[node_id]
-        for s in _unmanaged(result, snap):
+        for s in snap.services:
+            settings_ = result.resolved[s.id].settings
             for c in _parsed(s):
                 label = c.key.removeprefix("node.labels.")
-                if c.equal and label in _removed(action) and c.matches(before):
-                    raise AssertionError(
-                        f"{label} removed from {before.hostname}: {s.name} needs it"
-                    )
+                if not (c.equal and label in _removed(action) and c.matches(before)):
+                    continue
+                own = label == possible_label(s.name)
+                followed = settings_.managed and bool(settings_.possible_nodes)
+                assert own and followed and before.hostname not in settings_.possible_nodes, (
+                    f"{label} removed from {before.hostname}: {s.name} needs it"
+                )
