@@ -234,6 +234,8 @@ class ClusterSnapshot:
     # Whether each node looks alive to signals faster than Swarm's heartbeat (gossip
     # peers, TCP probes, agents), gathered by the runtime: see core/health/suspicion.
     liveness: tuple[LivenessSignal, ...] = ()
+    # The mirror of the controller's service records (core/records); None: not observed.
+    records: RecordStore | None = None
 
     @cached_property
     def node_by_id(self) -> Mapping[str, Node]:
@@ -253,8 +255,6 @@ class ClusterSnapshot:
         for task in self.tasks:
             grouped.setdefault(task.service_id, []).append(task)
         return {sid: tuple(ts) for sid, ts in grouped.items()}
-    # The mirror of the controller's service records (core/records); None: not observed.
-    records: RecordStore | None = None
 
     def tasks_of(self, service_id: str) -> tuple[Task, ...]:
         return self.tasks_by_service.get(service_id, ())
