@@ -23,6 +23,7 @@ from controller.core.actions import (
     SetServiceConstraints,
 )
 from controller.core.capacity import scale_down
+from controller.core.constraints import ConstraintError, node_filter, parse_constraint
 from controller.core.model import ACTIVE_TASK_STATES, Availability, ClusterSnapshot
 from controller.policy import Budgets
 
@@ -90,10 +91,35 @@ def _scaled_down(snapshot: ClusterSnapshot, action: SetReplicas) -> Disruption |
     return Disruption(nodes, (service.id,)) if nodes else None
 
 
+def _ruled_out(snapshot: ClusterSnapshot, action: SetServiceConstraints) -> tuple[str, ...]:
+    """Ready nodes running the service's tasks that the new constraints no longer allow:
+    Swarm replaces those tasks, whether or not the write names the nodes. (A task on a
+    node that is down is lost already: excluding that node stops nothing.)"""
+    try:
+        allowed = node_filter(parse_constraint(c) for c in action.constraints)
+    except ConstraintError:
+        return ()  # Swarm refuses the write itself
+    running = {
+        t.node_id
+        for t in snapshot.tasks_of(action.service_id)
+        if t.node_id and t.desired_state in ACTIVE_TASK_STATES
+    }
+    return tuple(
+        sorted(
+            n
+            for n in running
+            if (node := snapshot.node_by_id.get(n)) is not None
+            and node.is_ready
+            and not allowed(node)
+        )
+    )
+
+
 def disruption(action: Action, snapshot: ClusterSnapshot) -> Disruption | None:
     """What the action may stop, or None when it stops nothing."""
     match action:
-        case SetServiceConstraints(evicts_from=nodes) if nodes:
+        case SetServiceConstraints() if action.evicts_from or _ruled_out(snapshot, action):
+            nodes = tuple(sorted({*action.evicts_from, *_ruled_out(snapshot, action)}))
             service = snapshot.service_by_id.get(action.service_id)
             stop_first = service is None or service.update_order != "start-first"
             moved = _tasks_on(snapshot, action.service_id, nodes) if stop_first else 0

@@ -221,3 +221,20 @@ def test_a_rules_copy_of_the_budget_is_its_own() -> None:
     mine = budget.copy()
     mine.spend(move)
     assert mine.refusal(move) is not None and budget.refusal(move) is None
+
+
+def test_a_constraint_that_rules_out_a_running_task_is_counted_even_unnamed() -> None:
+    web, _, snap = _three()
+    forgot = SetServiceConstraints(web.id, web.name, web.version, ("node.id!=n2",))
+    found = disruption(forgot, snap)
+    assert found is not None and found.nodes == ("n2",)
+    result = _plan(snap, forgot, policy=_policy(actions_per_node=0))
+    assert result.actions == () and _deferred(result)
+    # Excluding a node that is down, or one the service does not run on, stops nothing.
+    down = replace(
+        snap,
+        nodes=tuple(replace(n, state=NodeState.DOWN) if n.id == "n2" else n for n in snap.nodes),
+    )
+    assert disruption(forgot, down) is None
+    widen = SetServiceConstraints(web.id, web.name, web.version, ("node.role!=nobody",))
+    assert disruption(widen, snap) is None
