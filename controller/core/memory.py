@@ -67,9 +67,9 @@ class Memory:
     node_downs: Mapping[str, tuple[float, ...]] = field(default_factory=dict)
     # Service id -> (nodes a controller move took its tasks off, when): never straight back.
     left: Mapping[str, tuple[tuple[str, ...], float]] = field(default_factory=dict)
-    # Service id -> node id -> replicas: the placement a move of the owners rule is taking
-    # the service to, while it takes more than one step (see rules/owners: the cooldown).
-    placing: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
+    # Service id -> (node id -> replicas, since when): the placement a move of the owners
+    # rule is taking the service to, while it takes more than one step (rules/owners).
+    placing: Mapping[str, tuple[Mapping[str, int], float]] = field(default_factory=dict)
     # Rebalancing's own hysteresis, kept by the rebalance rule (see core/balance/triggers).
     rebalance: RebalanceMemory = field(default_factory=RebalanceMemory)
     # Node exits seen by health assessment (quarantine; see core/health).
@@ -140,7 +140,7 @@ class Memory:
             moved = replace(moved, left={**self.left, service_id: (left, now)})
         return moved
 
-    def with_placing(self, updates: Mapping[str, Mapping[str, int] | None]) -> Memory:
+    def with_placing(self, updates: Mapping[str, tuple[Mapping[str, int], float] | None]) -> Memory:
         """Remember (or, for None, forget) the placement each service is being moved to."""
         placing = {**self.placing, **{k: v for k, v in updates.items() if v is not None}}
         for service_id, target in updates.items():

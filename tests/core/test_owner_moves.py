@@ -10,7 +10,7 @@ from controller.core.apply import apply_actions
 from controller.core.guards import disrupted_nodes
 from controller.core.labels import EXCLUDED_LABEL
 from controller.core.memory import Memory
-from controller.core.model import ClusterSnapshot, Resources, Service, Task, TaskState
+from controller.core.model import ClusterSnapshot, NodeState, Resources, Service, Task, TaskState
 from controller.core.plan import Plan, plan
 from controller.core.replicas import RECORD_LABELS, VACATE_LABEL, read_record
 from controller.core.rules.failover import plan_failover
@@ -278,3 +278,22 @@ def test_a_stop_first_surge_that_never_runs_is_withdrawn_and_not_retried_at_once
     assert not [a for a in later.actions if disrupted_nodes(a) or isinstance(a, SetReplicas)]
     keep = [d.reason for d in later.decisions if d.outcome == "keep"]
     assert any("cooldown" in r for r in keep), later.decisions
+
+
+def test_a_placement_does_not_go_on_to_a_node_that_went_down_since_it_began() -> None:
+    web = two_preferred(failback="immediate", failback_delay="60s")
+    snap, memory = after_first_move(web)
+    four_down = [
+        node(i, manager=i == 1, state=NodeState.DOWN if i == 4 else NodeState.READY)
+        for i in range(1, 5)
+    ]
+    # While node-4 is down the service is busy (Swarm still rolls the first move), so the
+    # placement is not re-planned and its destination still names node-4.
+    busy = replace(snap.services[0], update_state="updating")
+    down = replace(snap, nodes=tuple(four_down), services=(busy,))
+    _, memory = cycle(down, memory, NOW + 2)
+    assert web.id in memory.placing
+    back, memory = cycle(snap, memory, NOW + 4)
+    # node-4 is back for 2 s: neither the placement that began before it went down nor
+    # failback (delay 60 s) sends a task there.
+    assert not [a for a in back.actions if disrupted_nodes(a)], back.decisions

@@ -88,7 +88,7 @@ def free_nodes(ctx: PlanContext, service: Service) -> tuple[int, int, int]:
 def plan_failover(ctx: PlanContext) -> RuleOutput:
     actions: list[Action] = []
     decisions: list[Decision] = []
-    withdrawn: dict[str, Mapping[str, int] | None] = {}
+    withdrawn: dict[str, tuple[Mapping[str, int], float] | None] = {}
     for service in ctx.managed_services():
         if service.mode is not ServiceMode.REPLICATED:
             continue

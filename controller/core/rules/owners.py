@@ -252,7 +252,13 @@ class _Shared:
         self._orders: dict[str | None, NodeOrder] = {}
         self.fits = Fits.observe(ctx.snapshot)  # less what this cycle's moves take
         # Service id -> the placement its move is heading to (None: forget it).
-        self.placing: dict[str, Mapping[str, int] | None] = {}
+        self.placing: dict[str, tuple[Mapping[str, int], float] | None] = {}
+
+    def heading(self, service: Service, destination: dict[str, int]) -> None:
+        """Remember where the service's move is heading, since when it has been."""
+        before = self._ctx.memory.placing.get(service.id)
+        since = before[1] if before is not None and before[0] == destination else self._ctx.now
+        self.placing[service.id] = (destination, since)
 
     def domain(self, level: str | None) -> Callable[[str], str] | None:
         if level is None:
@@ -330,19 +336,23 @@ def _plan_service(
         scores=ctx.snapshot.plugins.scores.get(service.id, {}),
         room=room,
     )
-    target = ctx.memory.placing.get(service.id)
-    if target is not None and dict(current) == dict(target):
+    heading = ctx.memory.placing.get(service.id)
+    target, since = heading if heading is not None else ({}, 0.0)
+    ready_since = ctx.memory.node_ready_since
+    if heading is not None and dict(current) == dict(target):
         shared.placing[service.id] = None  # arrived
-    elif target is not None and (waiting or failback_blocked) and max_moves:
+    elif heading is not None and (waiting or failback_blocked) and max_moves:
         # The cooldown and the failback mode hold a new placement, not the rest of the one
         # the last move started (max-unavailable splits a placement into several moves):
-        # while the destination is unchanged, the placement goes on.
+        # while the destination is unchanged, and none of its nodes has gone down since
+        # the placement began, the placement goes on.
         going_on = replace(
             inputs,
             failback_ready=failback_ready | (frozenset(target) & fitting.placeable),
             max_moves=max_moves,
         )
-        if _destination(going_on) == dict(target):
+        settled = all(ready_since.get(n, float("inf")) <= since for n in target)
+        if settled and _destination(going_on) == dict(target):
             inputs, waiting, failback_blocked = going_on, None, None
         else:
             shared.placing[service.id] = None
@@ -408,7 +418,7 @@ def _plan_service(
             notes = [n for n in notes if n.outcome != "move"]
         notes.append(note)
         if action is not None:  # a step of the move: the rest follows, whatever the cooldown
-            shared.placing[service.id] = _destination(inputs)
+            shared.heading(service, _destination(inputs))
         return action, notes, result.desired if action is not None else current
     action = SetServiceConstraints(
         service_id=service.id,
@@ -420,7 +430,7 @@ def _plan_service(
     )
     if steering.vacate:
         why = "steer Swarm to the desired placement"
-        shared.placing[service.id] = _destination(inputs)
+        shared.heading(service, _destination(inputs))
     elif steering.open_at_rest:
         why = (
             f"at rest, open: standby steering would exclude more than "
