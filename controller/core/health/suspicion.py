@@ -51,7 +51,8 @@ def suspect_nodes(
     snapshot: ClusterSnapshot, *, suspect_after: float, now: float
 ) -> tuple[dict[str, Suspicion], list[Decision]]:
     """Node id -> suspicion, for the ready nodes the signals agree are gone; with a
-    decision for every node that at least one signal calls gone."""
+    decision for every node that at least one signal calls gone. The reasons hold no
+    running clock, so a suspicion that lasts is one unchanged decision, logged once."""
     by_node: dict[str, dict[str, LivenessSignal]] = {}
     for signal in sorted(snapshot.liveness, key=lambda s: (s.node_id, s.source, s.since)):
         by_node.setdefault(signal.node_id, {})[signal.source] = signal
@@ -77,15 +78,14 @@ def suspect_nodes(
             )
             continue
         since = max(s.since for s in gone)
-        agreed = now - since
-        if agreed < suspect_after:
+        if now - since < suspect_after:
             decisions.append(
                 Decision(
                     RULE,
                     subject,
                     "watch",
-                    f"{said}: agreeing for {agreed:.1f} s of controller.suspect-after "
-                    f"{suspect_after:.1f} s",
+                    f"{said}: agreeing since {since:.1f}, suspected after "
+                    f"controller.suspect-after {suspect_after:.1f} s",
                 )
             )
             continue
@@ -96,9 +96,10 @@ def suspect_nodes(
                 RULE,
                 subject,
                 "suspect",
-                f"{suspicion.describe()}: agreeing for {agreed:.1f} s while Swarm still says "
-                "ready; services with failover-mode speculative start replacements elsewhere, "
-                "nothing on the node is stopped",
+                f"{suspicion.describe()}: agreeing for controller.suspect-after "
+                f"{suspect_after:.1f} s while Swarm still says ready; services with "
+                "failover-mode speculative start replacements elsewhere, nothing on the node "
+                "is stopped",
             )
         )
     return suspected, decisions

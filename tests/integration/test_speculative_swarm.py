@@ -1,0 +1,188 @@
+"""Speculative failover on a real 4-node swarm with Swarm's default heartbeat.
+
+The heartbeat is the point: with the default 5 s one Swarm marks a dead node down only
+after 11 to 15 s, while the gossip peers and a TCP probe say so within seconds. node-1 is
+the only manager and is never failed; the controller runs in a thread of the test and
+probes node addresses from node-1's network namespace, as it would running there.
+Timings are printed, not asserted (bench/detection_signals.py measures the signals).
+
+- A 2 s network blip on a worker: one signal (the probe) is lost, no suspicion follows,
+  no task is restarted and the count never moves.
+- A worker's dockerd SIGKILLed: its replicas run elsewhere while Swarm still says the
+  node is ready, and once Swarm marks it down the count returns exactly to the desired.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import docker
+import pytest
+
+from controller.core.replicas import BASE_LABEL
+from controller.runtime.health_inputs import HealthConfig
+from controller.sandbox import Sandbox, SandboxSpec, teardown_sandbox
+from controller.sandbox.probe import NetnsProber
+
+from .support import (
+    ControllerThread,
+    RunningSampler,
+    clean_client,
+    task_ids_by_node,
+    wait_until,
+)
+
+pytestmark = [pytest.mark.swarm, pytest.mark.slow]
+
+POLICY = """\
+apiVersion: placement/v1
+defaults:
+  managed: true
+  failover-mode: speculative
+controller:
+  resync-interval: 1s
+"""
+REPLICAS = 3
+
+
+@pytest.fixture(scope="module")
+def default_heartbeat() -> Iterator[Sandbox]:
+    from tests.conftest import require_swarm_host, sandbox_name  # noqa: PLC0415
+
+    require_swarm_host()
+    name = sandbox_name("spec")
+    sandbox = Sandbox.up(SandboxSpec(name=name, nodes=4, managers=1, heartbeat_seconds=None))
+    try:
+        yield sandbox
+    finally:
+        left = teardown_sandbox(name)
+        assert not left, f"sandbox teardown left things behind: {left.describe()}"
+
+
+def node_state(client: docker.DockerClient, hostname: str) -> str:
+    for node in client.api.nodes():
+        if node["Description"]["Hostname"] == hostname:
+            return str(node["Status"]["State"])
+    return "missing"
+
+
+def controller(sandbox: Sandbox, tmp_path, prober: NetnsProber) -> ControllerThread:  # type: ignore[no-untyped-def]
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(POLICY)
+    return ControllerThread(
+        sandbox.manager_host,
+        policy=policy,
+        health=HealthConfig(liveness=True, liveness_connect=prober),
+    )
+
+
+def start_web(sandbox: Sandbox, client: docker.DockerClient) -> tuple[str, dict[str, set[str]]]:
+    sandbox.create_service("web", replicas=REPLICAS)
+    sandbox.wait_services_running(["web"], timeout=60)
+    placed = wait_until(
+        lambda: (
+            (t := task_ids_by_node(client, "web"))
+            and sum(len(v) for v in t.values()) == REPLICAS
+            and t
+        ),
+        60,
+        "3 running tasks of web",
+    )
+    victim = next(n for n in ("node-2", "node-3", "node-4") if n in placed)
+    return victim, placed
+
+
+def adopted(ctl: ControllerThread, client: docker.DockerClient) -> dict[str, set[str]]:
+    """The tasks once the controller has adopted web and Swarm is at rest."""
+    ctl.wait_cycles(3, timeout=60)
+
+    def at_rest() -> bool:
+        state = (client.api.inspect_service("web").get("UpdateStatus") or {}).get("State")
+        placed = task_ids_by_node(client, "web")
+        return state != "updating" and sum(len(v) for v in placed.values()) == REPLICAS
+
+    wait_until(at_rest, 60, "web adopted and at rest")
+    return task_ids_by_node(client, "web")
+
+
+def history(client: docker.DockerClient) -> str:
+    """Every task of web, oldest first: what a failure message should show."""
+    tasks = sorted(client.api.tasks(filters={"service": "web"}), key=lambda t: t["CreatedAt"])
+    return "\n".join(
+        f"{t['ID'][:10]} {t.get('NodeID', '')[:10]} {t['DesiredState']} {t['Status']['State']} "
+        f"{t['CreatedAt']} {t['Status'].get('Err', '')}"
+        for t in tasks
+    )
+
+
+def spec_of(client: docker.DockerClient) -> tuple[int, dict[str, str]]:
+    spec = client.api.inspect_service("web")["Spec"]
+    return int(spec["Mode"]["Replicated"]["Replicas"]), dict(spec.get("Labels") or {})
+
+
+def test_a_network_blip_restarts_nothing_and_surges_nothing(
+    default_heartbeat: Sandbox, tmp_path
+) -> None:  # type: ignore[no-untyped-def]
+    sandbox = default_heartbeat
+    prober = NetnsProber(sandbox.state.node("node-1").netns)
+    with clean_client(sandbox) as client:
+        victim, _ = start_web(sandbox, client)
+        with controller(sandbox, tmp_path, prober) as ctl:
+            before = adopted(ctl, client)
+            with RunningSampler(sandbox.manager_host, "web") as sampler:
+                sandbox.fail(victim, "partition")
+                time.sleep(2.0)
+                sandbox.restore(victim)
+                # Long enough for gossip to have dropped the node had the blip been longer.
+                time.sleep(10.0)
+            log = ctl.out.getvalue()
+            assert "probe" in log and "one lost signal is no node failure" in log, log[-3000:]
+            assert "outcome=speculate" not in log
+            replicas, labels = spec_of(client)
+            assert replicas == REPLICAS and BASE_LABEL not in labels
+            after = task_ids_by_node(client, "web")
+            assert after == before, history(client)  # no original restarted
+            assert sampler.minimum >= REPLICAS
+    prober.close()
+
+
+def test_a_killed_dockerd_s_replicas_run_elsewhere_before_swarm_marks_it_down(
+    default_heartbeat: Sandbox, tmp_path
+) -> None:  # type: ignore[no-untyped-def]
+    sandbox = default_heartbeat
+    prober = NetnsProber(sandbox.state.node("node-1").netns)
+    with clean_client(sandbox) as client:
+        victim, _ = start_web(sandbox, client)
+        with controller(sandbox, tmp_path, prober) as ctl:
+            adopted(ctl, client)
+            killed = time.monotonic()
+            sandbox.fail(victim, "crash")
+
+            def elsewhere() -> bool:
+                placed = task_ids_by_node(client, "web")
+                return sum(len(v) for h, v in placed.items() if h != victim) >= REPLICAS
+
+            wait_until(elsewhere, 60, f"{REPLICAS} replicas running off {victim}")
+            replaced = time.monotonic() - killed
+            state_then = node_state(client, victim)
+            sandbox.wait_node_state(victim, "down", timeout=60)
+            down = time.monotonic() - killed
+            print(
+                f"\nreplicas elsewhere {replaced:.1f} s after the kill, Swarm down at {down:.1f} s"
+            )
+            assert state_then == "ready", ctl.out.getvalue()[-3000:]
+            log = ctl.out.getvalue()
+            assert "outcome=speculate" in log and "gossip+probe" in log, log[-3000:]
+
+            # Confirmed: the surge is handed to failover and trimmed exactly to the desired.
+            def settled() -> bool:
+                replicas, labels = spec_of(client)
+                running = sum(len(v) for v in task_ids_by_node(client, "web").values())
+                return replicas == REPLICAS and BASE_LABEL not in labels and running == REPLICAS
+
+            wait_until(settled, 60, "web back to exactly 3 replicas, its record gone")
+            time.sleep(7.0)  # past Swarm's restart delay: its replacements must not add up
+            assert settled(), ctl.out.getvalue()[-3000:]
+            assert "outcome=confirm" in ctl.out.getvalue()
+    prober.close()
