@@ -4,9 +4,14 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from controller.core.actions import SetReplicas
+from controller.core.actions import SetReplicas, describe
+from controller.core.context import PlanContext, RuleOutput
+from controller.core.decisions import Decision
+from controller.core.memory import Memory
 from controller.core.model import Resources
+from controller.core.plan import plan
 from controller.core.replicas import BASE_LABEL, read_record
+from controller.core.rules.preemption import plan_preemption
 from controller.policy import ControllerSettings, Policy
 
 from .builders import snapshot
@@ -263,3 +268,27 @@ def test_a_victim_in_a_rollout_or_never_to_be_stopped_is_left_out() -> None:
         assert result.actions == (), state
         (reason,) = _reasons(result, "cannot-help")
         assert f"left out for now: low ({why}" in reason
+
+
+def test_a_victim_an_earlier_rule_writes_this_cycle_is_left_out() -> None:
+    """Its scale-down would be deferred alone, and the others would free room for nothing."""
+    high = svc("high", 2, priority="high")
+    low = svc("low", 6, priority="low")
+    snap = snapshot(slot_nodes(2, 2, 2), [high, low], on(low, 1, 1, 2, 2, 3, 3) + pending(high, 2))
+    earlier = SetReplicas(low.id, low.name, low.version, 6, set_labels={"x": "1"})
+
+    def first(ctx: PlanContext) -> RuleOutput:
+        return RuleOutput(
+            actions=(earlier,), decisions=(Decision("first", "s", "o", "r", describe(earlier)),)
+        )
+
+    result = plan(
+        snapshot=snap,
+        policy=Policy.default(),
+        memory=Memory(),
+        now=1000.0,
+        rules=(("first", first), ("preemption", plan_preemption)),
+    )
+    assert result.actions == (earlier,)
+    (reason,) = _reasons(result, "cannot-help")
+    assert "left out for now: low (already changed this cycle)" in reason

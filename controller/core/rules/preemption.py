@@ -31,7 +31,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
-from controller.core.actions import Action, describe
+from controller.core.actions import Action, describe, target_of
 from controller.core.capacity import (
     Room,
     copies_fitting,
@@ -113,6 +113,9 @@ def _victims(ctx: PlanContext, pending: Service) -> tuple[list[Service], list[st
     ceiling = ctx.settings(pending.id).priority - ctx.policy.controller.preemption_gap
     victims: list[Service] = []
     skipped: list[str] = []
+    # A service an earlier rule writes this cycle cannot take a scale-down too, and the
+    # scale-downs of one preemption go out together or not at all.
+    written = {target_of(a) for a in ctx.planned}
     for service in ctx.managed_services():
         settings = ctx.settings(service.id)
         if (
@@ -124,6 +127,8 @@ def _victims(ctx: PlanContext, pending: Service) -> tuple[list[Service], list[st
         ):
             continue
         why = _not_now(service, settings.max_unavailable)
+        if ("service", service.id) in written:
+            why = "already changed this cycle"
         if why is not None:
             skipped.append(f"{service.name} ({why})")
             continue
