@@ -238,15 +238,17 @@ def _best_target(scores: _Scores, allowed: Callable[[str], bool]) -> str | None:
     return min(map(scores.placing, targets))[1] if targets else None
 
 
-def _share(inputs: PlacementInputs) -> int:
-    """Most tasks per node: an even share of the placeable nodes, raised while nodes
-    short of room leave the others to take more."""
+def _even_share(inputs: PlacementInputs) -> int:
+    """Most tasks per node: an even share of the placeable nodes."""
     placeable = inputs.candidates.placeable
-    if not placeable:
-        return 0
-    cap = max(1, math.ceil(inputs.replicas / len(placeable)))
-    if not inputs.room:
-        return cap
+    return max(1, math.ceil(inputs.replicas / len(placeable))) if placeable else 0
+
+
+def _share(inputs: PlacementInputs) -> int:
+    """The even share, raised while nodes short of room leave the others to take more
+    (it reads every node's room: only worth it once some replica found no node)."""
+    placeable = inputs.candidates.placeable
+    cap = _even_share(inputs)
     limits = [inputs.current.get(n, 0) + inputs.room.get(n, inputs.replicas) for n in placeable]
     while cap < inputs.replicas and sum(min(cap, limit) for limit in limits) < inputs.replicas:
         cap += 1
@@ -254,9 +256,16 @@ def _share(inputs: PlacementInputs) -> int:
 
 
 def assign(inputs: PlacementInputs) -> Assignment:
-    cands = inputs.candidates
     order = _order_of(inputs)
-    cap = _share(inputs)
+    cap = _even_share(inputs)
+    result = _assign(inputs, order, cap)
+    if result.unplaced and inputs.room and (raised := _share(inputs)) > cap:
+        result = _assign(inputs, order, raised)
+    return result
+
+
+def _assign(inputs: PlacementInputs, order: NodeOrder, cap: int) -> Assignment:
+    cands = inputs.candidates
 
     def takes_one_more(node: str) -> bool:
         here = desired.get(node, 0)
@@ -308,7 +317,11 @@ def assign(inputs: PlacementInputs) -> Assignment:
         desired[move.to_node] = desired.get(move.to_node, 0) + 1
         moves.append(move)
 
-    standby = _best_target(_Scores(inputs, order, desired), lambda n: n not in desired)
+    # The standby is where Swarm's own failover lands: it must have room too.
+    standby = _best_target(
+        _Scores(inputs, order, desired),
+        lambda n: n not in desired and inputs.room.get(n, 1) > 0,
+    )
     return Assignment(
         desired=desired, moves=tuple(moves), standby=standby, unplaced=unplaced, evicted=evicted
     )

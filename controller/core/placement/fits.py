@@ -19,7 +19,7 @@ services never count on the same free slot.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
 from controller.core.capacity import (
@@ -130,11 +130,34 @@ class Fits:
         return Fits(self.snapshot, self.room.taken(service, added), ports)
 
 
+class RoomView(Mapping[str, int]):
+    """Node id -> more tasks of one service Swarm accepts there, over the given nodes,
+    each read only when asked (most of a large cluster never is)."""
+
+    def __init__(self, service: Service, nodes: frozenset[str], fits: Fits) -> None:
+        self._service, self._nodes, self._fits = service, nodes, fits
+        self._known: dict[str, int] = {}
+
+    def __getitem__(self, node_id: str) -> int:
+        if node_id not in self._nodes:
+            raise KeyError(node_id)
+        if node_id not in self._known:
+            self._known[node_id] = self._fits.more(self._service, node_id)
+        return self._known[node_id]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._nodes)
+
+    def __len__(self) -> int:
+        return len(self._nodes)
+
+
 def room_for(
-    service: Service, nodes: Iterable[str], fits: Fits
-) -> tuple[dict[str, int], dict[str, str]]:
-    """(node -> more tasks Swarm accepts there, node -> why it accepts none) over `nodes`;
-    a service that reserves and restricts nothing fits everywhere: ({}, {})."""
+    service: Service, nodes: frozenset[str], fits: Fits, *, explain: Iterable[str] = ()
+) -> tuple[Mapping[str, int], dict[str, str]]:
+    """(node -> more tasks Swarm accepts there, over `nodes`; and for the nodes of
+    `explain` among them that accept none, why). A service that reserves and restricts
+    nothing fits everywhere: ({}, {})."""
     need = service.reservations
     if not (
         need.nano_cpus
@@ -145,14 +168,13 @@ def room_for(
         or service.platforms
     ):
         return {}, {}
-    room: dict[str, int] = {}
     full: dict[str, str] = {}
-    for node_id in nodes:
-        more, why = fits.check(service, node_id)
-        room[node_id] = more
-        if not more:
-            full[node_id] = why or "no room"
-    return room, full
+    for node_id in explain:
+        if node_id in nodes:
+            more, why = fits.check(service, node_id)
+            if not more:
+                full[node_id] = why or "no room"
+    return RoomView(service, nodes, fits), full
 
 
 def _free_of(free: Resources, need: Resources) -> str:

@@ -302,10 +302,10 @@ def _plan_service(
         hard_excluded=_hard_excluded(service, settings, projection, current),
         index=shared.index,
     )
-    # Only nodes Swarm will accept a task on are targets. A full node that holds tasks of
-    # the service stays placeable, so they keep their rank there, but `room` lets it take
-    # no more.
-    room, full = room_for(service, cands.placeable, shared.fits)
+    # Only nodes Swarm will accept a task on are targets: `room` (read as the placement
+    # looks at nodes) lets a full node take no more. A full preferred owner is no target
+    # for failback either, unless it holds the service's tasks: they keep their rank.
+    room, full = room_for(service, cands.placeable, shared.fits, explain=cands.preferred)
     no_target = {n for n in full if not current.get(n)}
     fitting = replace(cands, placeable=cands.placeable - no_target) if no_target else cands
     failback_ready, failback_blocked = _failback_ready(ctx, service, settings, fitting)
