@@ -192,3 +192,18 @@ def test_a_task_that_fills_its_preferred_owner_stays_there() -> None:
     result = owners_only(snapshot(four, [svc], [running(svc, 2, 1)]))
     assert not [d for d in result.decisions if d.outcome == "move"]
     assert all(not getattr(a, "evicts_from", ()) for a in result.actions)
+
+
+def test_the_standby_is_a_node_with_room() -> None:
+    # At rest on node-2, node-1 would be the standby (least busy, then hostname), but
+    # Swarm's failover could not place the task there: node-3 is the standby instead.
+    svc = db(reservations=Resources(generic={"slot": 1}))
+    svc = replace(svc, labels={**svc.labels, "swarm-placement.excluded": ""})
+    four = [replace(n, capacity=Resources(generic={"slot": 1})) for n in nodes()]
+    four[0] = replace(four[0], capacity=Resources())
+    (action,) = owners_only(snapshot(four, [svc], [running(svc, 2, 1)])).actions
+    assert isinstance(action, SetServiceConstraints) and not action.evicts_from
+    assert {c for c in action.constraints if c.startswith("node.id!=")} == {
+        "node.id!=n1",
+        "node.id!=n4",
+    }
