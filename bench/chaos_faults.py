@@ -28,7 +28,7 @@ from chaos_sample import Recorder
 from chaos_schedule import Event
 from controller_process import ControllerProcess
 
-from controller.sandbox import Sandbox
+from controller.sandbox import Sandbox, SandboxError
 
 TOKEN = "chaos-token"
 NODE_LANE = ("crash", "cut", "crash-leader", "restore", "heal")
@@ -179,9 +179,18 @@ class Chaos:
             return self._fail(event)
         if kind in ("restore", "heal"):
             node = event.node or self._leader_victim
-            self.sandbox.restore(node)
+            for attempt in range(3):
+                try:
+                    self.sandbox.restore(node)
+                    break
+                except SandboxError:
+                    # Seen once under load: the new dockerd found its killed predecessor's
+                    # PID still alive. The schedule heals it a moment later instead.
+                    if attempt == 2:
+                        raise
+                    time.sleep(2)
             self.faulted.pop(node, None)
-            return node
+            return node + (f" (attempt {attempt + 1})" if attempt else "")
         if kind == "kill-controller":
             if self.controller is None or self.controller.process is None:
                 return "no controller"
