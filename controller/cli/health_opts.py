@@ -52,6 +52,14 @@ def add_health_arguments(parser: argparse.ArgumentParser) -> None:
         env="PLUGINS",
         help="ask the placement plugins found in --plugin-dirs before every plan",
     )
+    switch(
+        group,
+        "--liveness",
+        env="LIVENESS",
+        help="watch the nodes' gossip peers and probe their addresses (port 7946) every "
+        "0.5 s, to suspect a dead node before Swarm's heartbeat does (failover-mode "
+        "speculative)",
+    )
     option(
         group,
         "--plugin-dirs",
@@ -176,7 +184,13 @@ def health_config(args: argparse.Namespace) -> HealthConfig | None:
         if not args.agent_secret_file:
             raise ValueError("collecting from agents needs --agent-secret-file")
         secret = read_secret(args.agent_secret_file, "agent secret")
-    if webhook is None and not args.plugins and not agents and not args.agent_service:
+    if (
+        webhook is None
+        and not args.plugins
+        and not agents
+        and not args.agent_service
+        and not args.liveness
+    ):
         return None
     return HealthConfig(
         webhook=webhook,
@@ -191,4 +205,5 @@ def health_config(args: argparse.Namespace) -> HealthConfig | None:
         agent_port=args.agent_port,
         agent_secret=secret,
         agent_interval=args.agent_interval,
+        liveness=args.liveness,
     )
