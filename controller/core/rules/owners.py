@@ -10,7 +10,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 
-from controller.core.actions import Action, SetServiceConstraints, describe
+from controller.core.actions import Action, SetServiceConstraints, describe, target_of
 from controller.core.clock import format_minute, minute_of_day
 from controller.core.constraints import ConstraintError
 from controller.core.context import PlanContext, RuleOutput
@@ -199,10 +199,18 @@ def plan_owners(ctx: PlanContext) -> RuleOutput:
                 current_counts(ctx, service)
             )
     shared = _Shared(ctx)
+    written = {target_of(a) for a in ctx.planned}
     for service in services:
         settings = ctx.settings(service.id)
         projection.planned(settings.anti_affinity, service.id)
         if not needs_owners(settings):
+            continue
+        if ("service", service.id) in written:
+            # An earlier rule writes it this cycle (a surge, a recovered record): plan it
+            # on the next one, from what that write leaves, and remember no move for it.
+            decisions.append(
+                Decision(RULE, f"service {service.name}", "defer", "written this cycle already")
+            )
             continue
         action, notes, placement = _plan_service(ctx, service, settings, projection, shared)
         decisions.extend(notes)
