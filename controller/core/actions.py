@@ -85,7 +85,6 @@ class SetNodeAvailability:
     kind = "set-node-availability"
 
 
-ServiceAction = SetServiceConstraints | SetReplicas | SetServiceLabels
 @dataclass(frozen=True, slots=True)
 class SetRecords:
     """Set and remove entries of the records mirror (core/records): restarts nothing."""
@@ -98,6 +97,7 @@ class SetRecords:
     kind = "set-records"
 
 
+ServiceAction = SetServiceConstraints | SetReplicas | SetServiceLabels
 NodeAction = SetNodeLabels | SetNodeAvailability
 Action = ServiceAction | NodeAction | SetRecords
 
