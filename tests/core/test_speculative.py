@@ -7,11 +7,16 @@ from dataclasses import replace
 
 from controller.core.actions import SetReplicas
 from controller.core.memory import Memory
-from controller.core.model import ClusterSnapshot, NodeState, Service, Task
+from controller.core.model import ClusterSnapshot, NodeState, Service, Task, TaskState
 from controller.core.plan import plan
 from controller.core.replicas import RECORD_LABELS, read_record
 from controller.core.rules.failover import plan_failover
-from controller.core.rules.speculative import plan_speculative, speculated_nodes
+from controller.core.rules.speculative import (
+    drops_only_surged,
+    plan_speculative,
+    scale_down_order,
+    speculated_nodes,
+)
 from controller.core.signals import LivenessSignal
 from controller.policy import Policy
 
@@ -119,21 +124,50 @@ def test_the_surge_stands_while_the_node_is_suspected() -> None:
     assert any(d.outcome == "wait" and "still suspected" in d.reason for d in result.decisions)
 
 
-def test_a_false_alarm_trims_back_to_the_operator_s_count_naming_what_it_may_stop() -> None:
+def test_a_false_alarm_trims_back_and_swarm_drops_exactly_the_surged_task() -> None:
     web4, tasks = speculated()
     result = run(cluster([web4], tasks), Memory(), now=106.0)
     (trim,) = result.actions
     assert isinstance(trim, SetReplicas) and trim.replicas == 3
     assert set(trim.remove_labels) == set(RECORD_LABELS)
-    # One task on each of four nodes: Swarm's scale-down picks among all four.
-    assert set(trim.evicts_from) == {"n1", "n2", "n3", "n4"}
+    # One task on each of four nodes: swarmkit breaks the tie by the highest slot, the
+    # surged one, so no original can be stopped and no budget is spent.
+    assert trim.evicts_from == ()
     (note,) = [d for d in result.decisions if d.rule == "speculative"]
-    assert note.outcome == "trim" and "false alarm" in note.reason
+    assert note.outcome == "trim" and "exactly the surged" in note.reason
+
+
+def test_a_false_alarm_trim_that_may_drop_an_original_names_it_for_the_budgets() -> None:
+    # Two originals share node-1: its second copy goes before the surged task.
+    web = service("web", replicas=3, labels=SPECULATIVE)
+    tasks = [running(web, 1, 1), running(web, 1, 2), running(web, 3, 3)]
+    (action,) = run(cluster([web], tasks, suspect=3, count=4), Memory(), now=102.0).actions
+    assert isinstance(action, SetReplicas) and action.replicas == 4
+    web4 = applied(web, action)
+    tasks = [*(replace(t, service_id=web4.id) for t in tasks), running(web4, 2, 4)]
+    result = run(cluster([web4], tasks), Memory(), now=106.0)
+    (trim,) = result.actions
+    assert isinstance(trim, SetReplicas) and trim.replicas == 3
+    assert "n1" in trim.evicts_from
+    assert any("may drop a running original" in d.reason for d in result.decisions)
+
+
+def test_swarm_scale_down_order_running_first_then_copies_per_node_then_slots() -> None:
+    web = service("web", replicas=5)
+    starting = replace(running(web, 2, 5), state=TaskState.STARTING)
+    unassigned = replace(running(web, 1, 6), node_id="", state=TaskState.PENDING)
+    tasks = [running(web, 1, 1), running(web, 1, 2), running(web, 2, 3), starting, unassigned]
+    order = [t.slot for t in scale_down_order(tasks)]
+    # index 1: slots 1, 3; index 2: slot 2 (running) then 5 (not running); unassigned last.
+    assert order == [1, 3, 2, 5, 6]
+    assert drops_only_surged([*tasks[:3], running(web, 3, 4)], base=3, surged=1) is False
+    spread = [running(web, 1, 1), running(web, 2, 2), running(web, 3, 3), running(web, 4, 4)]
+    assert drops_only_surged(spread, base=3, surged=1) is True
 
 
 def test_a_false_alarm_before_the_surged_task_runs_stops_nothing() -> None:
     web4, tasks = speculated()
-    starting = [*tasks[:3], replace(tasks[3], state=tasks[3].state.__class__("starting"))]
+    starting = [*tasks[:3], replace(tasks[3], state=TaskState.STARTING)]
     (trim,) = run(cluster([web4], starting), Memory(), now=106.0).actions
     assert isinstance(trim, SetReplicas) and trim.replicas == 3 and trim.evicts_from == ()
 

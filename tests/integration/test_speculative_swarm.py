@@ -8,8 +8,11 @@ Timings are printed, not asserted (bench/detection_signals.py measures the signa
 
 - A 2 s network blip on a worker: one signal (the probe) is lost, no suspicion follows,
   no task is restarted and the count never moves.
-- A worker's dockerd SIGKILLed: its replicas run elsewhere while Swarm still says the
-  node is ready, and once Swarm marks it down the count returns exactly to the desired.
+- A worker's dockerd SIGKILLed, or its link cut: its replicas run elsewhere while Swarm
+  still says the node is ready, and once Swarm marks it down (and after the heal) the
+  count returns exactly to the desired.
+- A cut healed after the suspicion but before Swarm's down (a false alarm): the surge is
+  trimmed and every original task still runs.
 """
 
 from __future__ import annotations
@@ -116,6 +119,13 @@ def history(client: docker.DockerClient) -> str:
     )
 
 
+def settled(client: docker.DockerClient) -> bool:
+    """Exactly the desired count, in the spec and running, and no replica record."""
+    replicas, labels = spec_of(client)
+    running = sum(len(v) for v in task_ids_by_node(client, "web").values())
+    return replicas == REPLICAS and BASE_LABEL not in labels and running == REPLICAS
+
+
 def spec_of(client: docker.DockerClient) -> tuple[int, dict[str, str]]:
     spec = client.api.inspect_service("web")["Spec"]
     return int(spec["Mode"]["Replicated"]["Replicas"]), dict(spec.get("Labels") or {})
@@ -176,13 +186,68 @@ def test_a_killed_dockerd_s_replicas_run_elsewhere_before_swarm_marks_it_down(
             assert "outcome=speculate" in log and "gossip+probe" in log, log[-3000:]
 
             # Confirmed: the surge is handed to failover and trimmed exactly to the desired.
-            def settled() -> bool:
-                replicas, labels = spec_of(client)
-                running = sum(len(v) for v in task_ids_by_node(client, "web").values())
-                return replicas == REPLICAS and BASE_LABEL not in labels and running == REPLICAS
-
-            wait_until(settled, 60, "web back to exactly 3 replicas, its record gone")
+            wait_until(lambda: settled(client), 60, "web back to exactly 3, its record gone")
             time.sleep(7.0)  # past Swarm's restart delay: its replacements must not add up
-            assert settled(), ctl.out.getvalue()[-3000:]
+            assert settled(client), ctl.out.getvalue()[-3000:]
             assert "outcome=confirm" in ctl.out.getvalue()
+    prober.close()
+
+
+def test_a_cut_worker_fails_over_early_and_after_the_heal_the_count_is_exact(
+    default_heartbeat: Sandbox, tmp_path
+) -> None:  # type: ignore[no-untyped-def]
+    sandbox = default_heartbeat
+    prober = NetnsProber(sandbox.state.node("node-1").netns)
+    with clean_client(sandbox) as client:
+        victim, _ = start_web(sandbox, client)
+        with controller(sandbox, tmp_path, prober) as ctl:
+            adopted(ctl, client)
+            cut = time.monotonic()
+            sandbox.fail(victim, "partition")
+
+            def elsewhere() -> bool:
+                placed = task_ids_by_node(client, "web")
+                return sum(len(v) for h, v in placed.items() if h != victim) >= REPLICAS
+
+            wait_until(elsewhere, 60, f"{REPLICAS} replicas running off {victim}")
+            replaced = time.monotonic() - cut
+            state_then = node_state(client, victim)
+            sandbox.wait_node_state(victim, "down", timeout=60)
+            print(
+                f"\ncut: replicas elsewhere {replaced:.1f} s, down {time.monotonic() - cut:.1f} s"
+            )
+            assert state_then == "ready", ctl.out.getvalue()[-3000:]
+            wait_until(lambda: settled(client), 60, "web back to exactly 3 after the down")
+            sandbox.restore(victim)
+            sandbox.wait_node_state(victim, "ready", timeout=60)
+            time.sleep(8.0)  # the healed node's old task is shut down, nothing comes back
+            assert settled(client), history(client)
+            assert "outcome=confirm" in ctl.out.getvalue()
+    prober.close()
+
+
+def test_a_false_alarm_is_trimmed_back_to_exactly_the_desired_count(
+    default_heartbeat: Sandbox, tmp_path
+) -> None:  # type: ignore[no-untyped-def]
+    # A cut long enough for a suspicion, healed before Swarm's down: a false alarm.
+    sandbox = default_heartbeat
+    prober = NetnsProber(sandbox.state.node("node-1").netns)
+    with clean_client(sandbox) as client:
+        victim, _ = start_web(sandbox, client)
+        with controller(sandbox, tmp_path, prober) as ctl:
+            before = adopted(ctl, client)
+            sandbox.fail(victim, "partition")
+            wait_until(lambda: "outcome=speculate" in ctl.out.getvalue(), 30, "a speculative surge")
+            sandbox.restore(victim)
+            assert node_state(client, victim) == "ready"
+            wait_until(
+                lambda: "false alarm" in ctl.out.getvalue(), 60, "the false-alarm trim decision"
+            )
+            wait_until(lambda: settled(client), 60, "web back to exactly 3, its record gone")
+            time.sleep(3.0)
+            assert settled(client), history(client)
+            # One original per node: swarmkit breaks the tie by slot and drops the surged
+            # task, as the controller predicted; every original task still runs.
+            assert "exactly the surged" in ctl.out.getvalue(), ctl.out.getvalue()[-3000:]
+            assert task_ids_by_node(client, "web") == before, history(client)
     prober.close()

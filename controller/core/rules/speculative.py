@@ -28,13 +28,14 @@ no room the service waits for confirmation, as `confirmed` services always do.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 from controller.core.actions import Action, describe
 from controller.core.capacity import observe_room
 from controller.core.constraints import ConstraintError, node_filter, parse_constraint
 from controller.core.context import PlanContext, RuleOutput
 from controller.core.decisions import Decision
-from controller.core.model import Service, ServiceMode
+from controller.core.model import Service, ServiceMode, Task, TaskState
 from controller.core.replicas import (
     SURGE,
     RecordError,
@@ -183,19 +184,64 @@ def _follow(
         )
         return None, Decision(RULE, subject, "wait", f"speculative surge stands: {why}")
     base = record.base
+    names = ", ".join(by_id[n].hostname for n in nodes if n in by_id)
+    if drops_only_surged(
+        ctx.snapshot.tasks_of(service.id), base=base, surged=record.written - base
+    ):
+        return restore_replicas(service, record), Decision(
+            RULE,
+            subject,
+            "trim",
+            f"false alarm: {names} no longer suspected and still ready: back to {base}; "
+            "Swarm drops exactly the surged tasks (each alone on its node, highest slots)",
+        )
     evicts = stopped_by(ctx, service, base)
     risk = (
-        f"; Swarm may drop a running task on {_names(ctx, evicts)} (ties), the budgets apply"
+        f"; Swarm may drop a running original on {_names(ctx, evicts)}, the budgets apply"
         if evicts
         else ""
     )
-    names = ", ".join(by_id[n].hostname for n in nodes if n in by_id)
     return restore_replicas(service, record, evicts_from=evicts), Decision(
         RULE,
         subject,
         "trim",
         f"false alarm: {names} no longer suspected and still ready: back to {base}{risk}",
     )
+
+
+# Up to this many slots swarmkit's two sorts keep equal elements in order on every Go
+# release Docker 20.10 to 26.1 was built with (insertion sort; a gap-6 pass above it).
+STABLE_SORT_SLOTS = 6
+
+
+def scale_down_order(tasks: Sequence[Task]) -> list[Task]:
+    """The tasks in the order swarmkit's replicated orchestrator keeps them when scaling
+    down (the last ones go): running before not running, then by slot; each task counted
+    as the nth copy on its node; sorted by that count, unassigned last."""
+    by_state = sorted(tasks, key=lambda t: (t.state is not TaskState.RUNNING, t.slot))
+    seen: dict[str, int] = {}
+    indexed: list[tuple[int, Task]] = []
+    for task in by_state:
+        if task.node_id:
+            seen[task.node_id] = seen.get(task.node_id, 0) + 1
+            indexed.append((seen[task.node_id], task))
+        else:
+            indexed.append((-1, task))
+    # Python's sort is stable, as swarmkit's is for few slots.
+    indexed.sort(key=lambda it: (it[0] < 0, it[0]))
+    return [t for _, t in indexed]
+
+
+def drops_only_surged(tasks: Sequence[Task], *, base: int, surged: int) -> bool:
+    """Whether going back to `base` drops exactly the surged tasks: those in the slots
+    above the originals' (swarmkit fills the lowest free slots, so a service at rest in
+    slots 1..base surges into base+1...)."""
+    if len(tasks) > STABLE_SORT_SLOTS or len(tasks) != base + surged:
+        return False
+    if sorted(t.slot for t in tasks) != list(range(1, base + surged + 1)):
+        return False  # slots with gaps or two tasks in one: not provable
+    dropped = scale_down_order(tasks)[base:]
+    return all(t.slot > base for t in dropped)
 
 
 def _names(ctx: PlanContext, node_ids: tuple[str, ...]) -> str:
