@@ -11,7 +11,9 @@ Two independent sources, polled every `interval` (0.5 s by default):
 Each signal's value and the time it last changed go into the snapshot as plain values;
 the planner decides. A source that cannot be read this round (the manager's API away)
 contributes nothing, so its silence is never taken for a node's death. A change of mind
-fires the trigger, so a suspicion is acted on without waiting for the resync timer.
+fires the trigger, and so does every poll for RECHECK_SECONDS after a signal turned to
+gone: a suspicion becomes one once its signals have agreed for `controller.suspect-after`,
+which no event marks, and the resync timer may be 10 s away.
 """
 
 from __future__ import annotations
@@ -34,6 +36,8 @@ log = logging.getLogger(__name__)
 
 GOSSIP, PROBE = "gossip", "probe"
 GOSSIP_PORT = 7946
+# Polls keep firing the trigger this long after a signal turned to gone (see above).
+RECHECK_SECONDS = 15.0
 
 Connect = Callable[[str, int, float], bool]
 
@@ -132,7 +136,11 @@ class LivenessGatherer:
                     detail = f"{where} accepts" if up else f"{where} refused or timed out"
                     changed |= self._note(target.node_id, PROBE, up, detail, now)
             self.polls += 1
-        if changed and self.on_change is not None:
+            recent = any(
+                not seen.alive and now - seen.since <= RECHECK_SECONDS
+                for seen in self._seen.values()
+            )
+        if (changed or recent) and self.on_change is not None:
             self.on_change()
 
     def _note(self, node_id: str, source: str, alive: bool, detail: str, now: float) -> bool:
