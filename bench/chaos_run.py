@@ -150,6 +150,7 @@ def summarize(
             "max_unavailable": svc.max_unavailable,
             "lost_by_event": by_event,
             "short": short,
+            "waiting": tally.waiting.get(s, {}),
             "actions": _actions_of(decisions, f"{STACK}_{s}"),
         }
     return {

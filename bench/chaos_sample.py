@@ -60,6 +60,7 @@ class Tally:
     overruns: dict[str, list[tuple[float, int]]] = field(default_factory=dict)
     failed_samples: int = 0
     write_log: list[tuple[float, str, str]] = field(default_factory=list)  # when, what, how
+    waiting: dict[str, dict[str, int]] = field(default_factory=dict)  # service -> why -> samples
 
 
 class Recorder:
@@ -91,6 +92,7 @@ class Recorder:
         self._edited: dict[str, float] = {}  # service -> when the schedule last edited it
         self.edit_grace = 20.0
         self._pending: set[str] = set()  # services the schedule is writing right now
+        self._host_of: dict[str, str] = {}  # task ID -> hostname, last sample
 
     # --- life cycle ---------------------------------------------------------------------
 
@@ -157,7 +159,7 @@ class Recorder:
 
     def _client(self, host: str) -> docker.DockerClient:
         if host not in self._clients:
-            self._clients[host] = docker.DockerClient(base_url=host, version="auto", timeout=3)
+            self._clients[host] = docker.DockerClient(base_url=host, version="auto", timeout=2)
         return self._clients[host]
 
     def _read(self, call: Callable[[docker.DockerClient], Any]) -> Any:
@@ -182,11 +184,19 @@ class Recorder:
 
     def _observe(self) -> None:
         got = self._read(lambda c: (c.api.nodes(), c.api.services(), c.api.tasks()))
+        t, faulted = self.now(), self.faulted()
         if got is None:
+            # No manager answers (a Raft election): nothing new is scheduled meanwhile, and
+            # a task on a node the schedule has just failed serves nobody. So the sample is
+            # the last one less the tasks on failed nodes, rather than the last one as it was.
             self.tally.failed_samples += 1
+            left = {
+                service: sum(1 for task in ids if self._host_of.get(task) not in faulted)
+                for service, ids in self._running.items()
+            }
+            self.tally.samples.append(Sample(t, left, dict(self._desired)))
             return
         nodes, services, tasks = got
-        t, faulted = self.now(), self.faulted()
         hostname = {n["ID"]: n["Description"]["Hostname"] for n in nodes}
         sound = {
             n["ID"]
@@ -222,10 +232,15 @@ class Recorder:
             # one version, only UpdatedAt with it); one service alone is someone's write.
             if len(moved) == 1:
                 self._wrote(f"service {moved[0]}", f"version alone to {version}")
-        self._count_tasks(t, tasks, names, sound)
+        self._count_tasks(t, tasks, names, sound, hostname)
 
     def _count_tasks(
-        self, t: float, tasks: list[dict[str, Any]], names: dict[str, str], sound: set[str]
+        self,
+        t: float,
+        tasks: list[dict[str, Any]],
+        names: dict[str, str],
+        sound: set[str],
+        hostname: dict[str, str],
     ) -> None:
         running: dict[str, set[str]] = {n: set() for n in names.values()}
         desired_of: dict[str, str] = {}
@@ -246,7 +261,13 @@ class Recorder:
                 and task.get("NodeID") in sound
             ):
                 running[service].add(task["ID"])
+            elif task.get("DesiredState") == "running" and state in ("pending", "assigned"):
+                # Why a task waits, in Swarm's words: how a shortfall is explained.
+                why = task["Status"].get("Err") or task["Status"].get("Message") or state
+                seen = self.tally.waiting.setdefault(service, {})
+                seen[why] = seen.get(why, 0) + 1
         node_of = {task["ID"]: task.get("NodeID") for task in tasks}
+        self._host_of = {task: hostname.get(str(node), "") for task, node in node_of.items()}
         desired = dict(self._desired)
         for service, now in running.items():
             before = self._running.get(service, set())
