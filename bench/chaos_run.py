@@ -162,6 +162,7 @@ def summarize(
         "samples": len(tally.samples),
         "failed_samples": tally.failed_samples,
         "writes_seen": tally.write_log,
+        "observer_errors": tally.errors,
         "events": done,
         "decisions": [d for d in decisions if "action" in d or d.get("rule") == "guard"],
     }

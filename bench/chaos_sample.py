@@ -61,6 +61,7 @@ class Tally:
     failed_samples: int = 0
     write_log: list[tuple[float, str, str]] = field(default_factory=list)  # when, what, how
     waiting: dict[str, dict[str, int]] = field(default_factory=dict)  # service -> why -> samples
+    errors: list[str] = field(default_factory=list)  # samples the observer itself failed
 
 
 class Recorder:
@@ -154,7 +155,10 @@ class Recorder:
     def _run(self) -> None:
         while not self._stop.is_set():
             with self._lock:
-                self._observe()
+                try:
+                    self._observe()
+                except Exception as exc:  # the sampler must outlive one bad sample
+                    self.tally.errors.append(f"{self.now():.1f}s {exc!r}")
             self._stop.wait(INTERVAL)
 
     def _client(self, host: str) -> docker.DockerClient:

@@ -41,6 +41,7 @@ def test_the_schedule_is_one_per_seed_and_has_every_fault() -> None:
 def test_with_the_controller_no_service_is_worse_off_than_with_swarm_alone(
     new_sandbox_name: Callable[[str], str], tmp_path: Path
 ) -> None:
+    assert UNMANAGED, "the application must have an unmanaged service to check"
     events = make_schedule(SEED, MINUTES)
     swarm = run_once(new_sandbox_name("cs"), events, controller=False, work=tmp_path / "swarm")
     ctl = run_once(new_sandbox_name("cc"), events, controller=True, work=tmp_path / "ctl")
@@ -50,6 +51,12 @@ def test_with_the_controller_no_service_is_worse_off_than_with_swarm_alone(
         + table(swarm, ctl)
         + "\n\n"
         + losses(swarm, ctl)
+        + "\n\nshort (from, to, replicas) and why tasks waited:\n"
+        + "\n".join(
+            f"{name} {label}: {run['services'][name]['short']} {run['services'][name]['waiting']}"
+            for name in (s.name for s in SERVICES)
+            for label, run in (("swarm", swarm), ("controller", ctl))
+        )
         + "\n\ncontroller actions:\n"
         + "\n".join(str(d) for d in ctl["decisions"])
     )
@@ -61,6 +68,7 @@ def test_with_the_controller_no_service_is_worse_off_than_with_swarm_alone(
     assert swarm["node_writes"] == 0, report
     for run in (swarm, ctl):
         assert [e for e in run["events"] if str(e["detail"]).startswith("failed")] == [], report
+        assert run["observer_errors"] == [], report
 
     assert ctl["unmanaged_writes"] == 0, report
     assert {s.name: ctl["services"][s.name]["overruns"] for s in SERVICES} == {
@@ -75,4 +83,3 @@ def test_with_the_controller_no_service_is_worse_off_than_with_swarm_alone(
         if ctl["services"][s.name]["lost"] > swarm["services"][s.name]["lost"] + TOLERANCE
     }
     assert worse == {}, report
-    assert UNMANAGED, "the application must have an unmanaged service to check"
