@@ -135,6 +135,8 @@ def test_a_false_alarm_trims_back_and_swarm_drops_exactly_the_surged_task() -> N
     assert trim.evicts_from == ()
     (note,) = [d for d in result.decisions if d.rule == "speculative"]
     assert note.outcome == "trim" and "exactly the surged" in note.reason
+    # Surged at 102 by one replica, trimmed at 106.
+    assert "false alarm cost 4 replica-seconds" in note.reason
 
 
 def test_a_false_alarm_trim_that_may_drop_an_original_names_it_for_the_budgets() -> None:

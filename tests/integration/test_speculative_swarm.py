@@ -282,4 +282,6 @@ def test_a_false_alarm_is_trimmed_back_to_exactly_the_desired_count(
             # task, as the controller predicted; every original task still runs.
             assert "exactly the surged" in ctl.out.getvalue(), ctl.out.getvalue()[-3000:]
             assert task_ids_by_node(client, "web") == before, history(client)
+            cost = ctl.out.getvalue().split("false alarm cost ", 1)[1].split(")", 1)[0]
+            print(f"\nfalse alarm cost {cost}")
     prober.close()

@@ -59,6 +59,10 @@ def speculated_nodes(record: ReplicaRecord) -> tuple[str, ...]:
     return tuple(n for n in match.group(1).split(",") if n) if match else ()
 
 
+def extra_replica_seconds(record: ReplicaRecord, now: float) -> float:
+    return max(0.0, (record.written - record.base) * (now - record.since))
+
+
 def plan_speculative(ctx: PlanContext) -> RuleOutput:
     actions: list[Action] = []
     decisions: list[Decision] = []
@@ -185,6 +189,9 @@ def _follow(
         return None, Decision(RULE, subject, "wait", f"speculative surge stands: {why}")
     base = record.base
     names = ", ".join(by_id[n].hostname for n in nodes if n in by_id)
+    # What the false alarm cost: the surged replicas' time, an upper bound (they start
+    # a moment after the write).
+    cost = f" (false alarm cost {extra_replica_seconds(record, ctx.now):.0f} replica-seconds)"
     if drops_only_surged(
         ctx.snapshot.tasks_of(service.id), base=base, surged=record.written - base
     ):
@@ -193,7 +200,7 @@ def _follow(
             subject,
             "trim",
             f"false alarm: {names} no longer suspected and still ready: back to {base}; "
-            "Swarm drops exactly the surged tasks (each alone on its node, highest slots)",
+            "Swarm drops exactly the surged tasks (each alone on its node, highest slots)" + cost,
         )
     evicts = stopped_by(ctx, service, base)
     risk = (
@@ -205,7 +212,7 @@ def _follow(
         RULE,
         subject,
         "trim",
-        f"false alarm: {names} no longer suspected and still ready: back to {base}{risk}",
+        f"false alarm: {names} no longer suspected and still ready: back to {base}{risk}" + cost,
     )
 
 
