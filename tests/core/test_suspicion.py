@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from controller.core.health.assess import assess_nodes
 from controller.core.health.suspicion import suspect_nodes
 from controller.core.memory import Memory
@@ -98,3 +101,37 @@ def test_suspicions_and_health_reports_share_one_panic_budget() -> None:
         snapshot=four(*signals), policy=policy(share=0.5), memory=Memory(), now=200.0
     )
     assert set(wide.suspected) == {"n3", "n4"}
+
+
+SOURCES = ("gossip", "probe", "agent")
+
+
+@st.composite
+def signal_sets(draw: st.DrawFn) -> tuple[ClusterSnapshot, float]:
+    signals = []
+    for n in (1, 2, 3, 4):
+        for source in draw(st.lists(st.sampled_from(SOURCES), unique=True)):
+            since = draw(st.floats(min_value=0, max_value=100))
+            signals.append(LivenessSignal(f"n{n}", source, draw(st.booleans()), since))
+    down = draw(st.sampled_from([None, 2, 3]))
+    return four(*signals, down=down), draw(st.floats(min_value=0, max_value=10))
+
+
+@settings(max_examples=200, deadline=None)
+@given(signal_sets())
+def test_every_suspicion_is_a_ready_node_with_two_agreeing_signals(
+    case: tuple[ClusterSnapshot, float],
+) -> None:
+    snap, suspect_after = case
+    suspected, _ = suspect_nodes(snap, suspect_after=suspect_after, now=110.0)
+    nodes = snap.node_by_id
+    for node_id, suspicion in suspected.items():
+        assert nodes[node_id].is_ready
+        gone = [s for s in snap.liveness if s.node_id == node_id and not s.alive]
+        alive = [s for s in snap.liveness if s.node_id == node_id and s.alive]
+        assert len(gone) >= 2 and len(gone) > len(alive)
+        assert 110.0 - max(s.since for s in gone) >= suspect_after
+        assert set(suspicion.sources) == {s.source for s in gone}
+    # One lost signal, whatever the others say, never makes a suspicion.
+    lone = [n for n in nodes if sum(1 for s in snap.liveness if s.node_id == n and not s.alive) < 2]
+    assert not set(lone) & set(suspected)
