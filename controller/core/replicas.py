@@ -39,6 +39,8 @@ RECORD_LABELS = (
 )
 
 SURGE, HOLD, PREEMPT, REBALANCE = "surge", "hold", "preempt", "rebalance"
+# A speculative failover's surge for the tasks of a suspected node (rules/speculative).
+SPECULATE = "speculate"
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,7 +10,7 @@ from controller.core.memory import Memory
 from controller.core.model import NodeState, TaskState
 from controller.core.plan import plan
 from controller.core.replicas import BASE_LABEL, RECORD_LABELS, read_record
-from controller.core.rules.failover import plan_failover
+from controller.core.rules.failover import is_in_flight, plan_failover
 from controller.policy import Policy
 
 from .builders import MANAGED, node, running, service, snapshot
@@ -155,3 +155,13 @@ def test_a_surge_is_withdrawn_when_no_node_may_take_its_tasks_any_more() -> None
     (action,) = result.actions
     assert isinstance(action, SetReplicas) and action.replicas == 1
     assert any(d.outcome == "pending" for d in result.decisions)
+
+
+def test_a_speculative_surge_is_in_flight_for_steering() -> None:
+    labels = {
+        "swarm-placement.replicas": "2",
+        "swarm-placement.replicas-set": "3",
+        "swarm-placement.operation": "speculate",
+    }
+    assert is_in_flight(service("web", replicas=3, labels=labels))
+    assert not is_in_flight(service("web", replicas=3))

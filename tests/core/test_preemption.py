@@ -292,3 +292,34 @@ def test_a_victim_an_earlier_rule_writes_this_cycle_is_left_out() -> None:
     assert result.actions == (earlier,)
     (reason,) = _reasons(result, "cannot-help")
     assert "left out for now: low (already changed this cycle)" in reason
+
+
+def test_a_speculative_surge_never_preempts_nor_is_preempted() -> None:
+    """A speculative surge's pending tasks are a guess that a suspected node is gone:
+    they never take room by force, and the surge itself is left alone while in flight."""
+    record = {
+        BASE_LABEL: "2",
+        "swarm-placement.replicas-set": "4",
+        "swarm-placement.operation": "speculate",
+    }
+    low = svc("low", 6, priority="low")
+    high = svc("high", 4, priority="high")
+    high = replace(high, labels={**high.labels, **record})
+    snap = snapshot(slot_nodes(2, 2, 2), [high, low], on(low, 1, 1, 2, 2, 3, 3) + pending(high, 2))
+    assert run(snap).actions == ()
+    # The other way round: a low service mid-surge is no victim while its surge runs.
+    surged = {**record, BASE_LABEL: "4", "swarm-placement.replicas-set": "6"}
+    spec = replace(low, labels={**low.labels, **surged})
+    plain = svc("high", 2, priority="high")
+    snap = snapshot(
+        slot_nodes(2, 2, 2), [plain, spec], on(spec, 1, 1, 2, 2, 3, 3) + pending(plain, 2)
+    )
+    result = plan(
+        snapshot=snap,
+        policy=Policy.default(),
+        memory=Memory(),
+        now=1000.0,
+        rules=(("preemption", plan_preemption),),
+    )
+    assert result.actions == ()
+    assert any("speculative surge is in flight" in d.reason for d in result.decisions)

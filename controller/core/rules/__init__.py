@@ -30,13 +30,13 @@ RULES: tuple[tuple[str, Rule], ...] = (
     # Right after failover, which leaves a `speculate` record alone and so never surges
     # twice for one loss; a confirmed loss's own surge still comes first for the room.
     ("speculative", plan_speculative),
+    # Before every rule that reads a service's record: one a deploy replaced comes back
+    # from the mirror first (a failover surge still beats it for the one write).
+    ("records", plan_records),
     # After failover, whose surge, trim or forget must land before a record is reused;
     # before steering, so room for a pending higher-priority service beats a move.
     ("preemption", plan_preemption),
     ("restore", plan_restores),
-    # Before every rule that reads a service's record: one a deploy replaced comes back
-    # from the mirror first (a failover surge still beats it for the one write).
-    ("records", plan_records),
     ("adoption", adopt_services),
     ("owners", plan_owners),
     ("rebalance", plan_rebalance),

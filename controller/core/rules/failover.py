@@ -25,6 +25,7 @@ from controller.core.model import Service, ServiceMode
 from controller.core.replicas import (
     HOLD,
     REBALANCE,
+    SPECULATE,
     SURGE,
     RecordError,
     ReplicaRecord,
@@ -258,4 +259,4 @@ def is_in_flight(service: Service) -> bool:
         record = read_record(service.labels)
     except RecordError:
         return True
-    return record is not None and record.operation in {SURGE, REBALANCE}
+    return record is not None and record.operation in {SURGE, REBALANCE, SPECULATE}

@@ -51,6 +51,7 @@ from controller.core.replicas import (
     HOLD,
     PREEMPT,
     REBALANCE,
+    SPECULATE,
     RecordError,
     change_replicas,
     operator_changed,
@@ -102,9 +103,19 @@ def plan_preemption(ctx: PlanContext) -> RuleOutput:
 
 
 def _is_triggered(ctx: PlanContext, service: Service) -> bool:
+    if _speculating(service):
+        return False  # its surge's pending tasks are a guess: they never take room by force
     return any(is_short_of_resources(t) for t in ctx.snapshot.tasks_of(service.id)) and (
         demand(ctx.snapshot, service) > 0
     )
+
+
+def _speculating(service: Service) -> bool:
+    try:
+        record = read_record(service.labels)
+    except RecordError:
+        return False
+    return record is not None and record.operation == SPECULATE
 
 
 def _victims(ctx: PlanContext, pending: Service) -> tuple[list[Service], list[str]]:
@@ -153,6 +164,8 @@ def _not_now(service: Service, max_unavailable: int) -> str | None:
         return "an operator scaled it; its record is being cleared"
     if record.operation == REBALANCE:
         return "a rebalancing move is in flight"
+    if record.operation == SPECULATE:
+        return "a speculative surge is in flight"
     return None
 
 

@@ -37,6 +37,7 @@ from controller.core.context import PlanContext, RuleOutput
 from controller.core.decisions import Decision
 from controller.core.model import Service, ServiceMode, Task, TaskState
 from controller.core.replicas import (
+    SPECULATE,
     SURGE,
     RecordError,
     ReplicaRecord,
@@ -49,7 +50,6 @@ from controller.core.rules.failover import stopped_by
 from controller.policy import FailoverMode
 
 RULE = "speculative"
-SPECULATE = "speculate"
 _NODES = re.compile(r"^nodes=([^;]*);")
 
 
