@@ -223,6 +223,10 @@ class Chaos:
 
     def _fail(self, event: Event) -> str:
         node = event.node or self._leader()
+        deadline = time.monotonic() + 30
+        while not node and time.monotonic() < deadline:  # an election is under way
+            time.sleep(1)
+            node = self._leader()
         if not node:
             return "no leader found"
         if self.sandbox.state.node(node).manager:

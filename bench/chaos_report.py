@@ -22,7 +22,7 @@ def ratio(controller: float, swarm: float) -> float | None:
 
 def verdict(swarm: dict[str, Any], ctl: dict[str, Any], tolerance: float = TOLERANCE) -> list[str]:
     """Every target that does not hold, in words; empty when all hold."""
-    failures = []
+    failures = comparable(swarm, ctl)
     for s in SERVICES:
         a, b = swarm["services"][s.name], ctl["services"][s.name]
         if b["lost"] > a["lost"] + tolerance:
@@ -42,6 +42,23 @@ def verdict(swarm: dict[str, Any], ctl: dict[str, Any], tolerance: float = TOLER
                 + (f" ({after} s)" if after is not None else "")
             )
     return failures
+
+
+def comparable(swarm: dict[str, Any], ctl: dict[str, Any]) -> list[str]:
+    """Why the two runs cannot be compared, if they cannot: an event that was not done
+    in one of them (an edit refused throughout a long election, no leader to crash), or
+    a run in which managers did not answer for more than a tenth of its samples."""
+    out = []
+    for label, run in (("Swarm alone", swarm), ("controller", ctl)):
+        for e in run["events"]:
+            detail = str(e["detail"])
+            if detail.startswith(("failed", "no leader")):
+                out.append(f"{label}: {e['at']}s {e['event']} was not done: {detail[:120]}")
+        if run["failed_samples"] > run["samples"] / 10:
+            out.append(
+                f"{label}: no manager answered {run['failed_samples']} of {run['samples']} samples"
+            )
+    return out
 
 
 def _fmt_ratio(value: float | None) -> str:
