@@ -24,6 +24,7 @@ from controller.cli.swarm_access import (
 )
 from controller.core.actions import Action, describe, target_of
 from controller.core.decisions import Decision
+from controller.core.records import RECORDS_CONFIG
 from controller.runtime.dry_run import DryRun
 
 
@@ -58,6 +59,8 @@ def _subject(action: Action, hosts: Mapping[str, str]) -> str:
     kind, ident = target_of(action)
     if kind == "node":
         return f"node {hosts.get(ident, ident)}"
+    if kind == "records":
+        return f"config {RECORDS_CONFIG}"
     return f"service {getattr(action, 'service_name', ident)}"
 
 

@@ -21,6 +21,7 @@ from opentelemetry.sdk.trace import SpanProcessor
 
 from controller.adapters.lease_store import LeaseStore
 from controller.adapters.writes import Executor
+from controller.core.records import RECORDS_CONFIG
 from controller.runtime.health_inputs import HealthConfig
 from controller.runtime.lease import LeaseConfig
 from controller.runtime.loop import Controller, RunConfig
@@ -245,3 +246,8 @@ def clean_swarm(client: docker.DockerClient) -> None:
             if "swarm-placement.paused" in own and spec.get("Availability") == "pause":
                 spec["Availability"] = "active"
             client.api.update_node(attrs["ID"], attrs["Version"]["Index"], spec)
+    # The records mirror of services now gone would be dropped by the next controller's
+    # first cycle: a write the next test did not make.
+    for config in client.api.configs(filters={"name": RECORDS_CONFIG}):
+        if config["Spec"]["Name"] == RECORDS_CONFIG:
+            client.api.remove_config(config["ID"])

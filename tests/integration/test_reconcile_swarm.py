@@ -21,6 +21,7 @@ from controller.core.labels import steering_constraint
 from .support import (
     ControllerThread,
     all_versions,
+    clean_swarm,
     constraints_of,
     running_task_ids,
     service_version,
@@ -36,10 +37,9 @@ _names = itertools.count()
 def client(swarm) -> Iterator[docker.DockerClient]:  # type: ignore[no-untyped-def]
     c = docker.DockerClient(base_url=swarm.manager_host, version="auto", timeout=30)
     yield c
-    for svc in c.api.services():
-        c.api.remove_service(svc["ID"])
-    # Deny labels left on nodes would leak into the next test.
-    wait_until(lambda: not c.api.tasks(filters={"desired-state": "running"}), 60, "tasks gone")
+    # Services, the controller's node labels and its records mirror would leak into the
+    # next test.
+    clean_swarm(c)
     c.close()
 
 
