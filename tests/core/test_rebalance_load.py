@@ -110,17 +110,21 @@ def test_a_move_must_improve_by_the_minimum() -> None:
     assert "web: the improvement is below the minimum" in reasons(result)
 
 
-def test_stop_first_moves_no_more_tasks_at_once_than_max_unavailable() -> None:
+def test_a_stop_first_service_is_never_moved_off_a_hot_node_by_exclusion() -> None:
+    """An exclusion stops a stop-first task before its replacement has a node: whatever
+    max-unavailable allows, the load move leaves it where it is and says why."""
     ns = nodes(cpus=1)
     big, big_tasks = hog("big", 1, 0.3)
     web = rebalancing("web", 4, cpu=0.2, order="stop-first")
-    snap = snapshot(ns, [big, web], [*big_tasks, *layout(web, [2, 1, 1])])
-    refused = run(snap, due(ns), pol=periodic())
-    assert refused.actions == ()
-    assert "stop-first with 2 task(s) there and max-unavailable 1" in reasons(refused)
-    roomy = replace(web, labels={**web.labels, "placement.max-unavailable": "2"})
-    snap2 = snapshot(ns, [big, roomy], [*big_tasks, *layout(roomy, [2, 1, 1])])
-    assert _constraints(run(snap2, due(ns), pol=periodic())).evicts_from == ("n1",)
+    for budget in ("1", "2"):
+        roomy = replace(web, labels={**web.labels, "placement.max-unavailable": budget})
+        snap = snapshot(ns, [big, roomy], [*big_tasks, *layout(roomy, [2, 1, 1])])
+        refused = run(snap, due(ns), pol=periodic())
+        assert refused.actions == ()
+        assert "stop-first: a load move would stop its 2 task(s) there" in reasons(refused)
+    start_first = replace(web, update_order="start-first")
+    snap = snapshot(ns, [big, start_first], [*big_tasks, *layout(start_first, [2, 1, 1])])
+    assert _constraints(run(snap, due(ns), pol=periodic())).evicts_from == ("n1",)
 
 
 def test_levels_four_and_five_also_balance_against_the_mean() -> None:

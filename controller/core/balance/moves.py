@@ -56,9 +56,12 @@ def _refusal(
 ) -> tuple[Projection | None, str]:
     counts = active_counts(snapshot, service.id)
     moved = counts.get(source, 0)
-    if service.update_order != "start-first" and moved > max_unavailable:
+    if service.update_order != "start-first":
+        # A load move excludes the node: Swarm would stop these tasks before their
+        # replacements have a node. Count skew moves it start-first (surge-and-trim).
         return None, (
-            f"stop-first with {moved} task(s) there and max-unavailable {max_unavailable}"
+            f"stop-first: a load move would stop its {moved} task(s) there before their "
+            "replacements run"
         )
     if task_demand(snapshot, service, snapshot.node_by_id[source]).is_zero:
         return None, "no reservation and no measured usage to move"
