@@ -2,9 +2,10 @@
 write to a service or node that the fault schedule did not make.
 
 A task counts as running when Swarm wants it running, it is running, and its node is
-ready in a manager's view and not failed by the schedule at that moment: a task on a node
-whose dockerd was just killed, or whose link was cut, serves nobody even before Swarm
-notices. Both runs are measured the same way.
+ready (or `unknown`, as every node is just after a leader change) in a manager's view and
+not failed by the schedule at that moment: a task on a node whose dockerd was just
+killed, or whose link was cut, serves nobody even before Swarm notices. Both runs are
+measured the same way.
 
 Writes. The schedule never writes a node, so any change of a node's Spec is the
 controller's. A service's (Spec, PreviousSpec) changes only by a write; a write the
@@ -133,6 +134,8 @@ class Recorder:
             self._observe()  # everyone else's writes so far are attributed first
             before = {n: self._services[n].spec for n in names if n in self._services}
             self._pending.update(names)
+            for name in before:  # what the write stops while it runs is its doing too
+                self._edited[name[len(self._prefix) :]] = self.now()
         try:
             ok, result = write()
         finally:
@@ -202,10 +205,12 @@ class Recorder:
             return
         nodes, services, tasks = got
         hostname = {n["ID"]: n["Description"]["Hostname"] for n in nodes}
+        # After a leader change every node is `unknown` until it reports to the new
+        # leader, while its tasks run on: only `down` (or failed by the schedule) is lost.
         sound = {
             n["ID"]
             for n in nodes
-            if n["Status"]["State"] == "ready" and hostname[n["ID"]] not in faulted
+            if n["Status"]["State"] in ("ready", "unknown") and hostname[n["ID"]] not in faulted
         }
         for n in nodes:
             spec = _canon(n["Spec"])
