@@ -15,15 +15,18 @@ from dataclasses import replace
 from controller.core.actions import (
     Action,
     SetNodeAvailability,
+    SetNodeLabels,
     SetReplicas,
     SetServiceConstraints,
     SetServiceLabels,
     describe,
 )
+from controller.core.apply import apply_actions
 from controller.core.budget import disrupted_nodes, disruption
+from controller.core.constraints import ConstraintError, node_satisfies, parse_constraint
 from controller.core.context import PlanContext
 from controller.core.decisions import Decision
-from controller.core.model import Availability, NodeRole, Service
+from controller.core.model import Availability, NodeRole, Service, ServiceMode
 from controller.core.release import release_refusal
 from controller.core.replicas import OPERATION_LABEL, SURGE, ends_own_move
 
@@ -138,6 +141,49 @@ def rollout_wait(ctx: PlanContext, action: Action) -> str | None:
     return None
 
 
+def _strands(ctx: PlanContext, action: Action, kept: list[Action]) -> str | None:
+    """Why a constraint write would leave its service no node to run on, if it would.
+
+    Swarm stops every task the new constraints refuse, whatever its node's state, so a
+    write that no ready, active node satisfies and that refuses a node holding one of its
+    tasks can only take the service down: seen when a new Raft leader reports every node
+    `unknown` for a moment. A write that only drops constraints widens placement and
+    always passes; one that stops nothing (a service its policy keeps pending) passes too.
+    """
+    if not isinstance(action, SetServiceConstraints):
+        return None
+    service = ctx.snapshot.service_by_id.get(action.service_id)
+    if service is None or set(action.constraints) <= set(service.constraints):
+        return None
+    if service.mode is ServiceMode.REPLICATED and not service.replicas:
+        return None
+    try:
+        parsed = tuple(parse_constraint(text) for text in action.constraints)
+    except ConstraintError as exc:
+        return f"its constraints cannot be read: {exc}"
+    # Node writes go out first (runtime/write_order): judge the nodes as they leave them.
+    node_writes = tuple(a for a in kept if isinstance(a, SetNodeLabels | SetNodeAvailability))
+    after = apply_actions(ctx.snapshot, node_writes) if node_writes else ctx.snapshot
+    if any(n.accepts_tasks and node_satisfies(n, parsed) for n in after.nodes):
+        return None
+    # Swarm's constraint enforcer stops refused tasks on active nodes, whatever their
+    # state; it leaves a paused node alone.
+    nodes = after.node_by_id
+    refused = [
+        t
+        for t in ctx.swarm.tasks_of(service.id)
+        if t.node_id in nodes
+        and nodes[t.node_id].availability is Availability.ACTIVE
+        and not node_satisfies(nodes[t.node_id], parsed)
+    ]
+    if not refused:
+        return None  # it stops nothing: a service kept pending by its policy stays so
+    return (
+        f"no ready, active node would satisfy its constraints: Swarm would stop its "
+        f"{len(refused)} task(s) with nowhere to start them"
+    )
+
+
 def apply_guards(
     ctx: PlanContext, actions: tuple[Action, ...]
 ) -> tuple[tuple[Action, ...], list[Decision]]:
@@ -172,6 +218,10 @@ def apply_guards(
             continue
         if isinstance(action, SetNodeAvailability) and _drains_last_manager(ctx, action, taken_out):
             note(action, "refuse", "it would leave no active manager")
+            continue
+        stranded = _strands(ctx, action, kept)
+        if stranded is not None:
+            note(action, "refuse", stranded)
             continue
         over = budget.refusal(action)
         if over is not None:

@@ -12,9 +12,9 @@ from controller.core.actions import (
     describe,
 )
 from controller.core.context import PlanContext, RuleOutput
-from controller.core.labels import deny_label
+from controller.core.labels import EXCLUDED_LABEL, deny_label, steering_constraint
 from controller.core.memory import Memory
-from controller.core.model import Availability, Service, Task, TaskState
+from controller.core.model import Availability, NodeState, Service, Task, TaskState
 from controller.core.plan import plan
 from controller.core.replicas import PREEMPT, RECORD_LABELS, SURGE, change_replicas
 from controller.policy import Policy
@@ -159,3 +159,27 @@ def test_a_write_that_only_lets_swarm_place_a_stuck_task_goes_through() -> None:
     _, snap_paused = _rolling("paused")
     snap_paused = replace(snap_paused, tasks=(*snap_paused.tasks, stuck))
     assert _plan(snap_paused, widen).actions == ()
+
+
+def test_a_constraint_write_that_no_ready_node_satisfies_is_refused() -> None:
+    """A new Raft leader reports every node `unknown` for a moment: steering computed
+    then excludes every node, and Swarm would stop every task. The guard refuses it."""
+    labels = {**MANAGED, "placement.preferred-nodes": "node-2", EXCLUDED_LABEL: "n3,n4"}
+    db = replace(
+        service("db", replicas=1, labels=labels),
+        constraints=(steering_constraint("db"), "node.id!=n3", "node.id!=n4"),
+    )
+    nodes = [node(1, manager=True), *(node(i) for i in (2, 3, 4))]
+    unknown = [replace(n, state=NodeState.UNKNOWN) for n in nodes]
+    snap = snapshot(unknown, [db], [running(db, 2, 1)])
+    memory = Memory(node_ready_since={f"n{i}": 0.0 for i in range(1, 5)}, started=True)
+    result = plan(snapshot=snap, policy=Policy.default(), memory=memory, now=1000.0)
+    narrowing = [
+        a
+        for a in result.actions
+        if isinstance(a, SetServiceConstraints) and not set(a.constraints) <= set(db.constraints)
+    ]
+    assert narrowing == []
+    (refused,) = [d for d in result.decisions if d.rule == "guard" and d.outcome == "refuse"]
+    assert "no ready, active node would satisfy its constraints" in refused.reason
+    assert "node.id!=n2" in (refused.action or "")
