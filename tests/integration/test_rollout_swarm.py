@@ -118,7 +118,10 @@ def test_a_paused_rollout_stays_paused_under_the_controller(
         controller.wait_cycles(1, timeout=60)
     out = controller.out.getvalue()
     assert set(states) == {"paused"}, f"{states}\n{out}"
-    assert with_controller.minimum >= baseline, (with_controller.samples, baseline, out)
+    # Swarm's own pause leaves 2 or 3 of 4 running, run to run: the controller must take
+    # nothing away from what ran when it started, nor fall below Swarm alone's.
+    floor = min(baseline, with_controller.samples[0])
+    assert with_controller.minimum >= floor, (with_controller.samples, baseline, out)
     assert int(client.api.inspect_service(managed)["Version"]["Index"]) == version, out
     assert f"service {managed}" in out and "rollout paused by Swarm" in out, out
     client.close()
