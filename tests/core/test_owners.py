@@ -353,3 +353,34 @@ def test_no_standby_while_a_replica_is_missing() -> None:
     scheduling = Task("t-new", db.id, "", 1, TaskState.RUNNING, TaskState.PENDING)
     action = only_constraints(owners_only(snapshot(four_nodes(), [db], [scheduling])))
     assert excluded_hosts(action) == {"node-1", "node-3", "node-4"}
+
+
+def test_a_spread_move_onto_a_node_that_just_came_back_waits_for_it_to_settle() -> None:
+    racks = {1: "r1", 2: "r1", 3: "r2", 4: "r2"}
+    nodes = [node(i, manager=i == 1, labels={"rack": racks[i]}) for i in range(1, 5)]
+    web = managed("web", 2, spread="rack")
+    snap = snapshot(nodes, [web], [running(web, 1, 1), running(web, 2, 2)])
+    back = {n: NOW - 10 for n in ("n3", "n4")}  # rack r2 returned 10 s ago
+    memory = replace(STABLE, node_ready_since={**STABLE.node_ready_since, **back})
+    held = owners_only(snap, memory=memory)
+    assert held.actions == ()
+    (keep,) = [d for d in held.decisions if d.outcome == "keep"]
+    assert "node-3 has been ready 10 s" in keep.reason and "once ready 15 s" in keep.reason
+    assert not [d for d in held.decisions if d.outcome == "move"]
+    # Ready past the settle time (15 s at the default aggressiveness): the move goes.
+    assert len(only_constraints(owners_only(snap, memory=memory, now=NOW + 6)).evicts_from) == 1
+    # A node that went down twice in ten minutes must stay ready twice as long.
+    flapping = replace(memory, node_downs={"n3": (NOW - 200, NOW - 60)})
+    assert owners_only(snap, memory=flapping, now=NOW + 6).actions == ()
+    assert owners_only(snap, memory=flapping, now=NOW + 21).actions != ()
+
+
+def test_tasks_leaving_a_node_the_policy_forbids_do_not_wait_for_a_returned_target() -> None:
+    db = managed("db", 1, spread="rack")
+    labelled = [node(i, manager=i == 1, labels={"rack": f"r{i}"}) for i in range(1, 5)]
+    forbidding = replace(db, labels={**db.labels, "placement.possible-nodes": "node-2"})
+    snap = snapshot(labelled, [forbidding], [running(db, 1, 1)])
+    memory = replace(STABLE, node_ready_since={**STABLE.node_ready_since, "n2": NOW - 5})
+    result = owners_only(snap, memory=memory)
+    assert not [d for d in result.decisions if "has been ready" in d.reason]
+    assert only_constraints(result).evicts_from == ("n1",)

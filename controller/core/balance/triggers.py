@@ -31,8 +31,13 @@ def downs_of(memory: Memory, node_id: str) -> int:
 
 
 def settle_seconds(level: Level, memory: Memory, node_id: str) -> float:
+    return damped(level.settle_seconds, memory, node_id)
+
+
+def damped(seconds: float, memory: Memory, node_id: str) -> float:
+    """A wait for a returned node, doubled for each time it went down lately after the first."""
     downs = downs_of(memory, node_id)
-    return min(level.settle_seconds * float(2 ** max(downs - 1, 0)), MAX_SETTLE_SECONDS)
+    return min(seconds * float(2 ** max(downs - 1, 0)), MAX_SETTLE_SECONDS)
 
 
 def is_settled(level: Level, memory: Memory, node_id: str, now: float) -> bool:

@@ -11,6 +11,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 
 from controller.core.actions import Action, SetServiceConstraints, describe, target_of
+from controller.core.balance.levels import level_for
+from controller.core.balance.triggers import damped
 from controller.core.clock import format_minute, minute_of_day
 from controller.core.constraints import ConstraintError
 from controller.core.context import PlanContext, RuleOutput
@@ -395,6 +397,18 @@ def _plan_service(
         possible=cands.possible,
         require_possible_label=possible_ready,
     )
+    settling = _settling(
+        ctx,
+        settings,
+        leaving={*steering.vacate, *steering.reduce},
+        desired=result.desired,
+        current=current,
+        cands=cands,
+    )
+    if settling is not None:
+        notes = [n for n in notes if n.outcome != "move"]
+        notes.append(Decision(RULE, subject, "keep", f"its tasks where they are: {settling}"))
+        return None, notes, current
     moved: tuple[Action | None, Decision] | None = None
     if steering.vacate and is_stop_first(service):
         moved = stop_first_move(
@@ -449,6 +463,40 @@ def _plan_service(
         why = "keep Swarm's failover on the policy's nodes (no task moves)"
     notes.append(Decision(RULE, subject, "steer", why, action=describe(action)))
     return action, notes, result.desired
+
+
+def _settling(
+    ctx: PlanContext,
+    settings: ServiceSettings,
+    *,
+    leaving: set[str],
+    desired: Mapping[str, int],
+    current: Mapping[str, int],
+    cands: Candidates,
+) -> str | None:
+    """Why a move onto a node that came back recently waits, or None.
+
+    Swarm leaves a returned node empty; a task moved there is lost again if the node
+    fails again, which Swarm alone would not have lost. So a move waits until the node
+    has stayed ready for the service's failback-delay (a preferred owner) or
+    rebalancing's settle time (any other node), doubled for each recent down as flap
+    damping does. Tasks leaving a node they may not stay on (denied, drained,
+    anti-affinity) do not wait: that move is an escape.
+    """
+    if not leaving or not leaving <= cands.placeable:
+        return None
+    settle = level_for(ctx.policy.controller.aggressiveness).settle_seconds
+    nodes = ctx.snapshot.node_by_id
+    for node_id in sorted(n for n, c in desired.items() if c > current.get(n, 0)):
+        base = settings.failback_delay_seconds if node_id in cands.preferred else settle
+        wait = damped(base, ctx.memory, node_id)
+        since = ctx.memory.node_ready_since.get(node_id, ctx.now)
+        if ctx.now - since < wait:
+            return (
+                f"{nodes[node_id].hostname} has been ready {ctx.now - since:.0f} s; a node "
+                f"that came back gets moved tasks once ready {wait:.0f} s"
+            )
+    return None
 
 
 def _destination(inputs: PlacementInputs) -> dict[str, int]:
