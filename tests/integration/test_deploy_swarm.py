@@ -204,6 +204,49 @@ def _post_health(sandbox: Sandbox, record: LeaseRecord, body: dict[str, object])
     return dict(json.loads(out.decode()))
 
 
+def _live_holder(sandbox: Sandbox, expected: LeaseRecord) -> LeaseRecord:
+    """The lease holder whose container runs (waiting up to two lease lifetimes for one).
+
+    Should `expected`'s container have exited, the stack survives it: another replica
+    takes the lease. The exit is printed with what Docker says about it, so a run shows it.
+    """
+    record = wait_until(
+        lambda: (r := _lease(sandbox)) and r.holder and _exited(sandbox, r) is None and r,
+        LIFETIME * 2 + 30,
+        "a lease holder whose container runs",
+        interval=0.5,
+    )
+    if record.holder != expected.holder:
+        print(f"the leader {expected.holder} gave way to {record.holder}: "
+              f"{_exited(sandbox, expected) or 'still running'}")  # fmt: skip
+    return record
+
+
+def _exited(sandbox: Sandbox, record: LeaseRecord) -> str | None:
+    """None while the holder's container runs; otherwise what Docker says of it."""
+    task, node = record.holder.rsplit("@", 1)
+    try:
+        client = sandbox.client(node)
+    except docker.errors.DockerException as exc:
+        return f"its engine on {node} does not answer: {exc}"
+    try:
+        container = client.containers.get(task)
+        state = container.attrs["State"]
+        if state.get("Running"):
+            return None
+        health = (state.get("Health") or {}).get("Log") or []
+        tail = container.logs(tail=5).decode(errors="replace").strip()
+        return (
+            f"{state.get('Status')} exit {state.get('ExitCode')} oom-killed "
+            f"{state.get('OOMKilled')} error {state.get('Error')!r} health "
+            f"{[h.get('Output', '').strip() for h in health[-3:]]} last log {tail!r}"
+        )
+    except docker.errors.DockerException as exc:
+        return f"cannot inspect it: {exc}"
+    finally:
+        client.close()
+
+
 def _total(samples: dict[str, float], name: str) -> float:
     return sum(v for k, v in samples.items() if k.split("{", 1)[0] == name)
 
@@ -285,7 +328,9 @@ def _explained(sandbox: Sandbox, record: LeaseRecord) -> Iterator[None]:
     its last log lines and db's tasks, for whoever reads a failed run."""
     try:
         yield
-    except Exception:
+    except Exception as exc:
+        # The summary line of a failed run shows notes; captured output may be cut.
+        exc.add_note(f"the leader {record.holder}: {_exited(sandbox, record) or 'running'}")
         task, node = record.holder.rsplit("@", 1)
         client = sandbox.client(node)
         try:
@@ -373,29 +418,31 @@ def test_the_stack_places_fails_over_and_survives_its_leader(stack) -> None:  # 
     with _explained(sandbox, second):
         print(f"after the new leader took over: {_fail_over_and_back(sandbox, 'db')}")
         # The health webhook of the stack: a monitor's `failed` moves db off node-4 at once,
-        # with node-4 up all along; its `ok` releases the node and db fails back.
+        # with node-4 up all along; its `ok` releases the node and db fails back. A monitor
+        # posts to the replica that leads now (every replica, in compose.yaml's advice).
         failed = {"node": "node-4", "state": "failed", "reason": "storage lost", "ttl": 300}
         posted = time.monotonic()
-        answer = _post_health(sandbox, second, failed)
+        answer = _post_health(sandbox, _live_holder(sandbox, second), failed)
         assert answer["role"] == "leader" and answer["hostname"] == "node-4"
         wait_until(lambda: _running_elsewhere(sandbox, "db"), 60, "db off node-4", interval=0.3)
         moved = time.monotonic() - posted
         released = time.monotonic()
-        _post_health(sandbox, second, {"node": "node-4", "state": "ok"})
+        _post_health(sandbox, _live_holder(sandbox, second), {"node": "node-4", "state": "ok"})
         _on(sandbox, "db", {"node-4"})
         print(f"webhook: db running off node-4 {moved:.1f} s after `failed`, back on node-4 "
               f"{time.monotonic() - released:.1f} s after `ok` (failback-delay 3 s)")  # fmt: skip
 
-        _signal_holder(sandbox, second, "SIGHUP")  # a policy reload
+        leader = _live_holder(sandbox, second)
+        _signal_holder(sandbox, leader, "SIGHUP")  # a policy reload
         wait_until(
-            lambda: _total(_metrics(sandbox, second), "placement_policy_reloads_total") >= 1,
+            lambda: _total(_metrics(sandbox, leader), "placement_policy_reloads_total") >= 1,
             30,
             "the reload to count",
         )
-        samples = _metrics(sandbox, second)
+        samples = _metrics(sandbox, leader)
         print("\n".join(f"{k} {v}" for k, v in sorted(samples.items()) if "_bucket" not in k))
         assert samples["placement_lease_leader{}"] == 1
-        assert samples[f"placement_lease_holder{{holder={second.holder},lease={LEASE}}}"] == 1
+        assert samples[f"placement_lease_holder{{holder={leader.holder},lease={LEASE}}}"] == 1
         for name in (
             "placement_reconcile_duration_seconds_count",
             "placement_actions_total",
