@@ -33,7 +33,7 @@ from collections.abc import Callable
 import docker
 
 from controller.sandbox import Sandbox, SandboxSpec
-from controller.sandbox.probe import NetnsProber
+from controller.sandbox.netns_probe import NetnsProber
 
 TARGET = "node-3"
 PROBE_PORT = 7946

@@ -14,7 +14,7 @@ import requests
 from pydantic import ValidationError
 
 from controller.adapters.agent_report import AgentReport
-from controller.adapters.http_json import Endpoint, HttpJsonError, call_json
+from controller.adapters.json_client import Endpoint, HttpJsonError, call_json
 
 
 class AgentError(RuntimeError):

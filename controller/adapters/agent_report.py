@@ -20,7 +20,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from controller.core.model import NodeUsage
-from controller.core.signals import WorkloadEvent, WorkloadEventKind
+from controller.core.outside_inputs import WorkloadEvent, WorkloadEventKind
 
 
 class _Strict(BaseModel):

@@ -18,7 +18,7 @@ import requests
 from controller.adapters.attrs import Attrs, snapshot_from_attrs
 from controller.adapters.health_attrs import failure_events_from_attrs
 from controller.core.model import ClusterSnapshot
-from controller.core.records import RECORDS_CONFIG, RecordStore
+from controller.core.records_mirror import RECORDS_CONFIG, RecordStore
 
 OUT_OF_SEQUENCE = "update out of sequence"
 
@@ -82,7 +82,7 @@ def observe_cluster(client: docker.DockerClient) -> ClusterSnapshot:
 
 
 def observe_records(client: docker.DockerClient) -> RecordStore:
-    """The mirror of the controller's service records (core/records), empty if none yet."""
+    """The mirror of the controller's service records (core/records_mirror), empty if none yet."""
     try:
         attrs = inspect_config(client, RECORDS_CONFIG)
     except GoneError:

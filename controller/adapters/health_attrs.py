@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from controller.adapters.attrs import Attrs, AttrsError, timestamp_from_attrs
-from controller.core.signals import WorkloadEvent, WorkloadEventKind
+from controller.core.outside_inputs import WorkloadEvent, WorkloadEventKind
 
 
 def failure_events_from_attrs(tasks: Iterable[Attrs]) -> tuple[WorkloadEvent, ...]:

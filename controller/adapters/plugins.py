@@ -23,9 +23,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from controller.adapters.http_json import Endpoint, HttpJsonError, call_json
+from controller.adapters.json_client import Endpoint, HttpJsonError, call_json
 from controller.core.model import ClusterSnapshot, Node, Service
-from controller.core.signals import HealthReport, HealthState, PluginVeto
+from controller.core.outside_inputs import HealthReport, HealthState, PluginVeto
 
 DEFAULT_PLUGIN_DIRS = ("/run/docker/plugins", "/etc/docker/plugins", "/usr/lib/docker/plugins")
 INTERFACE = "PlacementDriver"

@@ -1,4 +1,4 @@
-"""The records mirror (core/records) in the labels of a Docker config of the controller's own.
+"""The records mirror (core/records_mirror) in the labels of a Docker config of its own.
 
 Read once per cycle with the rest of the cluster (docker_api.observe_records). Written
 like every other object: the spec just read, only the mirror's labels changed, at the
@@ -19,7 +19,7 @@ from controller.adapters.docker_api import (
     update_config_spec,
 )
 from controller.core.actions import SetRecords
-from controller.core.records import ENTRY_PREFIX, RECORDS_CONFIG
+from controller.core.records_mirror import ENTRY_PREFIX, RECORDS_CONFIG
 
 CONFIG_DATA = b"The swarm-placement records mirror: its state is in this config's labels.\n"
 

@@ -24,7 +24,7 @@ from controller.cli.swarm_access import (
 )
 from controller.core.actions import Action, describe, target_of
 from controller.core.decisions import Decision
-from controller.core.records import RECORDS_CONFIG
+from controller.core.records_mirror import RECORDS_CONFIG
 from controller.runtime.dry_run import DryRun
 
 

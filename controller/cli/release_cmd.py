@@ -18,7 +18,7 @@ from controller.adapters.docker_api import (
     connect,
 )
 from controller.adapters.docker_read import ServiceNotFoundError
-from controller.adapters.release import DockerSwarm, Releaser, live_leases
+from controller.adapters.release_run import DockerSwarm, Releaser, live_leases
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 

@@ -17,7 +17,7 @@ from controller.adapters.policy_file import PolicyFileError
 from controller.cli.env_options import option, switch
 from controller.cli.health_opts import add_health_arguments, health_config
 from controller.runtime.endpoints import parse_address
-from controller.runtime.lease import DEFAULT_LIFETIME_SECONDS, LeaseConfig
+from controller.runtime.lease_keeper import DEFAULT_LIFETIME_SECONDS, LeaseConfig
 from controller.runtime.loop import Controller, RunConfig
 from controller.runtime.policy_source import PolicySource
 

@@ -19,7 +19,7 @@ from controller.core.actions import (
     SetServiceLabels,
 )
 from controller.core.model import ClusterSnapshot, Node, Service
-from controller.core.records import RecordStore
+from controller.core.records_mirror import RecordStore
 
 
 def _merged(

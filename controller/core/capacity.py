@@ -22,9 +22,9 @@ from itertools import combinations, product
 from math import comb
 
 from controller.core.constraints import node_filter, parse_constraint
-from controller.core.memo import per_snapshot
 from controller.core.model import ClusterSnapshot, Resources, Service, Task, TaskState
 from controller.core.replicas import REBALANCE, SURGE, RecordError, read_record
+from controller.core.snapshot_cache import per_snapshot
 
 # States in which Swarm's scheduler counts a task's reservation against its node.
 RESERVING_STATES = frozenset(

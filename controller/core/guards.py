@@ -27,7 +27,7 @@ from controller.core.constraints import ConstraintError, node_satisfies, parse_c
 from controller.core.context import PlanContext
 from controller.core.decisions import Decision
 from controller.core.model import Availability, NodeRole, Service, ServiceMode
-from controller.core.release import release_refusal
+from controller.core.release_plan import release_refusal
 from controller.core.replicas import OPERATION_LABEL, SURGE, ends_own_move
 
 __all__ = [
@@ -206,7 +206,7 @@ def apply_guards(
     for action in actions:
         service_id = _service_of(action)
         if service_id is not None and not ctx.is_managed(service_id):
-            # Only a release (core/release) may write it, and only to take back ours.
+            # Only a release (core/release_plan) may write it, and only to take back ours.
             refusal = release_refusal(ctx.snapshot.service_by_id.get(service_id), action)
             if refusal is not None:
                 note(action, "refuse", refusal)

@@ -11,14 +11,14 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from functools import cached_property
 
-from controller.core.records import RecordStore
-from controller.core.signals import (
+from controller.core.outside_inputs import (
     HealthReport,
     LivenessSignal,
     PluginAdvice,
     SourceStatus,
     WorkloadEvent,
 )
+from controller.core.records_mirror import RecordStore
 
 
 class NodeRole(StrEnum):
@@ -224,7 +224,7 @@ class ClusterSnapshot:
     unreadable: tuple[Unreadable, ...] = ()
     # Node id -> measured usage, where an agent reports it (empty: reservations only).
     usage: Mapping[str, NodeUsage] = field(default_factory=dict)
-    # Outside health and placement intelligence (see core/signals), gathered by the
+    # Outside health and placement intelligence (see core/outside_inputs), gathered by the
     # runtime before the plan: live health reports, task failures and unhealthy tasks,
     # placement plugin answers, and the sources that could not be read.
     health: tuple[HealthReport, ...] = ()
@@ -234,7 +234,7 @@ class ClusterSnapshot:
     # Whether each node looks alive to signals faster than Swarm's heartbeat (gossip
     # peers, TCP probes, agents), gathered by the runtime: see core/health/suspicion.
     liveness: tuple[LivenessSignal, ...] = ()
-    # The mirror of the controller's service records (core/records); None: not observed.
+    # The mirror of the controller's service records (core/records_mirror); None: not observed.
     records: RecordStore | None = None
 
     @cached_property

@@ -23,8 +23,8 @@ from controller.core.guards import apply_guards
 from controller.core.health.assess import assess_nodes
 from controller.core.memory import Memory
 from controller.core.model import ClusterSnapshot
-from controller.core.resolve import resolve_settings
 from controller.core.rules import RULES
+from controller.core.service_settings import resolve_settings
 from controller.policy import Policy, ResolvedService
 
 

@@ -33,7 +33,7 @@ from controller.adapters.agent_probe import (
     service_counts,
 )
 from controller.adapters.agent_report import AgentEvent, AgentReport, AgentService, AgentUsage
-from controller.runtime.json_http import JsonHandler, bearer_matches
+from controller.runtime.http_replies import JsonHandler, bearer_matches
 
 log = logging.getLogger(__name__)
 

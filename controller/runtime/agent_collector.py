@@ -20,7 +20,7 @@ import anyio.to_thread
 from controller.adapters.agent_client import AgentError, fetch_report
 from controller.adapters.agent_report import AgentReport
 from controller.core.model import ClusterSnapshot, NodeUsage
-from controller.core.signals import SourceStatus, WorkloadEvent
+from controller.core.outside_inputs import SourceStatus, WorkloadEvent
 
 log = logging.getLogger(__name__)
 

@@ -28,7 +28,7 @@ import anyio
 import anyio.to_thread
 from prometheus_client import make_wsgi_app
 
-from controller.runtime.lease import LeaseKeeper
+from controller.runtime.lease_keeper import LeaseKeeper
 from controller.runtime.metrics import Metrics
 
 log = logging.getLogger(__name__)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import threading
 
-from controller.core.signals import HealthReport
+from controller.core.outside_inputs import HealthReport
 
 
 class HealthStore:

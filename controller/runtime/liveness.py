@@ -30,7 +30,7 @@ import anyio
 import anyio.to_thread
 
 from controller.core.model import ClusterSnapshot
-from controller.core.signals import LivenessSignal
+from controller.core.outside_inputs import LivenessSignal
 
 log = logging.getLogger(__name__)
 

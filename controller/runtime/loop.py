@@ -42,9 +42,10 @@ from controller.adapters.docker_api import (
 )
 from controller.adapters.lease_store import ConfigLeaseStore, LeaseStore
 from controller.adapters.writes import Executor, docker_executor
+from controller.runtime.cycle_trigger import Trigger
 from controller.runtime.endpoints import EndpointServer, Health, make_app
 from controller.runtime.health_inputs import HealthConfig, build_inputs
-from controller.runtime.lease import LeaseConfig, LeaseKeeper, fenced
+from controller.runtime.lease_keeper import LeaseConfig, LeaseKeeper, fenced
 from controller.runtime.liveness import LivenessGatherer, tcp_connects
 from controller.runtime.metrics import Metrics
 from controller.runtime.policy_source import PolicySource
@@ -56,7 +57,6 @@ from controller.runtime.tracing import (
     get_tracer,
     make_tracer_provider,
 )
-from controller.runtime.trigger import Trigger
 from controller.runtime.watcher import EventWatcher
 from controller.runtime.webhook import WebhookServer
 

@@ -22,7 +22,7 @@ from controller.core.actions import (
     describe,
 )
 from controller.core.decisions import Decision
-from controller.runtime.lease import LeaseKeeper
+from controller.runtime.lease_keeper import LeaseKeeper
 from controller.runtime.policy_source import PolicySource
 
 DURATION_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)

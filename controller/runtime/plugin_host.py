@@ -41,7 +41,7 @@ from controller.adapters.plugins import (
     score_nodes,
 )
 from controller.core.model import ClusterSnapshot
-from controller.core.signals import HealthReport, PluginAdvice, PluginVeto, SourceStatus
+from controller.core.outside_inputs import HealthReport, PluginAdvice, PluginVeto, SourceStatus
 
 log = logging.getLogger(__name__)
 

@@ -19,7 +19,7 @@ import docker
 from tenacity import Retrying, retry_if_exception_type, wait_random_exponential
 
 from controller.adapters.docker_api import DockerUnavailableError
-from controller.runtime.trigger import Trigger
+from controller.runtime.cycle_trigger import Trigger
 
 log = logging.getLogger(__name__)
 

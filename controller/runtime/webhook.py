@@ -31,9 +31,9 @@ import anyio
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from controller.core.model import ClusterSnapshot
-from controller.core.signals import HealthReport, HealthState
+from controller.core.outside_inputs import HealthReport, HealthState
 from controller.runtime.health_store import HealthStore
-from controller.runtime.json_http import JsonHandler, bearer_matches
+from controller.runtime.http_replies import JsonHandler, bearer_matches
 
 log = logging.getLogger(__name__)
 

@@ -25,7 +25,7 @@ from controller.adapters.agent_probe import (
 )
 from controller.adapters.health_attrs import failure_events_from_attrs
 from controller.core.model import NodeUsage
-from controller.core.signals import WorkloadEventKind
+from controller.core.outside_inputs import WorkloadEventKind
 from controller.runtime.agent_collector import AgentCollector
 from tests.core.builders import node, snapshot
 

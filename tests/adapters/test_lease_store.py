@@ -16,7 +16,7 @@ import requests
 from controller.adapters.docker_api import ConflictError
 from controller.adapters.lease_store import CONFIG_DATA, ConfigLeaseStore, LeaseRead
 from controller.core.lease import LeaseRecord, labels_of
-from controller.runtime.lease import LeaseConfig, LeaseKeeper
+from controller.runtime.lease_keeper import LeaseConfig, LeaseKeeper
 
 NAME = "placement_controller-lease"
 

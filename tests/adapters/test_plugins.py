@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from controller.adapters.http_json import Endpoint
+from controller.adapters.json_client import Endpoint
 from controller.adapters.plugins import (
     PluginError,
     PluginRef,
@@ -20,7 +20,7 @@ from controller.adapters.plugins import (
     node_health,
     score_nodes,
 )
-from controller.core.signals import HealthState, PluginVeto
+from controller.core.outside_inputs import HealthState, PluginVeto
 from controller.refplugin import make_server
 from controller.runtime.plugin_host import PluginHost
 from tests.core.builders import node, service, snapshot

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 from controller.adapters.docker_api import ConflictError
 from controller.adapters.docker_read import ServiceNotFoundError
-from controller.adapters.release import Releaser, live_leases
+from controller.adapters.release_run import Releaser, live_leases
 from controller.core.actions import Action, SetNodeAvailability, SetNodeLabels
 from controller.core.apply import apply_actions
 from controller.core.labels import (

@@ -6,7 +6,7 @@ import pytest
 
 from controller.cli.main import main
 from controller.cli.run_cmd import _service_options
-from controller.runtime.lease import LeaseConfig
+from controller.runtime.lease_keeper import LeaseConfig
 
 from .test_env_options import parse_run
 

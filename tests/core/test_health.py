@@ -6,12 +6,12 @@ from dataclasses import replace
 
 from controller.core.actions import SetNodeAvailability, SetNodeLabels, SetReplicas
 from controller.core.apply import apply_actions
-from controller.core.health.records import PAUSED, health_key
+from controller.core.health.node_marks import PAUSED, health_key
 from controller.core.labels import deny_label, steering_constraint
 from controller.core.memory import Memory
 from controller.core.model import Availability, ClusterSnapshot
+from controller.core.outside_inputs import HealthReport, HealthState
 from controller.core.plan import Plan, plan
-from controller.core.signals import HealthReport, HealthState
 from controller.policy import Policy
 
 from .builders import MANAGED, node, running, service, snapshot
@@ -203,7 +203,7 @@ def test_an_unknown_or_garbled_health_label_is_dropped() -> None:
 
 
 def test_agents_and_plugins_that_cannot_be_read_are_reported_and_nothing_else() -> None:
-    from controller.core.signals import SourceStatus  # noqa: PLC0415
+    from controller.core.outside_inputs import SourceStatus  # noqa: PLC0415
 
     snap = web_snapshot()
     gone = (

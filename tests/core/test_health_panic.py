@@ -9,19 +9,19 @@ import pytest
 from controller.core.actions import SetNodeAvailability, SetNodeLabels, SetReplicas
 from controller.core.apply import apply_actions
 from controller.core.decisions import Decision
+from controller.core.health.node_marks import PAUSED, health_key
 from controller.core.health.panic import allowed
-from controller.core.health.records import PAUSED, health_key
 from controller.core.labels import DENY_LABEL_PREFIX, deny_label, steering_constraint
 from controller.core.memory import Memory
 from controller.core.model import Availability, ClusterSnapshot, NodeState
-from controller.core.plan import Plan, plan
-from controller.core.signals import (
+from controller.core.outside_inputs import (
     HealthReport,
     HealthState,
     PluginAdvice,
     PluginVeto,
     WorkloadEvent,
 )
+from controller.core.plan import Plan, plan
 from controller.policy import Policy, policy_from_data
 
 from .builders import MANAGED, node, running, service, snapshot

@@ -10,19 +10,19 @@ from hypothesis import strategies as st
 
 from controller.core.actions import SetNodeAvailability, SetNodeLabels
 from controller.core.apply import apply_actions
+from controller.core.health.node_marks import QUARANTINE_UNTIL, read_float, read_health_records
 from controller.core.health.panic import allowed
-from controller.core.health.records import QUARANTINE_UNTIL, read_float, read_health_records
 from controller.core.labels import DENY_LABEL_PREFIX, steering_constraint
 from controller.core.memory import Memory
 from controller.core.model import Availability, ClusterSnapshot, NodeRole, NodeState
-from controller.core.plan import Plan, plan
-from controller.core.signals import (
+from controller.core.outside_inputs import (
     HealthReport,
     HealthState,
     PluginAdvice,
     PluginVeto,
     WorkloadEvent,
 )
+from controller.core.plan import Plan, plan
 from controller.policy import policy_from_data
 
 from .builders import node, running, service, snapshot

@@ -5,11 +5,11 @@ from __future__ import annotations
 from dataclasses import replace
 
 from controller.core.actions import SetNodeAvailability, SetNodeLabels
-from controller.core.health.records import PAUSED, QUARANTINE_UNTIL
+from controller.core.health.node_marks import PAUSED, QUARANTINE_UNTIL
 from controller.core.memory import Memory
 from controller.core.model import Availability, ClusterSnapshot, NodeState
+from controller.core.outside_inputs import WorkloadEvent
 from controller.core.plan import Plan, plan
-from controller.core.signals import WorkloadEvent
 from controller.policy import Policy, policy_from_data
 
 from .builders import node, snapshot

@@ -25,7 +25,7 @@ from controller.core.labels import (
 from controller.core.memory import Memory
 from controller.core.model import Availability, ClusterSnapshot, Node, Service, Unreadable
 from controller.core.plan import Plan, plan
-from controller.core.release import (
+from controller.core.release_plan import (
     ReleaseConstraints,
     ReleaseReplicas,
     mark_requirements,

@@ -26,7 +26,7 @@ from controller.core.labels import (
 from controller.core.memory import Memory
 from controller.core.model import ClusterSnapshot, Node, Service
 from controller.core.plan import Plan, plan
-from controller.core.release import ReleaseConstraints, ReleaseReplicas, release_refusal
+from controller.core.release_plan import ReleaseConstraints, ReleaseReplicas, release_refusal
 from controller.core.replicas import BASE_LABEL, OPERATION_LABEL, SET_LABEL
 from controller.policy import Policy
 

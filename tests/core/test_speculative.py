@@ -8,6 +8,7 @@ from dataclasses import replace
 from controller.core.actions import SetReplicas
 from controller.core.memory import Memory
 from controller.core.model import ClusterSnapshot, NodeState, Service, Task, TaskState
+from controller.core.outside_inputs import LivenessSignal
 from controller.core.plan import plan
 from controller.core.replicas import RECORD_LABELS, read_record
 from controller.core.rules.failover import plan_failover
@@ -17,7 +18,6 @@ from controller.core.rules.speculative import (
     scale_down_order,
     speculated_nodes,
 )
-from controller.core.signals import LivenessSignal
 from controller.policy import Policy
 
 from .builders import MANAGED, node, running, service, snapshot

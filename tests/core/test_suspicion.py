@@ -11,7 +11,7 @@ from controller.core.health.assess import assess_nodes
 from controller.core.health.suspicion import suspect_nodes
 from controller.core.memory import Memory
 from controller.core.model import ClusterSnapshot, NodeState
-from controller.core.signals import LivenessSignal
+from controller.core.outside_inputs import LivenessSignal
 from controller.policy import ControllerSettings, Policy
 
 from .builders import node, snapshot

@@ -5,12 +5,17 @@ from __future__ import annotations
 from dataclasses import replace
 
 from controller.core.actions import SetNodeLabels, SetServiceConstraints
-from controller.core.health.records import unhealthy_key
+from controller.core.health.node_marks import unhealthy_key
 from controller.core.labels import deny_label, exclusion_constraint, steering_constraint
 from controller.core.memory import Memory
 from controller.core.model import ClusterSnapshot
+from controller.core.outside_inputs import (
+    PluginAdvice,
+    PluginVeto,
+    WorkloadEvent,
+    WorkloadEventKind,
+)
 from controller.core.plan import Plan, plan
-from controller.core.signals import PluginAdvice, PluginVeto, WorkloadEvent, WorkloadEventKind
 from controller.policy import policy_from_data
 
 from .builders import MANAGED, node, running, service, snapshot

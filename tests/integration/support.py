@@ -21,9 +21,9 @@ from opentelemetry.sdk.trace import SpanProcessor
 
 from controller.adapters.lease_store import LeaseStore
 from controller.adapters.writes import Executor
-from controller.core.records import RECORDS_CONFIG
+from controller.core.records_mirror import RECORDS_CONFIG
 from controller.runtime.health_inputs import HealthConfig
-from controller.runtime.lease import LeaseConfig
+from controller.runtime.lease_keeper import LeaseConfig
 from controller.runtime.loop import Controller, RunConfig
 from controller.runtime.policy_source import PolicySource
 from controller.sandbox import Sandbox

@@ -17,7 +17,7 @@ from pathlib import Path
 import docker
 import pytest
 
-from controller.core.health.records import PAUSED, QUARANTINE_UNTIL, health_key
+from controller.core.health.node_marks import PAUSED, QUARANTINE_UNTIL, health_key
 from controller.core.labels import deny_label, steering_constraint
 from controller.runtime.health_inputs import HealthConfig
 from controller.sandbox import Sandbox, SandboxSpec

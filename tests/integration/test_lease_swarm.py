@@ -22,7 +22,7 @@ from controller.adapters.writes import Executor, docker_executor
 from controller.core.actions import Action
 from controller.core.labels import steering_constraint
 from controller.core.lease import record_from_labels
-from controller.runtime.lease import LeaseConfig
+from controller.runtime.lease_keeper import LeaseConfig
 
 from .support import ControllerThread, wait_until
 

@@ -30,7 +30,7 @@ import pytest
 from controller.core.replicas import BASE_LABEL
 from controller.runtime.health_inputs import HealthConfig
 from controller.sandbox import Sandbox, SandboxSpec, teardown_sandbox
-from controller.sandbox.probe import NetnsProber
+from controller.sandbox.netns_probe import NetnsProber
 
 from .support import (
     ControllerThread,

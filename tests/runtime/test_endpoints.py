@@ -18,7 +18,7 @@ from controller.runtime.endpoints import (
     make_app,
     parse_address,
 )
-from controller.runtime.lease import LeaseConfig, LeaseKeeper
+from controller.runtime.lease_keeper import LeaseConfig, LeaseKeeper
 from controller.runtime.metrics import Metrics
 from controller.runtime.policy_source import PolicySource
 

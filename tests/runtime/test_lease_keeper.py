@@ -8,7 +8,7 @@ import pytest
 from controller.adapters.docker_api import ConflictError, DockerUnavailableError
 from controller.adapters.lease_store import LeaseRead
 from controller.core.lease import LeaseRecord
-from controller.runtime.lease import LeaseConfig, LeaseKeeper, NotLeaderError
+from controller.runtime.lease_keeper import LeaseConfig, LeaseKeeper, NotLeaderError
 
 LIFETIME = 10.0
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 import anyio
 import pytest
 
-from controller.runtime.trigger import Trigger
+from controller.runtime.cycle_trigger import Trigger
 
 pytestmark = pytest.mark.anyio
 

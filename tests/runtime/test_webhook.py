@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from controller.core.model import ClusterSnapshot
-from controller.core.signals import HealthReport, HealthState
+from controller.core.outside_inputs import HealthReport, HealthState
 from controller.runtime.health_store import HealthStore
 from controller.runtime.webhook import WebhookServer
 from tests.core.builders import node, snapshot

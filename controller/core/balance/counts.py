@@ -18,8 +18,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from controller.core.constraints import node_filter, parse_constraint
-from controller.core.memo import per_snapshot
 from controller.core.model import ACTIVE_TASK_STATES, ClusterSnapshot, Resources, Service, TaskState
+from controller.core.snapshot_cache import per_snapshot
 
 # Room on a node with no limit from reservations or max-replicas-per-node.
 UNLIMITED = 1 << 30

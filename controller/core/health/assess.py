@@ -24,9 +24,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 from controller.core.decisions import Decision
-from controller.core.health.memory import HealthMemory
-from controller.core.health.panic import Panic, detect_panic, held_in_panic, ignored
-from controller.core.health.records import (
+from controller.core.health.exit_history import HealthMemory
+from controller.core.health.node_marks import (
     PAUSE_HEALTH,
     PAUSE_QUARANTINE,
     QUARANTINE_UNTIL,
@@ -35,6 +34,7 @@ from controller.core.health.records import (
     read_float,
     read_health_records,
 )
+from controller.core.health.panic import Panic, detect_panic, held_in_panic, ignored
 from controller.core.health.suspicion import (
     Suspicion,
     as_panic_records,
@@ -43,7 +43,7 @@ from controller.core.health.suspicion import (
 )
 from controller.core.memory import Memory
 from controller.core.model import Availability, ClusterSnapshot, Node, NodeRole, NodeState
-from controller.core.signals import HealthState, WorkloadEvent
+from controller.core.outside_inputs import HealthState, WorkloadEvent
 from controller.policy import ControllerSettings, Policy
 
 RULE = "health"

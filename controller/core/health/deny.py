@@ -29,7 +29,7 @@ from controller.core.health.assess import Assessment
 from controller.core.health.panic import SETTING, allowed, eligible
 from controller.core.labels import DENY_LABEL_PREFIX, DENY_VALUE
 from controller.core.model import ClusterSnapshot, Service, ServiceMode
-from controller.core.signals import HealthState, PluginVeto
+from controller.core.outside_inputs import HealthState, PluginVeto
 from controller.policy import ServiceSettings
 
 RULE = "health"

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 from controller.core.constraints import ConstraintError, node_satisfies, parse_constraint
 from controller.core.decisions import Decision
-from controller.core.health.records import HealthRecord
+from controller.core.health.node_marks import HealthRecord
 from controller.core.labels import operator_texts
 from controller.core.model import ClusterSnapshot, Node, Service
 

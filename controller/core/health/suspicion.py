@@ -21,9 +21,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from controller.core.decisions import Decision
-from controller.core.health.records import HealthRecord
+from controller.core.health.node_marks import HealthRecord
 from controller.core.model import ClusterSnapshot
-from controller.core.signals import HealthState, LivenessSignal
+from controller.core.outside_inputs import HealthState, LivenessSignal
 
 RULE = "suspicion"
 SUSPICION_SOURCE = "suspicion"  # how a suspicion counts in the health panic

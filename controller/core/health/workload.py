@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 from controller.core.constraints import ConstraintError, node_satisfies, parse_constraint
 from controller.core.decisions import Decision
 from controller.core.health.assess import RETURN_GRACE_SECONDS, ready_since
+from controller.core.health.node_marks import unhealthy_records
 from controller.core.health.panic import SETTING, allowed, eligible
-from controller.core.health.records import unhealthy_records
 from controller.core.labels import DENY_VALUE, deny_label
 from controller.core.memory import Memory
 from controller.core.model import ClusterSnapshot, Service, ServiceMode

@@ -30,8 +30,8 @@ from controller.core.capacity import (
     describe_resources,
     observe_room,
 )
-from controller.core.memo import per_snapshot
 from controller.core.model import ClusterSnapshot, Node, Resources, Service
+from controller.core.snapshot_cache import per_snapshot
 
 # Swarm's platform filter treats these architecture names as one.
 _ARCH_ALIASES = {"x86_64": "amd64", "aarch64": "arm64"}

@@ -19,7 +19,7 @@ from controller.core.context import PlanContext, RuleOutput
 from controller.core.decisions import Decision
 from controller.core.health.assess import NodeVerdict
 from controller.core.health.deny import denied_on, plan_denials
-from controller.core.health.records import (
+from controller.core.health.node_marks import (
     HEALTH_PREFIX,
     PAUSED,
     QUARANTINE_REASON,

@@ -3,7 +3,7 @@
 A deploy (`docker stack deploy`, `docker service update`, any tool that sends a whole
 spec) replaces a service's labels and constraints, and with them the controller's
 record of what it decided. Such a service is recognised by every label and constraint of
-the controller's being gone from it while the mirror still holds them (core/records): a
+the controller's being gone from it while the mirror still holds them (core/records_mirror): a
 write of the controller's own always leaves at least the steering constraint. It gets
 back, in one write:
 - the record's labels, so it keeps its policy outcome (`failback: never` keeps it where
@@ -32,7 +32,7 @@ from controller.core.labels import (
     recorded_exclusion_set,
 )
 from controller.core.model import ACTIVE_TASK_STATES, ClusterSnapshot, Service
-from controller.core.records import RECORDS_CONFIG, RecordsError, ServiceRecord, record_of
+from controller.core.records_mirror import RECORDS_CONFIG, RecordsError, ServiceRecord, record_of
 from controller.core.replicas import (
     BASE_LABEL,
     HOLD,

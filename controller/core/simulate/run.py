@@ -23,7 +23,7 @@ from controller.core.memory import Memory
 from controller.core.model import Availability, ClusterSnapshot
 from controller.core.plan import plan
 from controller.core.simulate.scenario import Step
-from controller.core.simulate.swarm import SimSwarm, SwarmTimings
+from controller.core.simulate.swarm_model import SimSwarm, SwarmTimings
 from controller.policy import Policy
 
 DEFAULT_TICK = 0.5

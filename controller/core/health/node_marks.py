@@ -22,7 +22,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from controller.core.labels import OWN_PREFIX
-from controller.core.signals import HealthState
+from controller.core.outside_inputs import HealthState
 
 HEALTH_PREFIX = OWN_PREFIX + "health."
 QUARANTINE_UNTIL = OWN_PREFIX + "quarantine-until"

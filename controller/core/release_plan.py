@@ -35,7 +35,7 @@ from controller.core.actions import (
 )
 from controller.core.constraints import ConstraintError, parse_constraint
 from controller.core.decisions import Decision
-from controller.core.health.records import PAUSED, paused_for
+from controller.core.health.node_marks import PAUSED, paused_for
 from controller.core.labels import (
     POSSIBLE_LABEL_PREFIX,
     is_own_constraint,

@@ -1,6 +1,6 @@
 """`release`: take back what the controller wrote, one version-checked write at a time.
 
-The writes are core/release's: per service, its constraints and labels first, then a
+The writes are core/release_plan's: per service, its constraints and labels first, then a
 replica count it changed; with `--all`, then every node's labels and a pause the
 controller recorded, never a mark some service's constraint still requires (a service
 whose release failed keeps it). Each write goes through adapters/writes from a fresh
@@ -36,7 +36,7 @@ from controller.core.apply import apply_actions
 from controller.core.decisions import Decision
 from controller.core.lease import LeaseLabelError, record_from_labels
 from controller.core.model import ClusterSnapshot, Node, Service
-from controller.core.release import (
+from controller.core.release_plan import (
     RULE,
     MarkRequirements,
     mark_requirements,
