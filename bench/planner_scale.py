@@ -54,7 +54,7 @@ from collections.abc import Callable
 from typing import Any
 
 from controller.adapters.attrs import snapshot_from_attrs
-from controller.core.actions import Action, SetNodeLabels, SetServiceConstraints, SetServiceLabels
+from controller.core.actions import Action, SetNodeLabels, SetServiceConstraints
 from controller.core.memory import Memory
 from controller.core.plan import plan
 from controller.policy import Policy, policy_from_data
@@ -238,14 +238,10 @@ def _apply_quiet(attrs: dict[str, list[dict[str, Any]]], actions: tuple[Action, 
             spec["TaskTemplate"]["Placement"]["Constraints"] = list(action.constraints)
             labels = {k: v for k, v in spec["Labels"].items() if k not in action.remove_labels}
             spec["Labels"] = {**labels, **action.set_labels}
-        elif isinstance(action, SetServiceLabels):
-            spec = services[action.service_id]["Spec"]
-            labels = {k: v for k, v in spec["Labels"].items() if k not in action.remove}
-            spec["Labels"] = {**labels, **action.set}
-        elif isinstance(action, SetNodeLabels) and not action.evicts:
+        elif isinstance(action, SetNodeLabels) and not action.evicts_services:
             spec = nodes[action.node_id]["Spec"]
-            labels = {k: v for k, v in spec["Labels"].items() if k not in action.remove}
-            spec["Labels"] = {**labels, **action.set}
+            labels = {k: v for k, v in spec["Labels"].items() if k not in action.remove_labels}
+            spec["Labels"] = {**labels, **action.set_labels}
         else:
             continue
         target = services.get(getattr(action, "service_id", "")) or nodes[action.node_id]  # type: ignore[union-attr]

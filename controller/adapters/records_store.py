@@ -26,7 +26,7 @@ CONFIG_DATA = b"The swarm-placement records mirror: its state is in this config'
 
 def write_records(client: docker.DockerClient, action: SetRecords) -> None:
     if not action.config_id:
-        labels = {ENTRY_PREFIX + sid: raw for sid, raw in action.set.items()}
+        labels = {ENTRY_PREFIX + sid: raw for sid, raw in action.save.items()}
         create_config(client, RECORDS_CONFIG, CONFIG_DATA, labels)
         return
     attrs = inspect_config(client, action.config_id)
@@ -38,8 +38,8 @@ def write_records(client: docker.DockerClient, action: SetRecords) -> None:
         )
     spec = copy.deepcopy(dict(attrs["Spec"]))
     labels = dict(spec.get("Labels") or {})
-    for sid in action.remove:
+    for sid in action.drop:
         labels.pop(ENTRY_PREFIX + sid, None)
-    labels.update({ENTRY_PREFIX + sid: raw for sid, raw in action.set.items()})
+    labels.update({ENTRY_PREFIX + sid: raw for sid, raw in action.save.items()})
     spec["Labels"] = labels
     update_config_spec(client, action.config_id, action.version, spec)

@@ -36,7 +36,6 @@ from controller.core.actions import (
     SetRecords,
     SetReplicas,
     SetServiceConstraints,
-    SetServiceLabels,
 )
 
 JsonDict = dict[str, Any]
@@ -66,14 +65,9 @@ def service_spec_with(spec: Attrs, action: Action) -> JsonDict:
             if replicated is None:
                 raise ValueError("only replicated services have a replica count")
             replicated["Replicas"] = replicas
-        case SetServiceLabels():
-            pass
         case _:
             raise TypeError(f"not a service action: {action!r}")
-    if isinstance(action, SetServiceLabels):
-        to_set, to_remove = action.set, action.remove
-    else:
-        to_set, to_remove = action.set_labels, action.remove_labels
+    to_set, to_remove = action.set_labels, action.remove_labels
     if to_set or to_remove:
         new["Labels"] = _with_labels(new.get("Labels"), to_set, to_remove)
     return new
@@ -83,7 +77,7 @@ def node_spec_with(spec: Attrs, action: Action) -> JsonDict:
     """The full node spec (the API replaces it whole) with the action's change."""
     new: JsonDict = copy.deepcopy(dict(spec))
     match action:
-        case SetNodeLabels(set=to_set, remove=to_remove):
+        case SetNodeLabels(set_labels=to_set, remove_labels=to_remove):
             new["Labels"] = _with_labels(new.get("Labels"), to_set, to_remove)
         case SetNodeAvailability(availability=availability, set_labels=s, remove_labels=r):
             new["Availability"] = availability.value

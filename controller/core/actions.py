@@ -44,27 +44,14 @@ class SetReplicas:
 
 
 @dataclass(frozen=True, slots=True)
-class SetServiceLabels:
-    """Set and remove service-level labels (Spec.Labels): restarts nothing."""
-
-    service_id: str
-    service_name: str
-    version: int
-    set: Mapping[str, str] = field(default_factory=dict)
-    remove: tuple[str, ...] = ()
-
-    kind = "set-service-labels"
-
-
-@dataclass(frozen=True, slots=True)
 class SetNodeLabels:
     node_id: str
     hostname: str
     version: int
-    set: Mapping[str, str] = field(default_factory=dict)
-    remove: tuple[str, ...] = ()
+    set_labels: Mapping[str, str] = field(default_factory=dict)
+    remove_labels: tuple[str, ...] = ()
     # Services whose tasks on this node this change evicts.
-    evicts: tuple[str, ...] = ()
+    evicts_services: tuple[str, ...] = ()
 
     kind = "set-node-labels"
 
@@ -80,7 +67,7 @@ class SetNodeAvailability:
     set_labels: Mapping[str, str] = field(default_factory=dict)
     remove_labels: tuple[str, ...] = ()
     # Services whose tasks on this node the label change evicts.
-    evicts: tuple[str, ...] = ()
+    evicts_services: tuple[str, ...] = ()
 
     kind = "set-node-availability"
 
@@ -91,13 +78,13 @@ class SetRecords:
 
     config_id: str  # "": create the config
     version: int
-    set: Mapping[str, str] = field(default_factory=dict)  # service ID -> encoded record
-    remove: tuple[str, ...] = ()  # service IDs
+    save: Mapping[str, str] = field(default_factory=dict)  # service ID -> encoded record
+    drop: tuple[str, ...] = ()  # service IDs
 
     kind = "set-records"
 
 
-ServiceAction = SetServiceConstraints | SetReplicas | SetServiceLabels
+ServiceAction = SetServiceConstraints | SetReplicas
 NodeAction = SetNodeLabels | SetNodeAvailability
 Action = ServiceAction | NodeAction | SetRecords
 
@@ -119,12 +106,10 @@ def describe(action: Action) -> str:
         case SetReplicas(service_name=name, replicas=n, evicts_from=nodes):
             stopping = f", may stop tasks on {list(nodes)}" if nodes else ""
             return f"service {name}: replicas = {n}{stopping}"
-        case SetServiceLabels(service_name=name, set=s, remove=r):
-            return f"service {name}: labels set {dict(s)} remove {list(r)}"
-        case SetNodeLabels(hostname=host, set=s, remove=r):
+        case SetNodeLabels(hostname=host, set_labels=s, remove_labels=r):
             return f"node {host}: labels set {dict(s)} remove {list(r)}"
         case SetNodeAvailability(hostname=host, availability=a, set_labels=s, remove_labels=r):
             labels = f", labels set {dict(s)} remove {list(r)}" if s or r else ""
             return f"node {host}: availability = {a.value}{labels}"
-        case SetRecords(set=s, remove=r):
+        case SetRecords(save=s, drop=r):
             return f"records: save {len(s)} service record(s), drop {len(r)}"

@@ -16,7 +16,6 @@ from controller.core.actions import (
     SetRecords,
     SetReplicas,
     SetServiceConstraints,
-    SetServiceLabels,
 )
 from controller.core.model import ClusterSnapshot, Node, Service
 from controller.core.records_mirror import RecordStore
@@ -39,16 +38,13 @@ def _apply_to_service(service: Service, action: Action) -> Service:
         case SetReplicas(replicas=replicas, set_labels=s, remove_labels=r):
             labels = _merged(dict(service.labels), dict(s), r)
             return replace(service, version=bumped, replicas=replicas, labels=labels)
-        case SetServiceLabels(set=set_, remove=remove):
-            labels = _merged(dict(service.labels), dict(set_), remove)
-            return replace(service, version=bumped, labels=labels)
     return service
 
 
 def _apply_to_node(node: Node, action: Action) -> Node:
     bumped = node.version + 1
     match action:
-        case SetNodeLabels(set=set_, remove=remove):
+        case SetNodeLabels(set_labels=set_, remove_labels=remove):
             return replace(
                 node, version=bumped, labels=_merged(dict(node.labels), dict(set_), remove)
             )
@@ -80,8 +76,8 @@ def apply_actions(snapshot: ClusterSnapshot, actions: tuple[Action, ...]) -> Clu
 
 def _apply_to_records(records: RecordStore | None, action: SetRecords) -> RecordStore:
     entries = {k: v for k, v in (records.entries if records else {}).items()}
-    for service_id in action.remove:
+    for service_id in action.drop:
         entries.pop(service_id, None)
-    entries.update(action.set)
+    entries.update(action.save)
     config_id = action.config_id or "records"
     return RecordStore(config_id=config_id, version=action.version + 1, entries=entries)

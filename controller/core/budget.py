@@ -33,11 +33,11 @@ def disrupted_nodes(action: Action) -> tuple[str, ...]:
     match action:
         case SetServiceConstraints(evicts_from=nodes) | SetReplicas(evicts_from=nodes):
             return nodes
-        case SetNodeLabels(node_id=node, evicts=services) if services:
+        case SetNodeLabels(node_id=node, evicts_services=services) if services:
             return (node,)
         case SetNodeAvailability(node_id=node, availability=Availability.DRAIN):
             return (node,)
-        case SetNodeAvailability(node_id=node, evicts=services) if services:
+        case SetNodeAvailability(node_id=node, evicts_services=services) if services:
             return (node,)
     return ()
 
@@ -132,11 +132,13 @@ def disruption(action: Action, snapshot: ClusterSnapshot) -> Disruption | None:
             return Disruption(nodes, (action.service_id,))
         case SetReplicas():
             return _scaled_down(snapshot, action)
-        case SetNodeAvailability(node_id=node, availability=Availability.DRAIN, evicts=services):
+        case SetNodeAvailability(
+            node_id=node, availability=Availability.DRAIN, evicts_services=services
+        ):
             return _evicted(snapshot, node, services, drain=True)
         case (
-            SetNodeLabels(node_id=node, evicts=services)
-            | SetNodeAvailability(node_id=node, evicts=services)
+            SetNodeLabels(node_id=node, evicts_services=services)
+            | SetNodeAvailability(node_id=node, evicts_services=services)
         ) if services:
             return _evicted(snapshot, node, services, drain=False)
     return None

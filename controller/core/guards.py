@@ -18,7 +18,6 @@ from controller.core.actions import (
     SetNodeLabels,
     SetReplicas,
     SetServiceConstraints,
-    SetServiceLabels,
     describe,
 )
 from controller.core.apply import apply_actions
@@ -54,7 +53,7 @@ _ROLLOUT_WAITS = {
 
 
 def _service_of(action: Action) -> str | None:
-    if isinstance(action, SetServiceConstraints | SetReplicas | SetServiceLabels):
+    if isinstance(action, SetServiceConstraints | SetReplicas):
         return action.service_id
     return None
 

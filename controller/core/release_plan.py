@@ -254,7 +254,7 @@ def release_node(
         why = f"the controller paused it ({node.labels[PAUSED]}): active again, labels removed"
     else:
         action = SetNodeLabels(
-            node_id=node.id, hostname=node.hostname, version=node.version, remove=remove
+            node_id=node.id, hostname=node.hostname, version=node.version, remove_labels=remove
         )
         why = "labels of the controller's removed (widens placement only)"
     return action, Decision(RULE, subject, "release", why + kept, action=describe(action))

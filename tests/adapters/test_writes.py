@@ -13,7 +13,6 @@ from controller.core.actions import (
     SetNodeLabels,
     SetReplicas,
     SetServiceConstraints,
-    SetServiceLabels,
 )
 from controller.core.model import Availability
 
@@ -75,8 +74,13 @@ def test_replicas_refused_for_a_global_service() -> None:
 
 
 def test_service_labels_set_and_remove_touch_only_labels() -> None:
-    action = SetServiceLabels(
-        "id", "web", 7, set={"swarm-placement.x": "1"}, remove=("placement.managed", "absent")
+    action = SetReplicas(  # the count it has: only the labels change
+        "id",
+        "web",
+        7,
+        4,
+        set_labels={"swarm-placement.x": "1"},
+        remove_labels=("placement.managed", "absent"),
     )
     new = service_spec_with(SERVICE_SPEC, action)
     assert _diff_paths(SERVICE_SPEC, new) == [
@@ -87,7 +91,7 @@ def test_service_labels_set_and_remove_touch_only_labels() -> None:
 
 
 def test_node_labels_keep_the_rest_of_the_full_spec() -> None:
-    action = SetNodeLabels("n1", "node-1", 3, set={"swarm-placement.deny.web": "true"})
+    action = SetNodeLabels("n1", "node-1", 3, set_labels={"swarm-placement.deny.web": "true"})
     new = node_spec_with(NODE_SPEC, action)
     assert new == {
         "Labels": {"rack": "r1", "swarm-placement.deny.web": "true"},
@@ -95,7 +99,7 @@ def test_node_labels_keep_the_rest_of_the_full_spec() -> None:
         "Availability": "active",
     }
     removed = node_spec_with(
-        new, SetNodeLabels("n1", "node-1", 4, remove=("swarm-placement.deny.web",))
+        new, SetNodeLabels("n1", "node-1", 4, remove_labels=("swarm-placement.deny.web",))
     )
     assert removed == NODE_SPEC
 

@@ -60,7 +60,7 @@ def test_deny_labels_with_no_reason_left_are_released() -> None:
             node_id="n1",
             hostname="node-1",
             version=11,
-            remove=(deny_label("gone"), deny_label("web")),
+            remove_labels=(deny_label("gone"), deny_label("web")),
         ),
     )
 

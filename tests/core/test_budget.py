@@ -97,7 +97,7 @@ def test_a_preemption_waits_for_a_node_an_earlier_rule_spent() -> None:
     # The nodes rule evicts another service from node-1 first this cycle.
     other = svc("other", 0, priority="high")
     snap = replace(snap, services=(*snap.services, other))
-    evict = SetNodeLabels("n1", "node-1", 11, set={"x": "1"}, evicts=(other.id,))
+    evict = SetNodeLabels("n1", "node-1", 11, set_labels={"x": "1"}, evicts_services=(other.id,))
 
     def first(ctx: PlanContext) -> RuleOutput:
         return RuleOutput(actions=(evict,))
@@ -148,7 +148,11 @@ def _three() -> tuple:  # type: ignore[type-arg]
 def test_a_health_deny_and_a_scale_down_share_the_per_node_budget() -> None:
     web, db, snap = _three()
     deny = SetNodeLabels(
-        "n2", "node-2", 12, set={"swarm-placement.deny.web": "true"}, evicts=(web.id,)
+        "n2",
+        "node-2",
+        12,
+        set_labels={"swarm-placement.deny.web": "true"},
+        evicts_services=(web.id,),
     )
     down = replace(change_replicas(db, replicas=2, operation=PREEMPT, now=0.0), evicts_from=("n2",))
     result = _plan(snap, deny, down, policy=_policy(actions_per_node=1))
@@ -169,7 +173,7 @@ def test_a_drain_spends_the_budget_of_every_service_on_the_node() -> None:
 
 def test_drains_and_denies_spend_the_cycle_budget() -> None:
     web, _, snap = _three()
-    deny = SetNodeLabels("n3", "node-3", 13, set={"x": "1"}, evicts=(web.id,))
+    deny = SetNodeLabels("n3", "node-3", 13, set_labels={"x": "1"}, evicts_services=(web.id,))
     drain = SetNodeAvailability("n2", "node-2", 12, Availability.DRAIN)
     result = _plan(snap, deny, drain, policy=_policy(actions_per_cycle=1))
     assert result.actions == (deny,)
@@ -180,7 +184,7 @@ def test_max_unavailable_caps_tasks_stopped_at_once() -> None:
     web = service("web", replicas=4, labels=MANAGED)
     tasks = [running(web, 2, 1), running(web, 2, 2), running(web, 3, 3), running(web, 3, 4)]
     snap = snapshot([node(1, manager=True), node(2), node(3)], [web], tasks)
-    deny = SetNodeLabels("n2", "node-2", 12, set={"x": "1"}, evicts=(web.id,))
+    deny = SetNodeLabels("n2", "node-2", 12, set_labels={"x": "1"}, evicts_services=(web.id,))
     result = _plan(snap, deny)
     assert result.actions == ()
     assert _deferred(result) == [
@@ -194,7 +198,7 @@ def test_tasks_on_a_node_that_is_down_are_unavailable_already() -> None:
     web = service("web", replicas=2, labels=MANAGED)
     tasks = [running(web, 2, 1), running(web, 2, 2)]
     snap = snapshot([node(1, manager=True), node(2, state=NodeState.DOWN), node(3)], [web], tasks)
-    deny = SetNodeLabels("n2", "node-2", 12, set={"x": "1"}, evicts=(web.id,))
+    deny = SetNodeLabels("n2", "node-2", 12, set_labels={"x": "1"}, evicts_services=(web.id,))
     assert _plan(snap, deny).actions == (deny,)
 
 
@@ -215,7 +219,7 @@ def test_a_start_first_move_leaves_no_task_unavailable() -> None:
 def test_a_rules_copy_of_the_budget_is_its_own() -> None:
     _, db, snap = _three()
     budget = DisruptionBudget(Budgets(actions_per_cycle=1), snap, {})
-    deny = SetNodeLabels("n3", "node-3", 13, set={"x": "1"}, evicts=())
+    deny = SetNodeLabels("n3", "node-3", 13, set_labels={"x": "1"}, evicts_services=())
     assert budget.refusal(deny) is None  # stops nothing: never refused
     move = replace(change_replicas(db, replicas=2, operation=PREEMPT, now=0.0), evicts_from=("n2",))
     mine = budget.copy()

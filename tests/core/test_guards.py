@@ -8,7 +8,6 @@ from controller.core.actions import (
     SetNodeLabels,
     SetReplicas,
     SetServiceConstraints,
-    SetServiceLabels,
     describe,
 )
 from controller.core.context import PlanContext, RuleOutput
@@ -60,8 +59,8 @@ def test_the_last_active_manager_is_never_drained() -> None:
 def test_disruptive_actions_are_capped_per_service() -> None:
     web = service("web", labels=MANAGED)
     snap = snapshot([node(1, manager=True), node(2), node(3)], [web])
-    evict2 = SetNodeLabels("n2", "node-2", 12, set={"x": "1"}, evicts=("s-web",))
-    evict3 = SetNodeLabels("n3", "node-3", 13, set={"x": "1"}, evicts=("s-web",))
+    evict2 = SetNodeLabels("n2", "node-2", 12, set_labels={"x": "1"}, evicts_services=("s-web",))
+    evict3 = SetNodeLabels("n3", "node-3", 13, set_labels={"x": "1"}, evicts_services=("s-web",))
     result = _plan(snap, evict2, evict3)
     assert result.actions == (evict2,)  # default budget: one disruptive action per service
     assert any(d.outcome == "defer" and "per service" in d.reason for d in result.decisions)
@@ -92,11 +91,12 @@ def _every_write(db: Service) -> list[Action]:
     return [
         SetServiceConstraints(db.id, db.name, db.version, ("node.role==worker",)),
         SetServiceConstraints(db.id, db.name, db.version, ("node.id!=n2",), evicts_from=("n2",)),
-        SetServiceLabels(db.id, db.name, db.version, set={"swarm-placement.x": "1"}),
         change_replicas(db, replicas=1, operation=PREEMPT, now=0.0),
         replace(surge, evicts_from=("n2",)),  # a surge-and-trim: it stops tasks later
         SetReplicas(db.id, db.name, db.version, 2, remove_labels=RECORD_LABELS),
-        SetNodeLabels("n2", "node-2", 12, set={deny_label("db"): "true"}, evicts=(db.id,)),
+        SetNodeLabels(
+            "n2", "node-2", 12, set_labels={deny_label("db"): "true"}, evicts_services=(db.id,)
+        ),
         SetNodeAvailability("n3", "node-3", 13, Availability.DRAIN),
     ]
 

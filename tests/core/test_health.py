@@ -82,10 +82,10 @@ def test_a_failed_node_refuses_its_tasks_surges_them_elsewhere_then_is_paused() 
     action = node_action(result)
     # Swarm's constraint enforcer evicts nothing from a paused node: refuse first.
     assert isinstance(action, SetNodeLabels)
-    assert action.set[deny_label("web")] == "true"
-    assert action.set[health_key("webhook")].startswith(f"failed,{NOW + 60:.3f},disk gone")
-    assert PAUSED not in action.set
-    assert action.evicts == ("s-web",)
+    assert action.set_labels[deny_label("web")] == "true"
+    assert action.set_labels[health_key("webhook")].startswith(f"failed,{NOW + 60:.3f},disk gone")
+    assert PAUSED not in action.set_labels
+    assert action.evicts_services == ("s-web",)
     surge = [a for a in result.actions if isinstance(a, SetReplicas)]
     assert [a.replicas for a in surge] == [4], "the lost replica starts at once elsewhere"
     assert result.actions.index(action) < result.actions.index(surge[0]), "evict first"
@@ -95,7 +95,7 @@ def test_a_failed_node_refuses_its_tasks_surges_them_elsewhere_then_is_paused() 
     pause = node_action(run(labelled, now=NOW + 1))
     assert isinstance(pause, SetNodeAvailability)
     assert pause.availability is Availability.PAUSE
-    assert pause.set_labels == {PAUSED: "health"} and pause.evicts == ()
+    assert pause.set_labels == {PAUSED: "health"} and pause.evicts_services == ()
 
 
 def test_the_failure_is_durable_and_released_by_ok_or_by_its_ttl() -> None:
@@ -111,7 +111,7 @@ def test_the_failure_is_durable_and_released_by_ok_or_by_its_ttl() -> None:
     assert isinstance(release, SetNodeAvailability)
     assert release.availability is Availability.ACTIVE
     assert set(release.remove_labels) == {deny_label("web"), PAUSED, health_key("webhook")}
-    assert release.evicts == ()
+    assert release.evicts_services == ()
     # So does the ttl, without any report.
     lapsed = run(labelled, now=NOW + 61)
     assert node_action(lapsed).remove_labels == release.remove_labels
@@ -132,7 +132,7 @@ def test_the_worst_source_wins_and_each_source_releases_only_its_own_word() -> N
     }
     ok = run(replace(labelled, health=(report(HealthState.OK),)), now=NOW + 1)
     action = node_action(ok)
-    assert action.remove == (health_key("webhook"),), "the plugin still says failed"
+    assert action.remove_labels == (health_key("webhook"),), "the plugin still says failed"
 
 
 def test_a_node_failing_while_paused_by_us_is_made_active_for_the_eviction() -> None:
@@ -143,7 +143,7 @@ def test_a_node_failing_while_paused_by_us_is_made_active_for_the_eviction() -> 
     failing = replace(moved_in, health=(report(HealthState.FAILED),))
     action = node_action(run(failing, now=NOW + 1))
     assert isinstance(action, SetNodeAvailability) and action.availability is Availability.ACTIVE
-    assert action.set_labels[deny_label("web")] == "true" and action.evicts == ("s-web",)
+    assert action.set_labels[deny_label("web")] == "true" and action.evicts_services == ("s-web",)
     after = apply_actions(failing, (action,))
     again = node_action(run(after, now=NOW + 2))
     assert isinstance(again, SetNodeAvailability) and again.availability is Availability.PAUSE
@@ -165,7 +165,7 @@ def test_a_degraded_node_is_paused_and_sheds_preemptible_work_in_batches() -> No
     snap = replace(snapshot(nodes, services, tasks), health=(report(HealthState.DEGRADED),))
     action = node_action(run(snap))
     assert isinstance(action, SetNodeLabels), "refuse first, pause after"
-    denied = {k for k in action.set if k.startswith("swarm-placement.deny.")}
+    denied = {k for k in action.set_labels if k.startswith("swarm-placement.deny.")}
     assert denied == {deny_label("a"), deny_label("b")}, "lowest priority first, 2 per node"
     labelled = apply_actions(snap, (action,))
     pause = node_action(run(labelled, now=NOW + 1))
@@ -192,14 +192,14 @@ def test_the_last_manager_that_takes_tasks_is_never_paused() -> None:
     result = run(replace(snap, health=(report(HealthState.FAILED, node_id="n1"),)))
     action = node_action(result, "n1")
     assert isinstance(action, SetNodeLabels), "labels only, no pause"
-    assert deny_label("web") in action.set
+    assert deny_label("web") in action.set_labels
     assert any("no other manager takes tasks" in d.reason for d in result.decisions)
 
 
 def test_an_unknown_or_garbled_health_label_is_dropped() -> None:
     snap = web_snapshot(labels2={health_key("webhook"): "failed,soon,??"})
     result = run(snap)
-    assert node_action(result).remove == (health_key("webhook"),)
+    assert node_action(result).remove_labels == (health_key("webhook"),)
 
 
 def test_agents_and_plugins_that_cannot_be_read_are_reported_and_nothing_else() -> None:

@@ -132,7 +132,10 @@ def test_within_the_share_a_report_is_acted_on_as_before() -> None:
     assert panic(result) is None
     [write] = [a for a in node_writes(result) if a.node_id == "n2"]
     assert isinstance(write, SetNodeLabels)
-    assert write.set[deny_label("web")] == "true" and write.set[deny_label("batch")] == "true"
+    assert (
+        write.set_labels[deny_label("web")] == "true"
+        and write.set_labels[deny_label("batch")] == "true"
+    )
     assert [a.service_name for a in surges(result)] == ["batch", "web"]
 
 
@@ -164,7 +167,7 @@ def test_when_the_reports_fall_back_below_the_share_the_controller_acts_again() 
     result = run(calmer, now=NOW + 10)
     assert panic(result) is None
     [write] = node_writes(result)
-    assert write.node_id == "n2" and deny_label("web") in write.set
+    assert write.node_id == "n2" and deny_label("web") in write.set_labels
     assert any(d.subject == "node node-2" and d.outcome == "failed" for d in result.decisions)
     assert surges(result)
 

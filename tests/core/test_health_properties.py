@@ -151,7 +151,7 @@ def test_safety(snap: ClusterSnapshot) -> None:
     # Deny labels only ever refuse managed services.
     managed = {s.name for s in snap.services if result.resolved[s.id].settings.managed}
     for action in _node_writes(result):
-        labels = action.set if isinstance(action, SetNodeLabels) else action.set_labels
+        labels = action.set_labels
         for key in labels:
             if key.startswith(DENY_LABEL_PREFIX):
                 assert key.removeprefix(DENY_LABEL_PREFIX) in managed

@@ -140,7 +140,7 @@ def test_possible_owners_wait_for_their_labels_then_constrain() -> None:
     full = plan(snapshot=snap, policy=Policy.default(), memory=STABLE, now=NOW)
     labels = [a for a in full.actions if isinstance(a, SetNodeLabels)]
     assert sorted(a.hostname for a in labels) == ["node-2", "node-3"]
-    assert all(a.set == {possible_label("web"): "true"} for a in labels)
+    assert all(a.set_labels == {possible_label("web"): "true"} for a in labels)
     assert not any(
         isinstance(a, SetServiceConstraints) and possible_constraint("web") in a.constraints
         for a in full.actions

@@ -126,7 +126,7 @@ def test_a_service_in_a_rollout_waits_and_its_mirror_entry_is_kept() -> None:
     snap = replace(snapshot(four_nodes(), [db], [running(db, 3, 1)]), records=store)
     result = planned(snap)
     assert not [a for a in result.actions if isinstance(a, SetServiceConstraints)]
-    assert not [a for a in result.actions if isinstance(a, SetRecords) and a.remove]
+    assert not [a for a in result.actions if isinstance(a, SetRecords) and a.drop]
     assert any(d.rule == "records" and d.outcome == "wait" for d in result.decisions)
 
 
@@ -137,7 +137,7 @@ def test_the_mirror_follows_the_services_and_is_quiet_at_rest() -> None:
     snap = replace(snapshot(four_nodes(), [db], [running(db, 3, 1)]), records=store)
     result = planned(snap)
     (mirror,) = [a for a in result.actions if isinstance(a, SetRecords)]
-    assert mirror.remove == ("s-gone",)
+    assert mirror.drop == ("s-gone",)
     assert mirror.version == 5
     assert any(d.action is not None and d.rule == "records" for d in result.decisions)
     at_rest = replace(snap, records=mirror_of(db))
@@ -149,7 +149,7 @@ def test_the_first_record_creates_the_mirror() -> None:
     snap = replace(snapshot(four_nodes(), [db], [running(db, 3, 1)]), records=RecordStore())
     (mirror,) = [a for a in planned(snap).actions if isinstance(a, SetRecords)]
     assert mirror.config_id == ""
-    assert ServiceRecord.decode(mirror.set["s-db"]).labels[EXCLUDED_LABEL] == "n2"
+    assert ServiceRecord.decode(mirror.save["s-db"]).labels[EXCLUDED_LABEL] == "n2"
 
 
 def test_an_unobserved_mirror_plans_nothing() -> None:
@@ -175,7 +175,7 @@ def test_a_trimmed_surge_is_not_taken_for_a_deploy_and_is_not_mirrored() -> None
     )
     snap = replace(snapshot(four_nodes(), [web], [running(web, 3, 1)]), records=RecordStore())
     (mirror,) = [a for a in planned(snap).actions if isinstance(a, SetRecords)]
-    saved = ServiceRecord.decode(mirror.set["s-web"])
+    saved = ServiceRecord.decode(mirror.save["s-web"])
     assert saved.constraints == (steering_constraint("web"),)
     assert BASE_LABEL not in saved.labels
     # The trim drops the surge record: the service keeps its steering constraint, so no

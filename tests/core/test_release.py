@@ -234,8 +234,8 @@ def test_unmanaging_releases_the_constraint_first_and_the_marks_in_a_later_cycle
     snap = apply_actions(snap, first.actions)
     second = _plan(snap, first.memory)
     assert second.actions == (
-        SetNodeLabels("n2", "node-2", 12, remove=(MARK,)),
-        SetNodeLabels("n3", "node-3", 13, remove=(MARK,)),
+        SetNodeLabels("n2", "node-2", 12, remove_labels=(MARK,)),
+        SetNodeLabels("n3", "node-3", 13, remove_labels=(MARK,)),
     )
     snap = apply_actions(snap, second.actions)
     assert _plan(snap, second.memory).actions == ()
@@ -248,9 +248,9 @@ def test_a_label_typo_keeps_the_last_good_settings_and_nothing_is_released() -> 
     typo = replace(good, labels={**good.labels, "placement.priority": "hihg"})
     result = _plan(_swarm(typo), first.memory)
     assert not [a for a in result.actions if isinstance(a, ReleaseConstraints)]
-    assert not any(isinstance(a, SetNodeLabels) and MARK in a.remove for a in result.actions), (
-        result.actions
-    )
+    assert not any(
+        isinstance(a, SetNodeLabels) and MARK in a.remove_labels for a in result.actions
+    ), result.actions
 
 
 def test_a_label_typo_with_no_last_good_labels_releases_without_stopping_a_task() -> None:
@@ -269,7 +269,7 @@ def test_a_managed_service_whose_possible_owners_shrink_still_leaves_the_dropped
     )
     result = _plan(_swarm(db))
     (node3,) = [a for a in result.actions if isinstance(a, SetNodeLabels)]
-    assert node3.node_id == "n3" and node3.remove == (MARK,)
+    assert node3.node_id == "n3" and node3.remove_labels == (MARK,)
 
 
 def test_a_managed_service_whose_possible_owners_were_unset_keeps_its_marks() -> None:
@@ -280,19 +280,19 @@ def test_a_managed_service_whose_possible_owners_were_unset_keeps_its_marks() ->
         constraints=(steering_constraint("db"), possible_constraint("db")),
     )
     result = _plan(_swarm(db))
-    assert not any(isinstance(a, SetNodeLabels) and a.remove for a in result.actions)
+    assert not any(isinstance(a, SetNodeLabels) and a.remove_labels for a in result.actions)
 
 
 def test_the_mark_of_an_unreadable_service_stays() -> None:
     snap = replace(_swarm(), unreadable=(Unreadable("service", "s-db", "db", "bad attrs"),))
     result = _plan(snap)
-    assert not any(isinstance(a, SetNodeLabels) and a.remove for a in result.actions)
+    assert not any(isinstance(a, SetNodeLabels) and a.remove_labels for a in result.actions)
 
 
 def test_a_mark_another_service_requires_stays() -> None:
     copy = service("copycat", labels={"team": "x"}, constraints=[possible_constraint("db")])
     result = _plan(_swarm(copy))
-    assert not any(isinstance(a, SetNodeLabels) and a.remove for a in result.actions)
+    assert not any(isinstance(a, SetNodeLabels) and a.remove_labels for a in result.actions)
 
 
 # --- release --all: the nodes ------------------------------------------------------------
@@ -305,7 +305,7 @@ def _n(labels: dict[str, str], availability: Availability = Availability.ACTIVE)
 def test_a_node_loses_every_label_of_ours_and_keeps_the_operators() -> None:
     labels = {MARK: "true", "swarm-placement.deny.web": "true", "swarm-placement.health.x": "x"}
     action, decision = release_node(_n(labels), mark_requirements(()))
-    assert action == SetNodeLabels("n2", "node-2", 12, remove=tuple(sorted(labels)))
+    assert action == SetNodeLabels("n2", "node-2", 12, remove_labels=tuple(sorted(labels)))
     assert decision is not None and decision.outcome == "release"
 
 
@@ -328,4 +328,4 @@ def test_a_mark_a_service_still_requires_stays_on_the_node() -> None:
     action, decision = release_node(_n({MARK: "true"}), requirements)
     assert action is None and decision is not None and "required by db" in decision.reason
     action, _ = release_node(_n({MARK: "true", "swarm-placement.deny.db": "true"}), requirements)
-    assert action == SetNodeLabels("n2", "node-2", 12, remove=("swarm-placement.deny.db",))
+    assert action == SetNodeLabels("n2", "node-2", 12, remove_labels=("swarm-placement.deny.db",))

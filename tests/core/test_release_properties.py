@@ -97,7 +97,7 @@ def _unmanaged(result: Plan, snap: ClusterSnapshot) -> list[Service]:
 
 def _removed(action: Action) -> tuple[str, ...]:
     if isinstance(action, SetNodeLabels):
-        return action.remove
+        return action.remove_labels
     if isinstance(action, SetNodeAvailability):
         return action.remove_labels
     return ()

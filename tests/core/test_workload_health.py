@@ -68,8 +68,8 @@ def test_three_failures_on_one_node_move_the_service_off_it() -> None:
     )
     result = run(replace(cluster(), workload=failing("n2")))
     action = node_labels(result)["n2"]
-    assert action.set == {deny_label("web"): "true", unhealthy_key("web"): f"{NOW:.3f}"}
-    assert action.evicts == ("s-web",)
+    assert action.set_labels == {deny_label("web"): "true", unhealthy_key("web"): f"{NOW:.3f}"}
+    assert action.evicts_services == ("s-web",)
     assert any(
         d.outcome == "move-off" and "3 task failure(s) on node-2" in d.reason
         for d in result.decisions
@@ -80,8 +80,8 @@ def test_the_node_is_the_services_again_after_the_period() -> None:
     since = NOW - 601
     snap = cluster(labels={2: {deny_label("web"): "true", unhealthy_key("web"): f"{since:.3f}"}})
     action = node_labels(run(snap))["n2"]
-    assert set(action.remove) == {deny_label("web"), unhealthy_key("web")}
-    assert action.evicts == ()
+    assert set(action.remove_labels) == {deny_label("web"), unhealthy_key("web")}
+    assert action.evicts_services == ()
 
 
 def test_a_service_failing_everywhere_is_not_chased_and_says_so() -> None:
@@ -105,7 +105,7 @@ def test_a_plugin_veto_refuses_the_node_and_a_veto_of_every_node_is_set_aside() 
     veto = PluginVeto("topo", "s-web", "n2", "no path to san-a")
     result = run(replace(cluster(), plugins=PluginAdvice(vetoes=(veto,), answered=("topo",))))
     action = node_labels(result)["n2"]
-    assert action.set == {deny_label("web"): "true"} and action.evicts == ("s-web",)
+    assert action.set_labels == {deny_label("web"): "true"} and action.evicts_services == ("s-web",)
     assert any("vetoed by plugin topo: no path to san-a" in d.reason for d in result.decisions)
     everywhere = tuple(PluginVeto("topo", "s-web", f"n{n}") for n in range(1, 6))
     result = run(replace(cluster(), plugins=PluginAdvice(vetoes=everywhere)))
@@ -138,7 +138,7 @@ def test_failing_everywhere_at_once_moves_it_off_no_more_than_the_panic_threshol
     web = replace(snap.services[0], labels={**MANAGED, "placement.failover-threshold": "5/10m"})
     everywhere = tuple(e for n in range(1, 6) for e in failing(f"n{n}", 5))
     result = run(replace(snap, services=(web,), workload=everywhere))
-    moved = [a for a in node_labels(result).values() if unhealthy_key("web") in a.set]
+    moved = [a for a in node_labels(result).values() if unhealthy_key("web") in a.set_labels]
     assert len(moved) == 1
     assert any(
         d.outcome == "hold" and "controller.health-panic-threshold 34% allows 1" in d.reason

@@ -16,7 +16,6 @@ from controller.core.actions import (
     SetNodeLabels,
     SetReplicas,
     SetServiceConstraints,
-    SetServiceLabels,
     describe,
 )
 from controller.core.decisions import Decision
@@ -28,10 +27,10 @@ from controller.runtime.reconciler import Reconciler
 from controller.runtime.tracing import DecisionLog, get_tracer, make_tracer_provider
 from tests.core.builders import node, snapshot
 
-BAD = SetServiceLabels("s-bad", "bad", 3, set={"x": "1"})
+BAD = SetServiceConstraints("s-bad", "bad", 3, ("node.role==worker",))
 API = SetServiceConstraints("s-api", "api", 4, ("node.labels.rack==r1",))
 WEB = SetReplicas("s-web", "web", 5, 4)
-NODE = SetNodeLabels("n2", "node-2", 12, set={"swarm-placement.deny.web": "true"})
+NODE = SetNodeLabels("n2", "node-2", 12, set_labels={"swarm-placement.deny.web": "true"})
 
 
 def refused(
@@ -139,7 +138,7 @@ def test_another_write_to_a_waiting_object_is_tried_at_once(stage: Stage) -> Non
     stage.failures["service bad"] = refused(403, "authorization denied by plugin")
     r = make(stage)
     r.reconcile({"start"})
-    other = SetServiceLabels("s-bad", "bad", 3, set={"y": "2"})
+    other = SetServiceConstraints("s-bad", "bad", 3, ("node.role==manager",))
     stage.plan(other)
     stage.calls.clear()
     cycle = r.reconcile({"resync"})

@@ -251,7 +251,7 @@ def _action(node: Node, change: _Change) -> Action | None:
             availability=change.availability,
             set_labels=to_set,
             remove_labels=remove,
-            evicts=evicts,
+            evicts_services=evicts,
         )
     if not to_set and not remove:
         return None
@@ -259,7 +259,7 @@ def _action(node: Node, change: _Change) -> Action | None:
         node_id=node.id,
         hostname=node.hostname,
         version=node.version,
-        set=to_set,
-        remove=remove,
-        evicts=evicts,
+        set_labels=to_set,
+        remove_labels=remove,
+        evicts_services=evicts,
     )

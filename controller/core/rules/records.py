@@ -103,7 +103,7 @@ def _mirror(
     drop = tuple(sorted(sid for sid in have if sid not in wanted))
     if not put and not drop:
         return None  # also while there is nothing to keep: the config comes with the first
-    return SetRecords(config_id=config_id, version=version, set=put, remove=drop)
+    return SetRecords(config_id=config_id, version=version, save=put, drop=drop)
 
 
 def _recover(snapshot: ClusterSnapshot, service: Service, saved: ServiceRecord) -> RuleOutput:
