@@ -11,7 +11,7 @@ import json
 import re
 from collections.abc import Iterable
 
-from controller.core.decisions import Decision
+from controller.core.decisions import LoggedDecision
 from controller.core.explain import Past
 
 _LOGFMT = re.compile(r"(?:^|[\s|])decision (time=.*)$")
@@ -25,12 +25,12 @@ def _from_fields(fields: dict[str, str]) -> Past | None:
     action = fields.get("action")
     return Past(
         time=fields["time"],
-        decision=Decision(
+        decision=LoggedDecision(
             rule=fields["rule"],
             subject=fields["subject"],
             outcome=fields["outcome"],
             reason=fields["reason"],
-            action=action if isinstance(action, str) else None,
+            action_text=action if isinstance(action, str) else None,
         ),
     )
 

@@ -33,7 +33,7 @@ from controller.adapters.docker_read import ServiceNotFoundError
 from controller.adapters.writes import execute_action
 from controller.core.actions import Action
 from controller.core.apply import apply_actions
-from controller.core.decisions import Decision
+from controller.core.decisions import Decision, Outcome
 from controller.core.lease import LeaseLabelError, record_from_labels
 from controller.core.model import ClusterSnapshot, Node, Service
 from controller.core.release_plan import (
@@ -93,11 +93,11 @@ class Releaser:
         prefix = "dry run: " if self.dry_run else ""
         self.say(prefix + decision.line())
         self.reported += 1
-        if decision.outcome != "release":
+        if decision.outcome != Outcome.RELEASE:
             self.complete = False
 
     def _fail(self, subject: str, reason: str) -> None:
-        self._report(Decision(RULE, subject, "fail", reason))
+        self._report(Decision(RULE, subject, Outcome.FAIL, reason))
 
     def service(self, name: str) -> Service:
         """Release one service (name or ID); its state afterwards (as a dry run leaves it)."""

@@ -163,9 +163,7 @@ def explanation_document(found: Explanation) -> dict[str, Any]:
                 "state": r.task.state.value,
                 "reasons": list(r.reasons),
                 "arrived": (
-                    {"time": r.arrived.time, **dataclasses.asdict(r.arrived.decision)}
-                    if r.arrived
-                    else None
+                    {"time": r.arrived.time, **r.arrived.decision.as_dict()} if r.arrived else None
                 ),
             }
             for r in found.replicas
@@ -179,6 +177,6 @@ def explanation_document(found: Explanation) -> dict[str, Any]:
             }
             for p in found.pending
         ],
-        "now": [dataclasses.asdict(d) for d in found.now],
-        "recent": [{"time": p.time, **dataclasses.asdict(p.decision)} for p in found.recent],
+        "now": [d.as_dict() for d in found.now],
+        "recent": [{"time": p.time, **p.decision.as_dict()} for p in found.recent],
     }

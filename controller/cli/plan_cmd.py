@@ -23,7 +23,7 @@ from controller.cli.swarm_access import (
     load_policy,
 )
 from controller.core.actions import Action, describe, target_of
-from controller.core.decisions import Decision
+from controller.core.decisions import Decision, Outcome
 from controller.core.records_mirror import RECORDS_CONFIG
 from controller.runtime.dry_run import DryRun
 
@@ -67,8 +67,7 @@ def _subject(action: Action, hosts: Mapping[str, str]) -> str:
 def reasons_for(action: Action, decisions: tuple[Decision, ...]) -> tuple[str, list[Decision]]:
     """The rule that proposed the action, and the decisions that explain it: the one that
     names it and the same rule's other decisions about the same subject."""
-    text = describe(action)
-    named = [d for d in decisions if d.action == text and d.rule != "guard"]
+    named = [d for d in decisions if d.action == action and d.rule != "guard"]
     rule = named[0].rule if named else "?"
     subject = named[0].subject if named else ""
     related = [d for d in decisions if d.rule == rule and d.subject == subject and d not in named]
@@ -92,7 +91,7 @@ def render_plan(dry: DryRun) -> str:
         lines.append(f"   change: {change(action, hosts)}")
         for decision in why:
             lines.append(f"   why:    {decision.outcome} - {decision.reason}")
-    held = [d for d in result.decisions if d.rule == "guard" or d.outcome == "defer"]
+    held = [d for d in result.decisions if d.rule == "guard" or d.outcome == Outcome.DEFER]
     if held:
         lines.append("")
         lines.append("held back this cycle:")
@@ -122,7 +121,7 @@ def plan_document(dry: DryRun) -> dict[str, Any]:
                 "target": {"kind": kind, "id": ident, "name": _subject(action, hosts)},
                 "change": describe(action),
                 "rule": rule,
-                "reasons": [dataclasses.asdict(d) for d in why],
+                "reasons": [d.as_dict() for d in why],
                 "fields": fields,
             }
         )
@@ -132,5 +131,5 @@ def plan_document(dry: DryRun) -> dict[str, Any]:
         "services": len(snap.services),
         "tasks": len(snap.tasks),
         "actions": actions,
-        "decisions": [dataclasses.asdict(d) for d in result.decisions],
+        "decisions": [d.as_dict() for d in result.decisions],
     }

@@ -98,6 +98,16 @@ def target_of(action: Action) -> tuple[str, str]:
     return ("service", action.service_id)
 
 
+def subject_of(action: Action) -> str:
+    """What a decision about the action names: "service <name>", "node <hostname>" or
+    "records" (by name, as every decision does, never by ID)."""
+    if isinstance(action, SetNodeLabels | SetNodeAvailability):
+        return f"node {action.hostname}"
+    if isinstance(action, SetRecords):
+        return "records"
+    return f"service {action.service_name}"
+
+
 def describe(action: Action) -> str:
     match action:
         case SetServiceConstraints(service_name=name, constraints=cs, evicts_from=nodes):

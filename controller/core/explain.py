@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from controller.core.constraints import ConstraintError, parse_constraint
-from controller.core.decisions import Decision
+from controller.core.decisions import Decision, LoggedDecision, Outcome
 from controller.core.labels import is_own_constraint
 from controller.core.model import (
     ACTIVE_TASK_STATES,
@@ -31,7 +31,17 @@ from controller.core.simulate.scheduler import Scheduler
 from controller.policy import Policy, ResolvedService
 
 # Outcomes that move tasks: a recent one naming a node tells how a replica got there.
-MOVING = frozenset({"move", "surge", "rebalance", "steer", "trim", "restore", "preempt"})
+MOVING = frozenset(
+    {
+        Outcome.MOVE,
+        Outcome.SURGE,
+        Outcome.REBALANCE,
+        Outcome.STEER,
+        Outcome.TRIM,
+        Outcome.RESTORE,
+        Outcome.PREEMPT,
+    }
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,7 +49,7 @@ class Past:
     """A decision from the controller's log, with its time as logged."""
 
     time: str
-    decision: Decision
+    decision: LoggedDecision
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,11 +79,11 @@ class Explanation:
     recent: tuple[Past, ...]  # logged decisions about the service, oldest first
 
 
-def _about(decision: Decision, service: Service) -> bool:
+def _about(decision: Decision | LoggedDecision, service: Service) -> bool:
+    # A logged decision's action is text only: both are matched by the text.
     subject = f"service {service.name}"
-    return decision.subject == subject or (
-        decision.action is not None and decision.action.startswith(f"{subject}:")
-    )
+    text = decision.action_text
+    return decision.subject == subject or (text is not None and text.startswith(f"{subject}:"))
 
 
 def _whose(text: str, service: Service, hosts: Mapping[str, str]) -> str:

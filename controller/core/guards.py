@@ -18,13 +18,13 @@ from controller.core.actions import (
     SetNodeLabels,
     SetReplicas,
     SetServiceConstraints,
-    describe,
+    subject_of,
 )
 from controller.core.apply import apply_actions
 from controller.core.budget import disrupted_nodes, disruption
 from controller.core.constraints import ConstraintError, node_satisfies, parse_constraint
 from controller.core.context import PlanContext
-from controller.core.decisions import Decision
+from controller.core.decisions import Decision, Outcome
 from controller.core.model import Availability, NodeRole, Service, ServiceMode
 from controller.core.release_plan import release_refusal
 from controller.core.replicas import OPERATION_LABEL, SURGE, ends_own_move
@@ -191,14 +191,14 @@ def apply_guards(
     decisions: list[Decision] = []
     taken_out: set[str] = set()  # nodes this plan pauses or drains
 
-    def note(action: Action, outcome: str, reason: str) -> None:
+    def note(action: Action, outcome: Outcome, reason: str) -> None:
         decisions.append(
             Decision(
                 rule="guard",
-                subject=describe(action).split(":")[0],
+                subject=subject_of(action),
                 outcome=outcome,
                 reason=reason,
-                action=describe(action),
+                action=action,
             )
         )
 
@@ -208,30 +208,30 @@ def apply_guards(
             # Only a release (core/release_plan) may write it, and only to take back ours.
             refusal = release_refusal(ctx.snapshot.service_by_id.get(service_id), action)
             if refusal is not None:
-                note(action, "refuse", refusal)
+                note(action, Outcome.REFUSE, refusal)
                 continue
-            note(action, "allow", "not managed: this write only takes back the controller's")
+            note(action, Outcome.ALLOW, "not managed: this write only takes back the controller's")
         waiting = rollout_wait(ctx, action)
         if waiting is not None:
-            note(action, "wait", waiting)
+            note(action, Outcome.WAIT, waiting)
             continue
         if isinstance(action, SetNodeAvailability) and _drains_last_manager(ctx, action, taken_out):
-            note(action, "refuse", "it would leave no active manager")
+            note(action, Outcome.REFUSE, "it would leave no active manager")
             continue
         stranded = _strands(ctx, action, kept)
         if stranded is not None:
-            note(action, "refuse", stranded)
+            note(action, Outcome.REFUSE, stranded)
             continue
         over = budget.refusal(action)
         if over is not None:
-            note(action, "defer", over)
+            note(action, Outcome.DEFER, over)
             continue
         budget.spend(action)
         service = ctx.snapshot.service_by_id.get(service_id or "")
         if service is not None and service.in_rollout:
             note(
                 action,
-                "allow",
+                Outcome.ALLOW,
                 f"written while Swarm rolls an update ({service.update_state}): "
                 + (
                     "a failover raise of the replica count"

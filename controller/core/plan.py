@@ -16,9 +16,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
-from controller.core.actions import Action, describe, target_of
+from controller.core.actions import Action, subject_of, target_of
 from controller.core.context import PlanContext, Rule
-from controller.core.decisions import Decision
+from controller.core.decisions import Decision, Outcome
 from controller.core.guards import apply_guards
 from controller.core.health.assess import assess_nodes
 from controller.core.memory import Memory
@@ -78,10 +78,10 @@ def plan(
                 decisions.append(
                     Decision(
                         rule=rule_name,
-                        subject=f"{target[0]} {target[1]}",
-                        outcome="defer",
+                        subject=subject_of(action),
+                        outcome=Outcome.DEFER,
                         reason="already changed this cycle; retried on the next one",
-                        action=describe(action),
+                        action=action,
                     )
                 )
                 continue
@@ -99,16 +99,17 @@ def unexplained(
     proposed: Iterable[tuple[str, Action]], decisions: Iterable[Decision]
 ) -> list[Decision]:
     """A decision for every write a rule gave no reason for, so no write goes unlogged:
-    every write must be named by a Decision (`Decision.action == describe(action)`)."""
-    named = {d.action for d in decisions if d.action is not None}
+    every write must be named by a Decision (`Decision.action == action`)."""
+    # A list, not a set: actions hold dicts and do not hash.
+    named = [d.action for d in decisions if d.action is not None]
     return [
         Decision(
             rule=rule,
-            subject=describe(action).split(":")[0],
-            outcome="write",
+            subject=subject_of(action),
+            outcome=Outcome.WRITE,
             reason="the rule gave no reason for this write (a bug in the rule: please report it)",
-            action=describe(action),
+            action=action,
         )
         for rule, action in proposed
-        if describe(action) not in named
+        if action not in named
     ]

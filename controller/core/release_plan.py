@@ -31,10 +31,9 @@ from controller.core.actions import (
     SetNodeLabels,
     SetReplicas,
     SetServiceConstraints,
-    describe,
 )
 from controller.core.constraints import ConstraintError, parse_constraint
-from controller.core.decisions import Decision
+from controller.core.decisions import Decision, Outcome
 from controller.core.health.node_marks import PAUSED, paused_for
 from controller.core.labels import (
     POSSIBLE_LABEL_PREFIX,
@@ -99,7 +98,7 @@ def release_service(service: Service) -> tuple[ReleaseAction | None, Decision | 
         return None, Decision(
             RULE,
             subject,
-            "wait",
+            Outcome.WAIT,
             f"Swarm's rollout is {service.update_state}: a write now would resume or change "
             "it; the release follows once it ends (the node marks its constraints need stay)",
         )
@@ -118,11 +117,11 @@ def release_service(service: Service) -> tuple[ReleaseAction | None, Decision | 
         return action, Decision(
             RULE,
             subject,
-            "release",
+            Outcome.RELEASE,
             f"taking back the controller's {len(ours)} constraint(s) and {len(drop)} "
             "label(s), the operator's kept; dropping constraints only widens placement, so "
             f"no task stops, and node marks go once no constraint needs them{then}",
-            action=describe(action),
+            action=action,
         )
     if record is not None:
         action = ReleaseReplicas(
@@ -135,15 +134,15 @@ def release_service(service: Service) -> tuple[ReleaseAction | None, Decision | 
         return action, Decision(
             RULE,
             subject,
-            "release",
+            Outcome.RELEASE,
             f"replicas back to the operator's recorded {record.base} "
             f"(the controller's {record.operation} set {record.written}), record removed",
-            action=describe(action),
+            action=action,
         )
     return None, Decision(
         RULE,
         subject,
-        "keep",
+        Outcome.KEEP,
         f"released but for its replica record, left for the operator: {unreadable}",
     )
 
@@ -241,7 +240,9 @@ def release_node(
     held = [f"{k} (required by {', '.join(v)})" for k, v in sorted(needed.items())]
     kept = f"; kept, still required: {'; '.join(held)}" if held else ""
     if not remove:
-        return None, Decision(RULE, subject, "keep", f"every label of ours left is required{kept}")
+        return None, Decision(
+            RULE, subject, Outcome.KEEP, f"every label of ours left is required{kept}"
+        )
     action: Action
     if paused_for(node.labels) and node.availability is Availability.PAUSE:
         action = SetNodeAvailability(
@@ -257,4 +258,4 @@ def release_node(
             node_id=node.id, hostname=node.hostname, version=node.version, remove_labels=remove
         )
         why = "labels of the controller's removed (widens placement only)"
-    return action, Decision(RULE, subject, "release", why + kept, action=describe(action))
+    return action, Decision(RULE, subject, Outcome.RELEASE, why + kept, action=action)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from controller.core.decisions import Decision
+from controller.core.decisions import Decision, Outcome
 from controller.core.model import ClusterSnapshot
 from controller.policy import Policy, ResolvedService, resolve_service
 
@@ -60,7 +60,7 @@ def resolve_settings(
                 clean.remember(key, result)
         resolved[service.id] = result
         for error in result.errors:
-            outcome = "keep-last-good" if result.stale else "unmanaged"
+            outcome = Outcome.KEEP_LAST_GOOD if result.stale else Outcome.UNMANAGED
             decisions.append(
                 Decision(
                     rule="policy", subject=f"service {service.name}", outcome=outcome, reason=error
@@ -71,7 +71,7 @@ def resolve_settings(
             Decision(
                 rule="observe",
                 subject=f"{item.kind} {item.name}",
-                outcome="skip",
+                outcome=Outcome.SKIP,
                 reason=item.reason,
             )
         )

@@ -14,14 +14,8 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoM
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
-from controller.core.actions import (
-    Action,
-    SetNodeAvailability,
-    SetNodeLabels,
-    SetRecords,
-    describe,
-)
-from controller.core.decisions import Decision
+from controller.core.actions import Action, subject_of
+from controller.core.decisions import Code, Decision, LoggedDecision, Outcome
 from controller.runtime.lease_keeper import LeaseKeeper
 from controller.runtime.policy_source import PolicySource
 
@@ -29,15 +23,7 @@ DURATION_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0
 EVENT_KINDS = ("failover", "failback", "preemption", "move")
 
 
-def subject_of(action: Action) -> str:
-    if isinstance(action, SetNodeLabels | SetNodeAvailability):
-        return f"node {action.hostname}"
-    if isinstance(action, SetRecords):
-        return "records"
-    return f"service {action.service_name}"
-
-
-SUSPECT = ("suspicion", "suspect")
+SUSPECT = ("suspicion", Outcome.SUSPECT)
 
 
 def events_of(executed: Sequence[Action], decisions: Iterable[Decision]) -> dict[str, int]:
@@ -47,19 +33,18 @@ def events_of(executed: Sequence[Action], decisions: Iterable[Decision]) -> dict
     decisions, which explain the one constraint write of their service.
     """
     counts = dict.fromkeys(EVENT_KINDS, 0)
-    written = {describe(a) for a in executed}
     subjects = {subject_of(a) for a in executed}
     for d in decisions:
-        if d.action is not None and d.action in written:
-            if (d.rule, d.outcome) == ("failover", "surge"):
+        if d.action is not None and d.action in executed:
+            if (d.rule, d.outcome) == ("failover", Outcome.SURGE):
                 counts["failover"] += 1
-            elif (d.rule, d.outcome) == ("preemption", "preempt"):
+            elif (d.rule, d.outcome) == ("preemption", Outcome.PREEMPT):
                 counts["preemption"] += 1
-            elif d.rule == "rebalance" and d.outcome in ("move", "rebalance"):
+            elif d.rule == "rebalance" and d.outcome in (Outcome.MOVE, Outcome.REBALANCE):
                 counts["move"] += 1
-        elif d.action is None and d.outcome == "move" and d.subject in subjects:
+        elif d.action is None and d.outcome == Outcome.MOVE and d.subject in subjects:
             counts["move"] += 1
-            if "failback to" in d.reason:
+            if d.code is Code.FAILBACK:
                 counts["failback"] += 1
     return counts
 
@@ -190,7 +175,7 @@ class Metrics:
             registry=r,
         )
         r.register(_StateCollector(policy, lease, agents))
-        self._previous: set[Decision] = set()
+        self._previous: set[LoggedDecision] = set()  # compared as the log shows them
         self._suspected: set[str] = set()  # subjects suspected in the last leader cycle
 
     def record_cycle(
@@ -204,17 +189,18 @@ class Metrics:
         failed: Sequence[Action] = (),
     ) -> None:
         self.reconcile_seconds.labels("leader" if leader else "standby").observe(seconds)
-        panic = leader and any((d.rule, d.outcome) == ("health", "panic") for d in decisions)
+        panic = leader and any((d.rule, d.outcome) == ("health", Outcome.PANIC) for d in decisions)
         self.health_panic.set(1.0 if panic else 0.0)
         if panic:
             self.health_panic_cycles.inc()
         if not leader:
             self._previous = set()  # decisions count where they are acted on
             return
-        for d in decisions:
+        logged = [d.logged() for d in decisions]
+        for d in logged:
             if d not in self._previous:
                 self.decisions.labels(d.rule, d.outcome).inc()
-        self._previous = set(decisions)
+        self._previous = set(logged)
         # A suspect decision repeats (with a longer agreement) while the node stays
         # suspected: count each suspicion once, when it starts.
         suspected = {d.subject for d in decisions if (d.rule, d.outcome) == SUSPECT}

@@ -12,7 +12,7 @@ import os
 import threading
 from collections.abc import Callable, Iterable
 
-from controller.core.actions import Action, describe
+from controller.core.actions import Action
 from controller.core.decisions import Decision
 
 PAUSE_ENV = "PLACEMENT_TEST_PAUSE_AFTER"
@@ -20,8 +20,7 @@ PAUSE_ENV = "PLACEMENT_TEST_PAUSE_AFTER"
 
 def step_of(action: Action, decisions: Iterable[Decision]) -> str | None:
     """The outcome of the decision that produced the action (one write per object)."""
-    text = describe(action)
-    return next((d.outcome for d in decisions if d.action == text), None)
+    return next((d.outcome for d in decisions if d.action == action), None)
 
 
 def pause_if_asked(step: str | None, say: Callable[[str], None]) -> None:

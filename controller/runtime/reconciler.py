@@ -23,8 +23,8 @@ from opentelemetry.trace import Status, StatusCode
 
 from controller.adapters.docker_api import ConflictError, GoneError, observe_cluster
 from controller.adapters.writes import Executor, docker_executor
-from controller.core.actions import Action, describe, target_of
-from controller.core.decisions import Decision
+from controller.core.actions import Action, describe, subject_of, target_of
+from controller.core.decisions import Decision, Outcome
 from controller.core.guards import disrupted_nodes
 from controller.core.memory import Memory
 from controller.core.model import ClusterSnapshot
@@ -191,18 +191,14 @@ def one_line(exc: docker.errors.APIError) -> str:
     return f"{exc.status_code} {text}"
 
 
-def _subject(action: Action) -> str:
-    return describe(action).split(":")[0]  # "service web", "node node-2", "records"
-
-
 def _refused_decision(action: Action, refusal: Refusal) -> Decision:
     return Decision(
         RULE,
-        _subject(action),
-        "failed",
+        subject_of(action),
+        Outcome.FAILED,
         f"Docker refused the write ({refusal.problem}); the rest of the plan goes on, and "
         f"this write waits {refusal.wait:g} s (refusal {refusal.refusals} in a row)",
-        action=describe(action),
+        action=action,
     )
 
 
@@ -210,9 +206,9 @@ def _held_decision(action: Action, refusal: Refusal) -> Decision:
     until = datetime.fromtimestamp(refusal.retry_at, UTC).isoformat(timespec="seconds")
     return Decision(
         RULE,
-        _subject(action),
-        "backoff",
+        subject_of(action),
+        Outcome.BACKOFF,
         f"Docker refused this write {refusal.refusals} time(s) in a row, last: "
         f"{refusal.problem}; not tried again before {until}",
-        action=describe(action),
+        action=action,
     )

@@ -18,7 +18,7 @@ from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter
 
 from controller import __version__
-from controller.core.decisions import Decision
+from controller.core.decisions import Decision, LoggedDecision
 
 Exporter = Literal["none", "console", "otlp"]
 LogFormat = Literal["logfmt", "json"]
@@ -61,11 +61,11 @@ def record_decision(span: trace.Span, decision: Decision) -> None:
     attributes = {
         "placement.rule": decision.rule,
         "placement.subject": decision.subject,
-        "placement.outcome": decision.outcome,
+        "placement.outcome": str(decision.outcome),  # a plain str for any exporter
         "placement.reason": decision.reason,
     }
-    if decision.action is not None:
-        attributes["placement.action"] = decision.action
+    if decision.action_text is not None:
+        attributes["placement.action"] = decision.action_text
     span.add_event("decision", attributes)
 
 
@@ -82,14 +82,16 @@ class DecisionLog:
     def __init__(self, out: TextIO, fmt: LogFormat = "logfmt") -> None:
         self._out = out
         self._fmt = fmt
-        self._previous: set[Decision] = set()
+        # Compared as logged: the same line is the same decision to whoever reads the log.
+        self._previous: set[LoggedDecision] = set()
 
     def write(self, decisions: Iterable[Decision], *, now: float) -> None:
         current = set()
         stamp = datetime.fromtimestamp(now, UTC).isoformat(timespec="milliseconds")
         for decision in decisions:
-            current.add(decision)
-            if decision in self._previous:
+            logged = decision.logged()
+            current.add(logged)
+            if logged in self._previous:
                 continue
             self._out.write(self.format(decision, stamp) + "\n")
         self._out.flush()
@@ -111,8 +113,8 @@ class DecisionLog:
             "outcome": decision.outcome,
             "reason": decision.reason,
         }
-        if decision.action is not None:
-            fields["action"] = decision.action
+        if decision.action_text is not None:
+            fields["action"] = decision.action_text
         if self._fmt == "json":
             return json.dumps({"event": "decision", **fields})
         return "decision " + " ".join(f"{k}={_logfmt_value(v)}" for k, v in fields.items())

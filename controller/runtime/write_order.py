@@ -15,21 +15,22 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from controller.core.actions import Action, describe, target_of
+from controller.core.actions import Action, target_of
 from controller.core.decisions import Decision
 
 FAILOVER_RULE = "failover"
 
 
 def execution_order(actions: Iterable[Action], decisions: Iterable[Decision]) -> list[Action]:
-    failover = {d.action for d in decisions if d.rule == FAILOVER_RULE and d.action is not None}
+    # A list, not a set: actions hold dicts and do not hash.
+    failover = [d.action for d in decisions if d.rule == FAILOVER_RULE and d.action is not None]
     nodes: list[Action] = []
     first: list[Action] = []
     rest: list[Action] = []
     for action in actions:
         if target_of(action)[0] == "node":
             nodes.append(action)
-        elif describe(action) in failover:
+        elif action in failover:
             first.append(action)
         else:
             rest.append(action)

@@ -1,5 +1,5 @@
 """Every write has a decision: each rule in RULES names every action it proposes in one
-of its own decisions (`Decision.action == describe(action)`), over varied swarms (owners,
+of its own decisions (`Decision.action == action`), over varied swarms (owners,
 failover and its trims, preemption and restore, rebalancing, health), so plan()'s
 fallback decision for an unexplained write never has to fire."""
 
@@ -31,8 +31,8 @@ from .builders import MANAGED, node, running, service, snapshot
 def _checked(name: str, rule: Rule, missing: list[str]) -> Rule:
     def check(ctx: PlanContext) -> RuleOutput:
         output = rule(ctx)
-        named = {d.action for d in output.decisions if d.rule == name}
-        missing.extend(f"{name}: {describe(a)}" for a in output.actions if describe(a) not in named)
+        named = [d.action for d in output.decisions if d.rule == name]
+        missing.extend(f"{name}: {describe(a)}" for a in output.actions if a not in named)
         return output
 
     return check

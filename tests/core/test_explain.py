@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from controller.core.decisions import Decision
+from controller.core.decisions import LoggedDecision
 from controller.core.explain import Past, explain_service
 from controller.core.memory import Memory
 from controller.core.model import Resources, Task, TaskState
@@ -37,7 +37,7 @@ def _explain(svc, snap, history=()):  # type: ignore[no-untyped-def]
 def test_each_replica_says_which_owner_its_node_is_and_where_that_came_from() -> None:
     db = service("db", replicas=2, labels={"placement.managed": "true", "placement.spread": "rack"})
     snap = snapshot(RACKS, [db], [running(db, 2, 1), running(db, 1, 2)])
-    moved = Decision("owners", "service db", "move", "a task from node-1 to node-2: failback")
+    moved = LoggedDecision("owners", "service db", "move", "a task from node-1 to node-2: failback")
     found = _explain(db, snap, [Past("2025-01-01T00:00:00Z", moved)])
     by_node = {r.node: r for r in found.replicas}
     assert (

@@ -8,7 +8,6 @@ from controller.core.actions import (
     SetNodeLabels,
     SetReplicas,
     SetServiceConstraints,
-    describe,
 )
 from controller.core.context import PlanContext, RuleOutput
 from controller.core.labels import EXCLUDED_LABEL, deny_label, steering_constraint
@@ -108,7 +107,7 @@ def test_no_write_reaches_a_service_in_a_rollout() -> None:
             result = _plan(snap, write)
             assert result.actions == (), (state, write)
             (wait,) = [d for d in result.decisions if d.rule == "guard"]
-            assert wait.outcome == "wait" and wait.action == describe(write)
+            assert wait.outcome == "wait" and wait.action == write
     # Once Swarm is done, no write waits for it.
     for state in (None, "completed", "rollback_completed"):
         db, snap = _rolling(state)
@@ -182,4 +181,4 @@ def test_a_constraint_write_that_no_ready_node_satisfies_is_refused() -> None:
     assert narrowing == []
     (refused,) = [d for d in result.decisions if d.rule == "guard" and d.outcome == "refuse"]
     assert "no ready, active node would satisfy its constraints" in refused.reason
-    assert "node.id!=n2" in (refused.action or "")
+    assert "node.id!=n2" in (refused.action_text or "")

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 
 from controller.core.actions import SetNodeLabels, SetReplicas, SetServiceConstraints
+from controller.core.decisions import Code
 from controller.core.labels import (
     EXCLUDED_LABEL,
     exclusion_constraint,
@@ -82,6 +83,7 @@ def test_a_replica_off_its_preferred_owner_moves_back_when_failback_is_immediate
     assert excluded_hosts(action) == {"node-1", "node-4"}  # no standby while moving
     (move,) = [d for d in result.decisions if d.outcome == "move"]
     assert move.reason == "a task from node-1 to node-2: failback to preferred owner #1 node-2"
+    assert move.code == Code.FAILBACK  # what the failback metric counts
 
 
 def test_failback_waits_for_failback_delay_after_the_node_returns() -> None:
@@ -240,6 +242,7 @@ def test_a_never_steered_service_is_placed_on_its_preferred_owners_whatever_fail
     assert only_constraints(result).evicts_from == ("n1",)
     (move,) = [d for d in result.decisions if d.outcome == "move"]
     assert "first placement on preferred owner #1 node-2" in move.reason
+    assert move.code is None  # not a failback
 
 
 def test_spread_surplus_on_a_node_that_keeps_tasks_is_moved_by_surge_and_trim() -> None:

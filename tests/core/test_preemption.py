@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from controller.core.actions import SetReplicas, describe
+from controller.core.actions import SetReplicas
 from controller.core.context import PlanContext, RuleOutput
-from controller.core.decisions import Decision
+from controller.core.decisions import Decision, Outcome
 from controller.core.memory import Memory
 from controller.core.model import Resources
 from controller.core.plan import plan
@@ -279,7 +279,7 @@ def test_a_victim_an_earlier_rule_writes_this_cycle_is_left_out() -> None:
 
     def first(ctx: PlanContext) -> RuleOutput:
         return RuleOutput(
-            actions=(earlier,), decisions=(Decision("first", "s", "o", "r", describe(earlier)),)
+            actions=(earlier,), decisions=(Decision("first", "s", Outcome.WRITE, "r", earlier),)
         )
 
     result = plan(

@@ -114,7 +114,7 @@ def _policy(gap: int) -> Policy:
 
 
 def _by_rule(result: Plan) -> dict[str, list[SetReplicas]]:
-    rules = {d.action: d.rule for d in result.decisions if d.action}
+    rules = {d.action_text: d.rule for d in result.decisions if d.action}
     out: dict[str, list[SetReplicas]] = {}
     for action in result.actions:
         assert isinstance(action, SetReplicas)

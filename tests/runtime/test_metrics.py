@@ -6,8 +6,8 @@ from pathlib import Path
 
 from prometheus_client import generate_latest
 
-from controller.core.actions import SetReplicas, SetServiceConstraints, describe
-from controller.core.decisions import Decision
+from controller.core.actions import SetReplicas, SetServiceConstraints
+from controller.core.decisions import Code, Decision, Outcome
 from controller.runtime.metrics import Metrics, events_of
 from controller.runtime.policy_source import PolicySource
 
@@ -18,13 +18,21 @@ SHRINK = SetReplicas("s3", "batch", 2, 1)
 
 def _decisions() -> list[Decision]:
     return [
-        Decision("failover", "service db", "surge", "1 lost", action=describe(SURGE)),
-        Decision("owners", "service web", "steer", "steer", action=describe(STEER)),
-        Decision("owners", "service web", "move", "a task from n1 to n2: failback to preferred"),
-        Decision("owners", "service web", "move", "a task from n3 to n2: restore spread"),
-        Decision("preemption", "service batch", "preempt", "room", action=describe(SHRINK)),
-        Decision("preemption", "service hi", "preempt", "2 pending"),  # no write of its own
-        Decision("owners", "service other", "move", "failback to preferred"),  # not executed
+        Decision("failover", "service db", Outcome.SURGE, "1 lost", action=SURGE),
+        Decision("owners", "service web", Outcome.STEER, "steer", action=STEER),
+        Decision(
+            "owners",
+            "service web",
+            Outcome.MOVE,
+            "a task from n1 to n2: failback to preferred",
+            code=Code.FAILBACK,
+        ),
+        Decision("owners", "service web", Outcome.MOVE, "a task from n3 to n2: restore spread"),
+        Decision("preemption", "service batch", Outcome.PREEMPT, "room", action=SHRINK),
+        Decision("preemption", "service hi", Outcome.PREEMPT, "2 pending"),  # no write of its own
+        Decision(  # not executed
+            "owners", "service other", Outcome.MOVE, "failback to preferred", code=Code.FAILBACK
+        ),
     ]
 
 
@@ -32,6 +40,18 @@ def test_events_count_only_what_the_executed_writes_started() -> None:
     counts = events_of([SURGE, STEER, SHRINK], _decisions())
     assert counts == {"failover": 1, "failback": 1, "preemption": 1, "move": 2}
     assert events_of([], _decisions()) == {"failover": 0, "failback": 0, "preemption": 0, "move": 0}
+
+
+def test_a_failback_counts_by_its_code_not_its_reason() -> None:
+    coded = Decision("owners", "service web", Outcome.MOVE, "a task back", code=Code.FAILBACK)
+    worded = Decision("owners", "service web", Outcome.MOVE, "failback to preferred owner #1")
+    assert events_of([STEER], [coded]) == {
+        "failover": 0,
+        "failback": 1,
+        "preemption": 0,
+        "move": 1,
+    }
+    assert events_of([STEER], [worded])["failback"] == 0
 
 
 def _sample(metrics: Metrics, name: str, **labels: str) -> float | None:
@@ -100,7 +120,7 @@ def test_writes_docker_refused_are_counted_by_kind() -> None:
 
 def test_a_health_panic_is_a_gauge_while_it_lasts_and_a_count_of_cycles() -> None:
     metrics = Metrics(PolicySource(None), lease=None)
-    panic = Decision("health", "swarm", "panic", "4 of 4 ready node(s) reported failed")
+    panic = Decision("health", "swarm", Outcome.PANIC, "4 of 4 ready node(s) reported failed")
     for decisions in ([panic], [panic], []):
         metrics.record_cycle(
             seconds=0.1, leader=True, decisions=decisions, executed=[], conflict=False

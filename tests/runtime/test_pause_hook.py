@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-from controller.core.actions import SetReplicas, describe
-from controller.core.decisions import Decision
+from controller.core.actions import SetReplicas
+from controller.core.decisions import Decision, Outcome
 from controller.runtime import pause_hook
 
 LOW = SetReplicas("s1", "low", 7, 4)
 HIGH = SetReplicas("s2", "high", 9, 2)
 DECISIONS = (
-    Decision("preemption", "service high", "preempt", "pending"),
-    Decision("preemption", "service low", "preempt", "stopped", action=describe(LOW)),
-    Decision("restore", "service high", "restore", "room", action=describe(HIGH)),
+    Decision("preemption", "service high", Outcome.PREEMPT, "pending"),
+    Decision("preemption", "service low", Outcome.PREEMPT, "stopped", action=LOW),
+    Decision("restore", "service high", Outcome.RESTORE, "room", action=HIGH),
 )
 
 

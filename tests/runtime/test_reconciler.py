@@ -18,7 +18,7 @@ from controller.core.actions import (
     SetServiceConstraints,
     describe,
 )
-from controller.core.decisions import Decision
+from controller.core.decisions import Decision, Outcome
 from controller.core.memory import Memory
 from controller.core.plan import Plan
 from controller.policy import Policy
@@ -55,7 +55,7 @@ class Stage:
     def plan(self, *actions: Action, failover: tuple[Action, ...] = ()) -> None:
         self.actions = actions
         self.decisions = tuple(
-            Decision("failover" if a in failover else "owners", "s", "do", "why", describe(a))
+            Decision("failover" if a in failover else "owners", "s", Outcome.WRITE, "why", a)
             for a in actions
         )
 

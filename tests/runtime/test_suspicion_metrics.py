@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from prometheus_client import generate_latest
 
-from controller.core.decisions import Decision
+from controller.core.decisions import Decision, Outcome
 from controller.runtime.metrics import Metrics
 from controller.runtime.policy_source import PolicySource
 
 
 def suspect(host: str, agreed: float) -> Decision:
-    return Decision("suspicion", f"node {host}", "suspect", f"gossip, probe for {agreed} s")
+    return Decision("suspicion", f"node {host}", Outcome.SUSPECT, f"gossip, probe for {agreed} s")
 
 
 def total(metrics: Metrics) -> float:

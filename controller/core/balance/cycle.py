@@ -11,14 +11,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from controller.core.actions import Action, describe
+from controller.core.actions import Action
 from controller.core.balance.counts import active_counts
 from controller.core.balance.levels import Level
 from controller.core.balance.load import Load, task_demand
 from controller.core.balance.triggers import Joins, streak
 from controller.core.budget import DisruptionBudget
 from controller.core.context import PlanContext
-from controller.core.decisions import Decision
+from controller.core.decisions import Decision, Outcome
 from controller.core.model import Resources, Service
 from controller.core.replicas import RecordError, read_record
 from controller.core.rules.owners import needs_owners
@@ -56,10 +56,10 @@ class RebalanceCycle:
                 extra = extra + service.reservations
             self.promised[node_id] = self.promised.get(node_id, Resources()) + extra
 
-    def note(self, subject: str, outcome: str, reason: str, action: Action | None = None) -> None:
-        self.decisions.append(
-            Decision(RULE, subject, outcome, reason, describe(action) if action else None)
-        )
+    def note(
+        self, subject: str, outcome: Outcome, reason: str, action: Action | None = None
+    ) -> None:
+        self.decisions.append(Decision(RULE, subject, outcome, reason, action))
 
     def host(self, node_id: str) -> str:
         node = self.ctx.snapshot.node_by_id.get(node_id)
@@ -68,7 +68,7 @@ class RebalanceCycle:
     def hosts(self, node_ids: frozenset[str] | set[str]) -> str:
         return ", ".join(sorted(self.host(n) for n in node_ids))
 
-    def add(self, service: Service, action: Action, outcome: str, reason: str) -> None:
+    def add(self, service: Service, action: Action, outcome: Outcome, reason: str) -> None:
         self.actions.append(action)
         self.written.add(service.id)
         self.note(f"service {service.name}", outcome, reason, action)
@@ -93,24 +93,24 @@ def unsettled(cycle: RebalanceCycle, service: Service) -> str | None:
     return None
 
 
-def blocked(cycle: RebalanceCycle, service: Service) -> tuple[str, str] | None:
+def blocked(cycle: RebalanceCycle, service: Service) -> tuple[Outcome, str] | None:
     """(outcome, reason) when the service may not be moved now, else None."""
     ctx = cycle.ctx
     settings = ctx.settings(service.id)
     if needs_owners(settings):
-        return "skip", (
+        return Outcome.SKIP, (
             "placed by the owners rule (preferred or possible owners, spread or "
             "anti-affinity), which moves it itself"
         )
     if settings.max_unavailable <= 0:
-        return "skip", "max-unavailable is 0: the controller never stops its tasks"
+        return Outcome.SKIP, "max-unavailable is 0: the controller never stops its tasks"
     restless = unsettled(cycle, service)
     if restless is not None:
-        return "wait", restless
+        return Outcome.WAIT, restless
     last = ctx.memory.last_move.get(service.id)
     cooldown = ctx.policy.controller.move_cooldown_seconds
     if last is not None and ctx.now - last < cooldown:
-        return "wait", f"moved at {last:.0f}, cooldown {cooldown:.0f} s"
+        return Outcome.WAIT, f"moved at {last:.0f}, cooldown {cooldown:.0f} s"
     return None
 
 

@@ -15,6 +15,7 @@ from controller.core.balance.cycle import RebalanceCycle, blocked, forbidden, ga
 from controller.core.balance.load import Load, mean_score
 from controller.core.balance.moves import MoveRules, choose_move
 from controller.core.balance.triggers import is_settled
+from controller.core.decisions import Outcome
 from controller.core.labels import (
     EXCLUDED_LABEL,
     EXCLUDED_SINCE_LABEL,
@@ -46,10 +47,12 @@ def shed_load(cycle: RebalanceCycle, services: list[Service]) -> None:
         )
         if not persisted(cycle, f"load:{node_id}"):
             persist = cycle.level.persist_cycles
-            cycle.note(subject, "wait", f"{state}: waiting for it to persist {persist} cycles")
+            cycle.note(
+                subject, Outcome.WAIT, f"{state}: waiting for it to persist {persist} cycles"
+            )
             continue
         if joined is None:
-            cycle.note(subject, "wait", f"{state}, but {why_not}")
+            cycle.note(subject, Outcome.WAIT, f"{state}, but {why_not}")
             continue
         moving = sorted(
             s.name
@@ -57,7 +60,7 @@ def shed_load(cycle: RebalanceCycle, services: list[Service]) -> None:
             if s.updating and active_counts(ctx.snapshot, s.id).get(node_id)
         )
         if moving:
-            cycle.note(subject, "wait", f"{state}: {', '.join(moving)} is moving already")
+            cycle.note(subject, Outcome.WAIT, f"{state}: {', '.join(moving)} is moving already")
             continue
         here = [
             s
@@ -85,14 +88,14 @@ def shed_load(cycle: RebalanceCycle, services: list[Service]) -> None:
             why = "; ".join(f"{name}: {r}" for name, r in sorted({**held, **refused}.items()))
             cycle.note(
                 subject,
-                "keep",
+                Outcome.KEEP,
                 f"{state}, but no service can move: {why or 'none opted in runs there'}",
             )
             continue
         action = move_off_action(cycle, move.service, node_id)
         refusal = cycle.budget.refusal(action)
         if refusal is not None:
-            cycle.note(subject, "keep", f"{state}, but {refusal}")
+            cycle.note(subject, Outcome.KEEP, f"{state}, but {refusal}")
             continue
         move_off(cycle, move.service, action, move.projection.targets)
         cycle.loads.update(move.projection.loads)
@@ -132,6 +135,6 @@ def move_off(
     cycle.add(
         service,
         action,
-        "move",
+        Outcome.MOVE,
         f"take its load off hot {cycle.host(node_id)} to {cycle.hosts(set(targets))} ({how})",
     )

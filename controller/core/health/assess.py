@@ -23,7 +23,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
-from controller.core.decisions import Decision
+from controller.core.decisions import Decision, Outcome
 from controller.core.health.exit_history import HealthMemory
 from controller.core.health.node_marks import (
     PAUSE_HEALTH,
@@ -247,16 +247,15 @@ def assess_nodes(
                 if worst is HealthState.FAILED
                 else "paused, preemptible work moves away within the budgets"
             )
-            decisions.append(
-                Decision(RULE, f"node {node.hostname}", worst.value, f"{why}: {effect}")
-            )
+            outcome = Outcome.FAILED if worst is HealthState.FAILED else Outcome.DEGRADED
+            decisions.append(Decision(RULE, f"node {node.hostname}", outcome, f"{why}: {effect}"))
 
     for source in snapshot.unavailable_sources:
         decisions.append(
             Decision(
                 f"{source.kind}s",
                 f"{source.kind} {source.name}",
-                "skip",
+                Outcome.SKIP,
                 f"{source.problem}: the controller goes on without it"
                 + (
                     " (node load from reservations; an agent lost is no node failure)"
@@ -322,7 +321,10 @@ def _quarantine(
         if panic:
             decisions.append(
                 Decision(
-                    RULE, subject, "keep", f"{what}, but no quarantine starts in a health panic"
+                    RULE,
+                    subject,
+                    Outcome.KEEP,
+                    f"{what}, but no quarantine starts in a health panic",
                 )
             )
             continue
@@ -331,7 +333,7 @@ def _quarantine(
                 Decision(
                     RULE,
                     subject,
-                    "keep",
+                    Outcome.KEEP,
                     f"{what}, but {active} of {len(snapshot.nodes)} node(s) are quarantined "
                     f"already (max-fraction {q.max_fraction:.0%})",
                 )
@@ -344,7 +346,7 @@ def _quarantine(
             Decision(
                 RULE,
                 subject,
-                "quarantine",
+                Outcome.QUARANTINE,
                 f"{what}: paused for {_span(q.duration_seconds)}, until {until:.0f}",
             )
         )
@@ -378,7 +380,7 @@ def _pauses(
                 Decision(
                     RULE,
                     f"node {node.hostname}",
-                    "keep",
+                    Outcome.KEEP,
                     f"not paused ({', '.join(sorted(pause))}): no other manager takes tasks",
                 )
             )

@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from controller.core.balance.counts import active_counts
-from controller.core.decisions import Decision
+from controller.core.decisions import Decision, Outcome
 from controller.core.health.assess import Assessment
 from controller.core.health.panic import SETTING, allowed, eligible
 from controller.core.labels import DENY_LABEL_PREFIX, DENY_VALUE
@@ -125,7 +125,7 @@ def _degraded(
             Decision(
                 RULE,
                 f"node {hostname}",
-                "wait",
+                Outcome.WAIT,
                 f"degraded: {', '.join(moving)} still moving off; "
                 f"{len(here)} more preemptible service(s) follow",
             )
@@ -135,7 +135,10 @@ def _degraded(
         why = "health panic" if panic else "budgets.actions-per-node is 0"
         plan.decisions.append(
             Decision(
-                RULE, f"node {hostname}", "keep", f"degraded, but {why}: no preemptible work moves"
+                RULE,
+                f"node {hostname}",
+                Outcome.KEEP,
+                f"degraded, but {why}: no preemptible work moves",
             )
         )
         return
@@ -170,7 +173,7 @@ def _vetoes(
                     Decision(
                         "plugins",
                         subject,
-                        "ignore",
+                        Outcome.IGNORE,
                         f"plugin {plugin} vetoes {taken} of the {len(usable)} node(s) that "
                         f"may take it, more than {SETTING} {share:.0%} allows ({cap}): its "
                         "vetoes are set aside this cycle",
@@ -185,7 +188,7 @@ def _vetoes(
                 Decision(
                     "plugins",
                     subject,
-                    "ignore",
+                    Outcome.IGNORE,
                     f"the placement plugins veto {taken} of the {len(usable)} node(s) that "
                     "may take it"
                     + (f", more than {SETTING} {share:.0%} allows ({cap})" if taken > cap else "")

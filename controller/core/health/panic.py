@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from controller.core.constraints import ConstraintError, node_satisfies, parse_constraint
-from controller.core.decisions import Decision
+from controller.core.decisions import Decision, Outcome
 from controller.core.health.node_marks import HealthRecord
 from controller.core.labels import operator_texts
 from controller.core.model import ClusterSnapshot, Node, Service
@@ -74,7 +74,7 @@ class Panic:
         return Decision(
             RULE,
             "swarm",
-            "panic",
+            Outcome.PANIC,
             f"{len(self.reported)} of {self.ready} ready node(s) "
             f"({len(self.reported) / self.ready:.0%}) reported failed or degraded "
             f"({named}) by {', '.join(self.sources)}: over {SETTING} {self.share:.0%} "
@@ -127,6 +127,9 @@ def ignored(
     )
     return [
         Decision(
-            RULE, f"node {node.hostname}", "ignore", f"{words}: not acted on in the health panic"
+            RULE,
+            f"node {node.hostname}",
+            Outcome.IGNORE,
+            f"{words}: not acted on in the health panic",
         )
     ]

@@ -20,7 +20,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from controller.core.decisions import Decision
+from controller.core.decisions import Decision, Outcome
 from controller.core.health.node_marks import HealthRecord
 from controller.core.model import ClusterSnapshot
 from controller.core.outside_inputs import HealthState, LivenessSignal
@@ -72,7 +72,7 @@ def suspect_nodes(
                 Decision(
                     RULE,
                     subject,
-                    "watch",
+                    Outcome.WATCH,
                     f"{said}{alive_note}: one lost signal is no node failure, not suspected",
                 )
             )
@@ -83,7 +83,7 @@ def suspect_nodes(
                 Decision(
                     RULE,
                     subject,
-                    "watch",
+                    Outcome.WATCH,
                     f"{said}: agreeing since {since:.1f}, suspected after "
                     f"controller.suspect-after {suspect_after:.1f} s",
                 )
@@ -95,7 +95,7 @@ def suspect_nodes(
             Decision(
                 RULE,
                 subject,
-                "suspect",
+                Outcome.SUSPECT,
                 f"{suspicion.describe()}: agreeing for controller.suspect-after "
                 f"{suspect_after:.1f} s while Swarm still says ready; services with "
                 "failover-mode speculative start replacements elsewhere, nothing on the node "
@@ -125,7 +125,7 @@ def dropped_in_panic(suspected: Mapping[str, Suspicion]) -> list[Decision]:
         Decision(
             RULE,
             f"node {s.hostname}",
-            "ignore",
+            Outcome.IGNORE,
             f"{s.describe()}: not acted on in the health panic (too many nodes look gone at "
             "once: likelier the controller's view than the nodes)",
         )

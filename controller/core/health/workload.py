@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from controller.core.constraints import ConstraintError, node_satisfies, parse_constraint
-from controller.core.decisions import Decision
+from controller.core.decisions import Decision, Outcome
 from controller.core.health.assess import RETURN_GRACE_SECONDS, ready_since
 from controller.core.health.node_marks import unhealthy_records
 from controller.core.health.panic import SETTING, allowed, eligible
@@ -151,7 +151,7 @@ def _plan_service(
                 Decision(
                     RULE,
                     subject,
-                    "hold",
+                    Outcome.HOLD,
                     f"{what}, but it was moved off {len(off)} node(s) ({hosts}) within "
                     f"{_span(period)} already: failover-threshold "
                     f"{threshold.failures}/{_span(period)} reached, it fails wherever it runs "
@@ -161,7 +161,7 @@ def _plan_service(
             continue
         if not _other_homes(snapshot, service, {*off, node_id}):
             result.decisions.append(
-                Decision(RULE, subject, "keep", f"{what}, but no other node may run it")
+                Decision(RULE, subject, Outcome.KEEP, f"{what}, but no other node may run it")
             )
             continue
         if len(off) >= cap:
@@ -169,7 +169,7 @@ def _plan_service(
                 Decision(
                     RULE,
                     subject,
-                    "hold",
+                    Outcome.HOLD,
                     f"{what}, but it is kept off {len(off)} of the {len(homes)} node(s) that "
                     f"may take it already: {SETTING} {share:.0%} allows {cap}, so it is not "
                     "moved again (Swarm keeps restarting it)",
@@ -182,7 +182,7 @@ def _plan_service(
             Decision(
                 RULE,
                 subject,
-                "move-off",
+                Outcome.MOVE_OFF,
                 f"{what} (failover-threshold {threshold.failures}/{_span(period)}): "
                 f"kept off {host} for {_span(period)}",
             )

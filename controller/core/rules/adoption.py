@@ -9,9 +9,9 @@ Swarm has finished it: the write would reset its UpdateStatus and resume a pause
 
 from __future__ import annotations
 
-from controller.core.actions import Action, SetServiceConstraints, describe
+from controller.core.actions import Action, SetServiceConstraints
 from controller.core.context import PlanContext, RuleOutput
-from controller.core.decisions import Decision
+from controller.core.decisions import Decision, Outcome
 from controller.core.guards import rollout_reason
 from controller.core.labels import steering_constraint
 from controller.core.model import ServiceMode
@@ -31,7 +31,7 @@ def adopt_services(ctx: PlanContext) -> RuleOutput:
         if service.mode is ServiceMode.REPLICATED and needs_owners(ctx.settings(service.id)):
             continue  # the owners rule adopts it in the same write that steers it
         if service.in_rollout:
-            decisions.append(Decision(RULE, subject, "wait", rollout_reason(service)))
+            decisions.append(Decision(RULE, subject, Outcome.WAIT, rollout_reason(service)))
             continue
         action = SetServiceConstraints(
             service_id=service.id,
@@ -44,10 +44,10 @@ def adopt_services(ctx: PlanContext) -> RuleOutput:
             Decision(
                 RULE,
                 subject,
-                "adopt",
+                Outcome.ADOPT,
                 "placement.managed is true: adding the steering constraint, which every "
                 "current node satisfies, so no task restarts",
-                action=describe(action),
+                action=action,
             )
         )
     return RuleOutput(tuple(actions), tuple(decisions))

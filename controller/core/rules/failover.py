@@ -14,12 +14,13 @@ away and recorded, until an operator runs `swarm-placement start SERVICE`.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 
-from controller.core.actions import Action, describe
+from controller.core.actions import Action
 from controller.core.capacity import scale_down
 from controller.core.constraints import ConstraintError, node_filter, parse_constraint
 from controller.core.context import PlanContext, RuleOutput
-from controller.core.decisions import Decision
+from controller.core.decisions import Decision, Outcome
 from controller.core.labels import recorded_exclusion_set, without_exclusions
 from controller.core.model import Service, ServiceMode
 from controller.core.replicas import (
@@ -42,7 +43,6 @@ RULE = "failover"
 # A rebalance is trimmed once every surged task runs, or after this long with at least
 # the base count running (a surged task that cannot start must not hold the count up).
 TRIM_AFTER_SECONDS = 30.0
-WITHDRAW = "withdraw"
 
 
 def running_count(ctx: PlanContext, service: Service) -> int:
@@ -96,7 +96,7 @@ def plan_failover(ctx: PlanContext) -> RuleOutput:
         action, note = _plan_service(ctx, service)
         if note is not None:
             decisions.append(note if action is None else _with_action(note, action))
-            if note.outcome == WITHDRAW:
+            if note.outcome == Outcome.WITHDRAW:
                 withdrawn[service.id] = None
         if action is not None:
             actions.append(action)
@@ -106,7 +106,7 @@ def plan_failover(ctx: PlanContext) -> RuleOutput:
 
 
 def _with_action(note: Decision, action: Action) -> Decision:
-    return Decision(note.rule, note.subject, note.outcome, note.reason, action=describe(action))
+    return replace(note, action=action)
 
 
 def _plan_service(ctx: PlanContext, service: Service) -> tuple[Action | None, Decision | None]:
@@ -114,12 +114,14 @@ def _plan_service(ctx: PlanContext, service: Service) -> tuple[Action | None, De
     try:
         record = read_record(service.labels)
     except RecordError as exc:
-        return None, Decision(RULE, subject, "skip", f"{exc}; fix or remove the label by hand")
+        return None, Decision(
+            RULE, subject, Outcome.SKIP, f"{exc}; fix or remove the label by hand"
+        )
     if record is not None and operator_changed(service, record):
         return forget_record(service), Decision(
             RULE,
             subject,
-            "forget",
+            Outcome.FORGET,
             f"scaled to {service.replicas} by an operator while the controller had "
             f"{record.written} ({record.operation}): the operator's count stands",
         )
@@ -147,7 +149,7 @@ def _plan_service(ctx: PlanContext, service: Service) -> tuple[Action | None, De
         return action, Decision(
             RULE,
             subject,
-            "hold",
+            Outcome.HOLD,
             f"priority none: the {missing} replica(s) lost with a node are not failed over; "
             f"`swarm-placement start {service.name}` brings them back",
         )
@@ -156,7 +158,7 @@ def _plan_service(ctx: PlanContext, service: Service) -> tuple[Action | None, De
         return None, Decision(
             RULE,
             subject,
-            "pending",
+            Outcome.PENDING,
             f"{missing} replica(s) lost with a node, and no node may take them "
             "(constraints and possible owners): they stay pending",
         )
@@ -164,7 +166,7 @@ def _plan_service(ctx: PlanContext, service: Service) -> tuple[Action | None, De
         return None, Decision(
             RULE,
             subject,
-            "wait",
+            Outcome.WAIT,
             f"{missing} replica(s) lost with a node, but the constraints allow only {free} "
             "free node(s): the placement is widened first, the surge follows",
         )
@@ -178,7 +180,7 @@ def _plan_service(ctx: PlanContext, service: Service) -> tuple[Action | None, De
     return action, Decision(
         RULE,
         subject,
-        "surge",
+        Outcome.SURGE,
         f"{missing} replica(s) lost with a node: start them now rather than after "
         "Swarm's restart delay, and trim before its delayed replacements get a node",
     )
@@ -197,7 +199,7 @@ def _trim(
             return trim, Decision(
                 RULE,
                 subject,
-                "pending",
+                Outcome.PENDING,
                 "no node may take its replicas any more (constraints and possible owners): "
                 "the surge is withdrawn and the replicas stay pending",
             )
@@ -213,7 +215,7 @@ def _trim(
             return None, Decision(
                 RULE,
                 subject,
-                "wait",
+                Outcome.WAIT,
                 f"{record.operation}: {running} of {written} running, then the task(s) on "
                 f"{vacating} stop",
             )
@@ -221,7 +223,7 @@ def _trim(
             return trim, Decision(
                 RULE,
                 subject,
-                WITHDRAW,
+                Outcome.WITHDRAW,
                 f"the surged task(s) did not all run within {TRIM_AFTER_SECONDS:.0f} s: back "
                 f"to {base}, the task(s) on {vacating} stay; Swarm drops tasks that do not "
                 "run first",
@@ -233,12 +235,12 @@ def _trim(
         return trim, Decision(
             RULE,
             subject,
-            "trim",
+            Outcome.TRIM,
             f"{running} running for {base} wanted: back to {base}; Swarm drops unassigned "
             "slots first, then tasks on the busiest nodes",
         )
     return None, Decision(
-        RULE, subject, "wait", f"{record.operation}: {running} of {written} running"
+        RULE, subject, Outcome.WAIT, f"{record.operation}: {running} of {written} running"
     )
 
 

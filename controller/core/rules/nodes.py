@@ -13,10 +13,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from controller.core.actions import Action, SetNodeAvailability, SetNodeLabels, describe
+from controller.core.actions import Action, SetNodeAvailability, SetNodeLabels
 from controller.core.balance.counts import active_counts
 from controller.core.context import PlanContext, RuleOutput
-from controller.core.decisions import Decision
+from controller.core.decisions import Decision, Outcome
 from controller.core.health.assess import NodeVerdict
 from controller.core.health.deny import denied_on, plan_denials
 from controller.core.health.node_marks import (
@@ -94,9 +94,7 @@ def plan_nodes(ctx: PlanContext) -> RuleOutput:
             continue
         actions.append(action)
         decisions.append(
-            Decision(
-                RULE, f"node {node.hostname}", "label", "; ".join(change.why), describe(action)
-            )
+            Decision(RULE, f"node {node.hostname}", Outcome.LABEL, "; ".join(change.why), action)
         )
     return RuleOutput(tuple(actions), tuple(decisions))
 
@@ -231,7 +229,7 @@ def _kept_marks(observed: ClusterSnapshot, marks: dict[str, MarkChange]) -> list
                 Decision(
                     RULE,
                     f"node {node.hostname}",
-                    "keep",
+                    Outcome.KEEP,
                     f"{label} stays while a constraint requires it ({', '.join(names)}): "
                     "removing it would stop their tasks here; it goes once they are released",
                 )

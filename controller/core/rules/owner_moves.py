@@ -21,11 +21,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from controller.core.actions import Action, SetServiceConstraints, describe
+from controller.core.actions import Action, SetServiceConstraints
 from controller.core.balance.counts import ScaleUp, running_by_node, scale_down, scale_up
 from controller.core.constraints import ConstraintError, node_filter, parse_constraint
 from controller.core.context import PlanContext
-from controller.core.decisions import Decision
+from controller.core.decisions import Decision, Outcome
 from controller.core.labels import (
     EXCLUDED_LABEL,
     exclusion_constraints,
@@ -130,16 +130,16 @@ def stop_first_move(
             "stop-first: allow the targets and keep the tasks where they are, so the move "
             "can start its new tasks before any old one stops"
         )
-        return action, Decision(RULE, subject, "steer", why, action=describe(action))
+        return action, Decision(RULE, subject, Outcome.STEER, why, action=action)
     try:
         record = read_record(service.labels)
     except RecordError as exc:
-        return None, Decision(RULE, subject, "skip", f"stop-first move: {exc}")
+        return None, Decision(RULE, subject, Outcome.SKIP, f"stop-first move: {exc}")
     if record is not None:
         return None, Decision(
             RULE,
             subject,
-            "keep",
+            Outcome.KEEP,
             f"stop-first: its replica count is held by the controller ({record.operation}), "
             "so no surge can move it",
         )
@@ -147,7 +147,7 @@ def stop_first_move(
     refused = _landing(ctx, service, fits, current=current, desired=desired, k=k)
     if refused is not None:
         return None, Decision(
-            RULE, subject, "keep", f"stop-first and {refused}: its tasks stay where they are"
+            RULE, subject, Outcome.KEEP, f"stop-first and {refused}: its tasks stay where they are"
         )
     surge = change_replicas(
         service,
@@ -162,7 +162,7 @@ def stop_first_move(
         f"stop-first: start {k} task(s) on the targets first; the task(s) on "
         f"{_hosts(ctx, sources)} stop once they run"
     )
-    return surge, Decision(RULE, subject, "move", why, action=describe(surge))
+    return surge, Decision(RULE, subject, Outcome.MOVE, why, action=surge)
 
 
 def finish_stop_first(
@@ -184,11 +184,16 @@ def finish_stop_first(
         # Until the trim, nothing else is written: a standby opened now could take the
         # replacement Swarm starts for a stopped task, and the trim would have to guess.
         return None, Decision(
-            RULE, subject, "wait", "stop-first move: its old task(s) stopped; the trim follows"
+            RULE,
+            subject,
+            Outcome.WAIT,
+            "stop-first move: its old task(s) stopped; the trim follows",
         )
     excluded = recorded_exclusion_set(service.labels)
     if set(holding) <= excluded:
-        return None, Decision(RULE, subject, "wait", f"moving tasks off {_hosts(ctx, holding)}")
+        return None, Decision(
+            RULE, subject, Outcome.WAIT, f"moving tasks off {_hosts(ctx, holding)}"
+        )
     ready = {n.id for n in ctx.snapshot.nodes if n.is_ready}
     running = sum(
         1 for t in ctx.snapshot.tasks_of(service.id) if t.node_id in ready and t.is_running
@@ -197,7 +202,7 @@ def finish_stop_first(
         return None, Decision(
             RULE,
             subject,
-            "wait",
+            Outcome.WAIT,
             f"stop-first move: {running} of {record.written} running; the task(s) on "
             f"{_hosts(ctx, holding)} stop once all run",
         )
@@ -217,7 +222,7 @@ def finish_stop_first(
         f"stop-first move: the surged task(s) run, so the task(s) on {_hosts(ctx, holding)} "
         f"stop now (replicas stay at {record.written} until the trim)"
     )
-    return action, Decision(RULE, subject, "move", why, action=describe(action))
+    return action, Decision(RULE, subject, Outcome.MOVE, why, action=action)
 
 
 def surge_to_reduce(
@@ -244,7 +249,10 @@ def surge_to_reduce(
             refused = f"the trim could take a task off {_hosts(ctx, sources - set(reduce))}"
     if refused is not None:
         return None, Decision(
-            RULE, subject, "keep", f"{surplus} task(s) over their share on {hosts} stay: {refused}"
+            RULE,
+            subject,
+            Outcome.KEEP,
+            f"{surplus} task(s) over their share on {hosts} stay: {refused}",
         )
     action = change_replicas(
         service,
@@ -258,4 +266,4 @@ def surge_to_reduce(
         f"{surplus} task(s) over their share on {hosts}: surge onto the targets, then trim "
         "from the busiest nodes"
     )
-    return action, Decision(RULE, subject, "move", why, action=describe(action))
+    return action, Decision(RULE, subject, Outcome.MOVE, why, action=action)

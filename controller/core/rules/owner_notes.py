@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from controller.core.context import PlanContext
-from controller.core.decisions import Decision
+from controller.core.decisions import Code, Decision, Outcome
 from controller.core.labels import EXCLUDED_LABEL
 from controller.core.model import Service
 from controller.core.placement.assign import FAILBACK, Assignment, PlacementInputs
@@ -32,22 +32,26 @@ def explain_placement(
     notes: list[Decision] = []
     for move in result.moves:
         frm, to = host.get(move.from_node, move.from_node), host.get(move.to_node, move.to_node)
+        # Back from a failover (its exclusion label stands), not a first placement.
+        failback = move.reason == FAILBACK and EXCLUDED_LABEL in service.labels
         detail = {
             FAILBACK: (
                 f"failback to preferred owner #{cands.rank(move.to_node) + 1} {to}"
-                if EXCLUDED_LABEL in service.labels
+                if failback
                 else f"first placement on preferred owner #{cands.rank(move.to_node) + 1} {to}"
             ),
             "spread": f"restore spread over {ctx.settings(service.id).spread}",
             "anti-affinity": "separate from services of the same anti-affinity class",
         }[move.reason]
-        notes.append(Decision(RULE, subject, "move", f"a task from {frm} to {to}: {detail}"))
+        why = f"a task from {frm} to {to}: {detail}"
+        code = Code.FAILBACK if failback else None
+        notes.append(Decision(RULE, subject, Outcome.MOVE, why, code=code))
     for node, count in result.evicted.items():
         notes.append(
             Decision(
                 RULE,
                 subject,
-                "evict",
+                Outcome.EVICT,
                 f"{count} task(s) on {host.get(node, node)} may not stay there",
             )
         )
@@ -56,7 +60,7 @@ def explain_placement(
             Decision(
                 RULE,
                 subject,
-                "pending",
+                Outcome.PENDING,
                 f"{result.unplaced} replica(s) have no allowed node (possible owners, "
                 "constraints and hard anti-affinity leave none): they stay pending",
             )
@@ -73,7 +77,7 @@ def explain_placement(
             Decision(
                 RULE,
                 subject,
-                "keep",
+                Outcome.KEEP,
                 f"{host.get(refused[0], refused[0])} is preferred, but {full[refused[0]]}",
             )
         )
@@ -85,7 +89,7 @@ def explain_placement(
             Decision(
                 RULE,
                 subject,
-                "keep",
+                Outcome.KEEP,
                 f"{host.get(better[0], better[0])} is preferred, but {reason}",
             )
         )

@@ -10,13 +10,13 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 
-from controller.core.actions import Action, SetServiceConstraints, describe, target_of
+from controller.core.actions import Action, SetServiceConstraints, target_of
 from controller.core.balance.levels import level_for
 from controller.core.balance.triggers import damped
 from controller.core.clock import format_minute, minute_of_day
 from controller.core.constraints import ConstraintError
 from controller.core.context import PlanContext, RuleOutput
-from controller.core.decisions import Decision
+from controller.core.decisions import Decision, Outcome
 from controller.core.labels import (
     EXCLUDED_LABEL,
     format_exclusions,
@@ -211,7 +211,9 @@ def plan_owners(ctx: PlanContext) -> RuleOutput:
             # An earlier rule writes it this cycle (a surge, a recovered record): plan it
             # on the next one, from what that write leaves, and remember no move for it.
             decisions.append(
-                Decision(RULE, f"service {service.name}", "defer", "written this cycle already")
+                Decision(
+                    RULE, f"service {service.name}", Outcome.DEFER, "written this cycle already"
+                )
             )
             continue
         action, notes, placement = _plan_service(ctx, service, settings, projection, shared)
@@ -297,7 +299,7 @@ def _plan_service(
     try:
         constraints = operator_constraints(service)
     except ConstraintError as exc:
-        notes.append(Decision(RULE, subject, "skip", f"cannot read its constraints: {exc}"))
+        notes.append(Decision(RULE, subject, Outcome.SKIP, f"cannot read its constraints: {exc}"))
         return None, notes, current
     finishing = finish_stop_first(ctx, service, current=current)
     if finishing is not None:
@@ -321,7 +323,7 @@ def _plan_service(
     failback_ready, failback_blocked = _failback_ready(ctx, service, settings, fitting)
     busy = _busy(ctx, service)
     if busy is not None:
-        notes.append(Decision(RULE, subject, "wait", busy))
+        notes.append(Decision(RULE, subject, Outcome.WAIT, busy))
         return None, notes, current
     waiting = _cooling(ctx, service)
     soft_mates = (
@@ -384,7 +386,9 @@ def _plan_service(
         nodes[n].labels.get(possible_label(service.name)) == "true" for n in cands.possible
     )
     if cands.possible is not None and not possible_ready:
-        notes.append(Decision(RULE, subject, "wait", "possible-owner labels are being written"))
+        notes.append(
+            Decision(RULE, subject, Outcome.WAIT, "possible-owner labels are being written")
+        )
     steering = steer(
         service_name=service.name,
         operator_constraints=[str(c) for c in constraints],
@@ -406,8 +410,8 @@ def _plan_service(
         cands=cands,
     )
     if settling is not None:
-        notes = [n for n in notes if n.outcome != "move"]
-        notes.append(Decision(RULE, subject, "keep", f"its tasks where they are: {settling}"))
+        notes = [n for n in notes if n.outcome != Outcome.MOVE]
+        notes.append(Decision(RULE, subject, Outcome.KEEP, f"its tasks where they are: {settling}"))
         return None, notes, current
     moved: tuple[Action | None, Decision] | None = None
     if steering.vacate and is_stop_first(service):
@@ -424,7 +428,9 @@ def _plan_service(
         held = failback or waiting or ("max-unavailable is 0" if not inputs.max_moves else None)
         if held is not None:
             hosts = ", ".join(nodes[n].hostname for n in steering.reduce)
-            notes.append(Decision(RULE, subject, "keep", f"its extra task(s) on {hosts}: {held}"))
+            notes.append(
+                Decision(RULE, subject, Outcome.KEEP, f"its extra task(s) on {hosts}: {held}")
+            )
             return None, notes, current
         moved = surge_to_reduce(
             ctx,
@@ -437,7 +443,7 @@ def _plan_service(
     if moved is not None:
         action, note = moved
         if action is None:  # the moves explained above are not made
-            notes = [n for n in notes if n.outcome != "move"]
+            notes = [n for n in notes if n.outcome != Outcome.MOVE]
         notes.append(note)
         if action is not None:  # a step of the move: the rest follows, whatever the cooldown
             shared.heading(service, _destination(inputs))
@@ -461,7 +467,7 @@ def _plan_service(
         )
     else:
         why = "keep Swarm's failover on the policy's nodes (no task moves)"
-    notes.append(Decision(RULE, subject, "steer", why, action=describe(action)))
+    notes.append(Decision(RULE, subject, Outcome.STEER, why, action=action))
     return action, notes, result.desired
 
 

@@ -31,7 +31,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
-from controller.core.actions import Action, describe, target_of
+from controller.core.actions import Action, target_of
 from controller.core.capacity import (
     Room,
     copies_fitting,
@@ -45,7 +45,7 @@ from controller.core.capacity import (
 )
 from controller.core.constraints import ConstraintError
 from controller.core.context import PlanContext, RuleOutput
-from controller.core.decisions import Decision
+from controller.core.decisions import Decision, Outcome
 from controller.core.model import Resources, Service, ServiceMode
 from controller.core.replicas import (
     HOLD,
@@ -89,7 +89,9 @@ def plan_preemption(ctx: PlanContext) -> RuleOutput:
         except ConstraintError as exc:
             if ctx.is_managed(service.id) and _is_triggered(ctx, service):
                 decisions.append(
-                    Decision(RULE, f"service {service.name}", "skip", f"{exc}: cannot plan room")
+                    Decision(
+                        RULE, f"service {service.name}", Outcome.SKIP, f"{exc}: cannot plan room"
+                    )
                 )
             continue
         if ctx.is_managed(service.id) and _is_triggered(ctx, service):
@@ -177,15 +179,17 @@ def _preempt_for(
     priority = ctx.settings(pending.id).priority
     per_task = describe_resources(pending.reservations)
 
-    def note(outcome: str, reason: str) -> _Outcome:
+    def note(outcome: Outcome, reason: str) -> _Outcome:
         return _Outcome(decisions=(Decision(RULE, subject, outcome, reason),))
 
     if not eligible:
-        return note("cannot-help", "no node it may run on accepts tasks: preempting frees none")
+        return note(
+            Outcome.CANNOT_HELP, "no node it may run on accepts tasks: preempting frees none"
+        )
     already = room.fit_count(pending, eligible)
     if already >= need:
         return note(
-            "wait",
+            Outcome.WAIT,
             f"{need} task(s) pending for resources, but the observed state has room for them "
             "(tasks are stopping, or Swarm has not retried yet): waiting for its scheduler",
         )
@@ -195,7 +199,7 @@ def _preempt_for(
             (nodes[n].capacity for n in eligible), key=lambda c: _size(c, pending.reservations)
         )
         return note(
-            "cannot-help",
+            Outcome.CANNOT_HELP,
             f"a task reserves {per_task}, more than any node it may run on has even when "
             f"empty (largest: {describe_resources(largest, only=pending.reservations)}): "
             "nothing is preempted",
@@ -205,7 +209,7 @@ def _preempt_for(
     if not victims:
         gap = ctx.policy.controller.preemption_gap
         return note(
-            "cannot-help",
+            Outcome.CANNOT_HELP,
             f"{need} task(s) pending for resources, and no preemptible managed service has "
             f"a priority of at most {priority - gap} (its {priority} minus the preemption "
             f"gap {gap}){left_out}",
@@ -215,7 +219,7 @@ def _preempt_for(
     )
     if fit <= already:
         return note(
-            "cannot-help",
+            Outcome.CANNOT_HELP,
             f"{need} task(s) pending for resources ({per_task} each), and stopping every "
             f"task of the preemptible services ({', '.join(v.name for v in victims)}) would "
             f"still leave no room on any node it may run on: nothing is preempted{left_out}",
@@ -310,11 +314,11 @@ def _write(
             Decision(
                 RULE,
                 f"service {victim.name}",
-                "preempt",
+                Outcome.PREEMPT,
                 f"{count} task(s) stopped (priority {ctx.settings(victim.id).priority}) to make "
                 f"room for {pending.name} (priority {priority}); its count {base} is recorded "
                 f"on the service and comes back {back}",
-                action=describe(action),
+                action=action,
             )
         )
     names = ", ".join(f"{v.name} -{plan[v.id]}" for v in victims if plan.get(v.id))
@@ -326,7 +330,7 @@ def _write(
                 Decision(
                     RULE,
                     f"service {pending.name}",
-                    "wait",
+                    Outcome.WAIT,
                     f"{need} task(s) pending for resources: stopping {names} would make room, "
                     f"but {over}; retried on the next cycle",
                 ),
@@ -337,7 +341,7 @@ def _write(
         Decision(
             RULE,
             f"service {pending.name}",
-            "preempt",
+            Outcome.PREEMPT,
             f"{need} task(s) pending for resources: stopping {names} makes room for {fit} "
             "whichever tasks Swarm stops",
         ),

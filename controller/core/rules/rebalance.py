@@ -49,6 +49,7 @@ from controller.core.balance.triggers import (
 )
 from controller.core.constraints import ConstraintError, parse_constraint
 from controller.core.context import PlanContext, RuleOutput
+from controller.core.decisions import Outcome
 from controller.core.labels import (
     EXCLUDED_LABEL,
     EXCLUDED_SINCE_LABEL,
@@ -134,7 +135,7 @@ def _lift_exclusions(cycle: RebalanceCycle, service: Service) -> None:
     if ctx.now - since < cooldown:
         cycle.note(
             subject,
-            "keep",
+            Outcome.KEEP,
             f"keeps {cycle.hosts(set(excluded))} excluded until {since + cooldown:.0f} "
             "(move-cooldown after the load move)",
         )
@@ -151,7 +152,7 @@ def _lift_exclusions(cycle: RebalanceCycle, service: Service) -> None:
     cycle.add(
         service,
         action,
-        "lift",
+        Outcome.LIFT,
         "the load move's cooldown is over: the exclusion goes, which moves no task back",
     )
 
@@ -175,7 +176,7 @@ def _rebalance_counts(cycle: RebalanceCycle, service: Service) -> None:
             return
         room = placement_room(ctx.snapshot, service, counts, promised=cycle.promised)
     except ConstraintError as exc:
-        cycle.note(subject, "skip", f"cannot read its constraints: {exc}")
+        cycle.note(subject, Outcome.SKIP, f"cannot read its constraints: {exc}")
         return
     surge = plan_surge_trim(
         counts, room, running_by_node(ctx.snapshot), max_surge=service.replicas or 0
@@ -186,7 +187,7 @@ def _rebalance_counts(cycle: RebalanceCycle, service: Service) -> None:
     if surge is None:
         cycle.note(
             subject,
-            "keep",
+            Outcome.KEEP,
             f"tasks per node {_shape(cycle, counts, nodes)}, but no surge can even it out: "
             "the emptier nodes have no room for its tasks",
         )
@@ -198,11 +199,11 @@ def _rebalance_counts(cycle: RebalanceCycle, service: Service) -> None:
         return
     if not persisted(cycle, f"count:{service.id}"):
         persist = cycle.level.persist_cycles
-        cycle.note(subject, "wait", f"{shape}: waiting for it to persist {persist} cycles")
+        cycle.note(subject, Outcome.WAIT, f"{shape}: waiting for it to persist {persist} cycles")
         return
     joined, why_not = gate(cycle, surge.receivers)
     if joined is None:
-        cycle.note(subject, "wait", f"{shape}, but {why_not}")
+        cycle.note(subject, Outcome.WAIT, f"{shape}, but {why_not}")
         return
     action = replace(
         change_replicas(
@@ -217,7 +218,7 @@ def _rebalance_counts(cycle: RebalanceCycle, service: Service) -> None:
     )
     refusal = _count_refusal(cycle, service, surge.at_most) or cycle.budget.refusal(action)
     if refusal is not None:
-        cycle.note(subject, "keep", f"{shape}, but {refusal}")
+        cycle.note(subject, Outcome.KEEP, f"{shape}, but {refusal}")
         return
     cycle.budget.spend(action)
     cycle.joins_used.update({n: cycle.joins.active[n] for n in joined})
@@ -228,7 +229,7 @@ def _rebalance_counts(cycle: RebalanceCycle, service: Service) -> None:
     cycle.add(
         service,
         action,
-        "rebalance",
+        Outcome.REBALANCE,
         f"{shape}: surge by {surge.surge} so Swarm starts the moved task(s) on the "
         f"emptiest node(s), then trim {surge.surge} from the busiest; nothing else restarts",
     )

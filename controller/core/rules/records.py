@@ -21,10 +21,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from controller.core.actions import Action, SetRecords, SetServiceConstraints, describe
+from controller.core.actions import Action, SetRecords, SetServiceConstraints
 from controller.core.constraints import ConstraintError, parse_constraint
 from controller.core.context import PlanContext, RuleOutput
-from controller.core.decisions import Decision
+from controller.core.decisions import Decision, Outcome
 from controller.core.labels import (
     EXCLUDED_LABEL,
     exclusion_constraint,
@@ -63,7 +63,7 @@ def plan_records(ctx: PlanContext) -> RuleOutput:
         try:
             saved = ServiceRecord.decode(raw)
         except RecordsError as exc:
-            decisions.append(Decision(RULE, f"service {service.name}", "skip", str(exc)))
+            decisions.append(Decision(RULE, f"service {service.name}", Outcome.SKIP, str(exc)))
             continue
         if saved.is_empty:
             continue
@@ -78,9 +78,9 @@ def plan_records(ctx: PlanContext) -> RuleOutput:
             Decision(
                 RULE,
                 f"config {RECORDS_CONFIG}",
-                "mirror",
+                Outcome.MIRROR,
                 "the managed services' records, copied where a deploy cannot replace them",
-                action=describe(mirror),
+                action=mirror,
             )
         )
     return RuleOutput(tuple(actions), tuple(decisions))
@@ -114,7 +114,7 @@ def _recover(snapshot: ClusterSnapshot, service: Service, saved: ServiceRecord) 
             Decision(
                 RULE,
                 subject,
-                "yield",
+                Outcome.YIELD,
                 f"a deploy set replicas to {service.replicas}: the operator's count wins over "
                 f"the controller's {saved.labels.get(OPERATION_LABEL, 'replica')} "
                 f"record (operator's count {saved.labels[BASE_LABEL]}, "
@@ -126,7 +126,7 @@ def _recover(snapshot: ClusterSnapshot, service: Service, saved: ServiceRecord) 
             Decision(
                 RULE,
                 subject,
-                "wait",
+                Outcome.WAIT,
                 f"its record was replaced by a deploy; Swarm is rolling it out "
                 f"({service.update_state}), so it is put back once that ends",
             )
@@ -163,7 +163,7 @@ def _recover(snapshot: ClusterSnapshot, service: Service, saved: ServiceRecord) 
     )
     if dropped:
         why += f" (not put back, a task runs where they would refuse it: {', '.join(dropped)})"
-    decisions.append(Decision(RULE, subject, "recover", why, action=describe(action)))
+    decisions.append(Decision(RULE, subject, Outcome.RECOVER, why, action=action))
     return RuleOutput((action,), tuple(decisions))
 
 

@@ -13,11 +13,11 @@ from __future__ import annotations
 
 from itertools import groupby
 
-from controller.core.actions import Action, describe
+from controller.core.actions import Action
 from controller.core.capacity import Room, demand, eligible_nodes, observe_room
 from controller.core.constraints import ConstraintError
 from controller.core.context import PlanContext, RuleOutput
-from controller.core.decisions import Decision
+from controller.core.decisions import Decision, Outcome
 from controller.core.guards import rollout_reason
 from controller.core.model import Service
 from controller.core.replicas import (
@@ -61,7 +61,9 @@ def plan_restores(ctx: PlanContext) -> RuleOutput:
             except ConstraintError as exc:
                 if _preempted(service) is not None:
                     decisions.append(
-                        Decision(RULE, f"service {service.name}", "skip", f"{exc}: cannot plan")
+                        Decision(
+                            RULE, f"service {service.name}", Outcome.SKIP, f"{exc}: cannot plan"
+                        )
                     )
         for service, eligible in services:
             wanted = demand(ctx.snapshot, service)
@@ -82,7 +84,7 @@ def plan_restores(ctx: PlanContext) -> RuleOutput:
                     Decision(
                         RULE,
                         f"service {service.name}",
-                        "wait",
+                        Outcome.WAIT,
                         f"{record.base - (service.replicas or 0)} task(s) preempted: "
                         f"{updating}, of the same or a higher priority, is rolling an update",
                     )
@@ -93,7 +95,7 @@ def plan_restores(ctx: PlanContext) -> RuleOutput:
                     Decision(
                         RULE,
                         f"service {service.name}",
-                        "wait",
+                        Outcome.WAIT,
                         f"{record.base - (service.replicas or 0)} task(s) preempted: "
                         + rollout_reason(service),
                     )
@@ -104,7 +106,7 @@ def plan_restores(ctx: PlanContext) -> RuleOutput:
                     Decision(
                         RULE,
                         f"service {service.name}",
-                        "keep",
+                        Outcome.KEEP,
                         f"preempted from {record.base} to {record.written} but no longer "
                         "managed: the release rule puts the recorded count back",
                     )
@@ -131,16 +133,16 @@ def _restore(
         return action, Decision(
             RULE,
             subject,
-            "restore",
+            Outcome.RESTORE,
             f"room for its {max(missing, 0)} preempted task(s): back to its recorded count "
             f"{record.base}, record removed",
-            action=describe(action),
+            action=action,
         )
     if back <= 0:
         return None, Decision(
             RULE,
             subject,
-            "wait",
+            Outcome.WAIT,
             f"{missing} task(s) preempted (recorded count {record.base}): no room for them yet",
         )
     action = change_replicas(
@@ -153,8 +155,8 @@ def _restore(
     return action, Decision(
         RULE,
         subject,
-        "restore",
+        Outcome.RESTORE,
         f"room for {back} of its {missing} preempted task(s); the rest wait, recorded count "
         f"{record.base} kept",
-        action=describe(action),
+        action=action,
     )

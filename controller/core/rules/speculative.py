@@ -29,12 +29,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from dataclasses import replace
 
-from controller.core.actions import Action, describe
+from controller.core.actions import Action
 from controller.core.capacity import observe_room
 from controller.core.constraints import ConstraintError, node_filter, parse_constraint
 from controller.core.context import PlanContext, RuleOutput
-from controller.core.decisions import Decision
+from controller.core.decisions import Decision, Outcome
 from controller.core.model import Service, ServiceMode, Task, TaskState
 from controller.core.replicas import (
     SPECULATE,
@@ -72,9 +73,7 @@ def plan_speculative(ctx: PlanContext) -> RuleOutput:
         action, note = _plan_service(ctx, service)
         if note is not None:
             if action is not None:
-                note = Decision(
-                    note.rule, note.subject, note.outcome, note.reason, action=describe(action)
-                )
+                note = replace(note, action=action)
             decisions.append(note)
         if action is not None:
             actions.append(action)
@@ -101,7 +100,7 @@ def _plan_service(ctx: PlanContext, service: Service) -> tuple[Action | None, De
         return None, Decision(
             RULE,
             subject,
-            "wait",
+            Outcome.WAIT,
             f"{len(on)} task(s) on suspected {where}: failover-mode confirmed, it waits for "
             "Swarm to mark the node down",
         )
@@ -114,7 +113,7 @@ def _plan_service(ctx: PlanContext, service: Service) -> tuple[Action | None, De
         return None, Decision(
             RULE,
             subject,
-            "wait",
+            Outcome.WAIT,
             f"{len(on)} task(s) on suspected {where}, but a confirmed failover comes first "
             f"for the room ({', '.join(waiting[:5])}): it waits for confirmation",
         )
@@ -123,7 +122,7 @@ def _plan_service(ctx: PlanContext, service: Service) -> tuple[Action | None, De
         return None, Decision(
             RULE,
             subject,
-            "wait",
+            Outcome.WAIT,
             f"{len(on)} task(s) on suspected {where}, but only {free} free node(s) could take "
             "them without stacking or landing back on a suspected node: it waits for "
             "confirmation",
@@ -140,7 +139,7 @@ def _plan_service(ctx: PlanContext, service: Service) -> tuple[Action | None, De
     return action, Decision(
         RULE,
         subject,
-        "speculate",
+        Outcome.SPECULATE,
         f"{len(on)} task(s) on suspected {where} ({signals}): {replicas} -> "
         f"{replicas + len(on)} so replacements start now; nothing on the node is stopped",
     )
@@ -160,7 +159,7 @@ def _follow(
             return None, Decision(
                 RULE,
                 subject,
-                "wait",
+                Outcome.WAIT,
                 f"{names} confirmed down; Swarm still holds {len(held)} task(s) there: the "
                 "hand-over to failover waits until it gives them up",
             )
@@ -175,7 +174,7 @@ def _follow(
         return handover, Decision(
             RULE,
             subject,
-            "confirm",
+            Outcome.CONFIRM,
             f"{names} confirmed down: the speculative surge covers its replicas; failover "
             "trims Swarm's delayed replacements as after its own surge",
         )
@@ -186,7 +185,7 @@ def _follow(
             if still
             else "a health panic: nothing is decided until it ends"
         )
-        return None, Decision(RULE, subject, "wait", f"speculative surge stands: {why}")
+        return None, Decision(RULE, subject, Outcome.WAIT, f"speculative surge stands: {why}")
     base = record.base
     names = ", ".join(by_id[n].hostname for n in nodes if n in by_id)
     # What the false alarm cost: the surged replicas' time, an upper bound (they start
@@ -198,7 +197,7 @@ def _follow(
         return restore_replicas(service, record), Decision(
             RULE,
             subject,
-            "trim",
+            Outcome.TRIM,
             f"false alarm: {names} no longer suspected and still ready: back to {base}; "
             "Swarm drops exactly the surged tasks (each alone on its node, highest slots)" + cost,
         )
@@ -211,7 +210,7 @@ def _follow(
     return restore_replicas(service, record, evicts_from=evicts), Decision(
         RULE,
         subject,
-        "trim",
+        Outcome.TRIM,
         f"false alarm: {names} no longer suspected and still ready: back to {base}{risk}" + cost,
     )
 

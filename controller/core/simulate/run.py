@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from controller.core.actions import Action, describe
-from controller.core.decisions import Decision
+from controller.core.decisions import LoggedDecision
 from controller.core.guards import disrupted_nodes
 from controller.core.memory import Memory
 from controller.core.model import Availability, ClusterSnapshot
@@ -70,7 +70,7 @@ class _Run:
         self.now = start
         self.next_resync = start
         self.timeline: list[Entry] = []
-        self.previous: set[Decision] = set()
+        self.previous: set[LoggedDecision] = set()
         self.cycles = self.writes = 0
 
     def entry(self, source: str, text: str, rule: str = "", action: Action | None = None) -> None:
@@ -97,13 +97,13 @@ class _Run:
         self.memory = result.memory
         # Like the decision log: a decision repeated unchanged is told once.
         for decision in result.decisions:
-            if decision not in self.previous:
+            if decision.logged() not in self.previous:
                 # The write, if any, follows as its own entry.
                 text = f"[{decision.rule}] {decision.subject}: {decision.outcome} - "
                 self.entry("decision", text + decision.reason, decision.rule)
-        self.previous = set(result.decisions)
+        self.previous = {d.logged() for d in result.decisions}
         for action in result.actions:
-            rule = next((d.rule for d in result.decisions if d.action == describe(action)), "")
+            rule = next((d.rule for d in result.decisions if d.action == action), "")
             self.entry("write", describe(action), rule, action)
             left = disrupted_nodes(action)
             if left and hasattr(action, "service_id"):
