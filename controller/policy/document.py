@@ -76,7 +76,7 @@ class QuarantineSpec(StrictSpec):
     failures: t.PositiveCount = Field(
         _QUARANTINE.failures,
         description="Ungraceful exits of a node, or task failures on it, within `period` "
-        "that quarantine (pause) it (docs/health.md).",
+        "that quarantine it: kept from the managed services (docs/health.md).",
     )
     period: t.PositiveDuration = Field(
         _QUARANTINE.period_seconds, description="The window in which failures are counted."
@@ -100,7 +100,8 @@ class NodesSpec(StrictSpec):
     )
     quarantine: QuarantineSpec = Field(
         default_factory=QuarantineSpec,
-        description="When crash-looping nodes, or nodes where tasks keep failing, are paused.",
+        description="When crash-looping nodes, or nodes where tasks keep failing, are kept from "
+        "the managed services.",
     )
 
     @field_validator("fault_domains")

@@ -1,10 +1,11 @@
-"""Quarantine: a crash-looping node is paused for a while, never too many at once."""
+"""Quarantine: a crash-looping node is kept from the managed services for a while, never
+too many at once, and never paused: Swarm keeps it for the services it does not manage."""
 
 from __future__ import annotations
 
 from dataclasses import replace
 
-from controller.core.actions import SetNodeAvailability, SetNodeLabels
+from controller.core.actions import SetNodeAvailability, SetNodeLabels, SetServiceConstraints
 from controller.core.health.node_marks import PAUSED, QUARANTINE_UNTIL
 from controller.core.memory import Memory
 from controller.core.model import Availability, ClusterSnapshot, NodeState
@@ -12,7 +13,7 @@ from controller.core.outside_inputs import WorkloadEvent
 from controller.core.plan import Plan, plan
 from controller.policy import Policy, policy_from_data
 
-from .builders import node, snapshot
+from .builders import node, running, service, snapshot
 
 T0 = 100_000.0
 
@@ -63,15 +64,37 @@ def test_three_ungraceful_exits_within_the_hour_quarantine_the_node_for_two_hour
     actions = node_actions(result)
     assert set(actions) == {"n3"}, result.actions
     quarantine = actions["n3"]
-    assert isinstance(quarantine, SetNodeAvailability)
-    assert quarantine.availability is Availability.PAUSE
-    assert quarantine.set_labels[PAUSED] == "quarantine"
+    # A record, not a pause: Swarm still places what the controller does not manage there.
+    assert isinstance(quarantine, SetNodeLabels)
+    assert PAUSED not in quarantine.set_labels
     until = float(quarantine.set_labels[QUARANTINE_UNTIL])
     assert until == now + 1 + 7200
     assert any(d.outcome == "quarantine" for d in result.decisions)
 
 
-def test_a_quarantine_ends_on_time_and_its_failures_never_count_again() -> None:
+def test_a_quarantined_node_is_kept_from_managed_services_only() -> None:
+    memory, now = crash_loop({3})
+    until = now + 7200.0
+    held = cluster(4, labels={3: {QUARANTINE_UNTIL: f"{until:.3f}"}})
+    labels = {
+        "placement.managed": "true",
+        "placement.preferred-nodes": "node-3",
+        "placement.failback": "immediate",
+        "placement.failback-delay": "0s",
+    }
+    db = service("db", replicas=1, labels=labels)
+    snap = replace(held, services=(db,), tasks=(running(db, 2, 1),))
+    result = cycle(snap, memory, now + 1)
+    assert not node_actions(result), "no pause: the node stays active for the rest"
+    writes = [a for a in result.actions if isinstance(a, SetServiceConstraints)]
+    assert writes and all(not a.evicts_from for a in writes), "no failback onto it"
+    assert all("node.id!=n3" in a.constraints for a in writes), "Swarm's failover avoids it"
+    # Once it is over, the preferred owner is a target again.
+    later = cycle(snap, memory, until + 1)
+    assert any(isinstance(a, SetServiceConstraints) and a.evicts_from for a in later.actions)
+
+
+def test_a_node_an_earlier_quarantine_paused_is_set_active_and_still_kept_from_them() -> None:
     memory, now = crash_loop({3})
     until = now + 7200.0
     held = cluster(4, labels={3: {QUARANTINE_UNTIL: f"{until:.3f}", PAUSED: "quarantine"}})
@@ -81,11 +104,18 @@ def test_a_quarantine_ends_on_time_and_its_failures_never_count_again() -> None:
             replace(n, availability=Availability.PAUSE) if n.id == "n3" else n for n in held.nodes
         ),
     )
-    assert not node_actions(cycle(held, memory, until - 1))
-    released = node_actions(cycle(held, memory, until + 1))["n3"]
+    released = node_actions(cycle(held, memory, until - 1))["n3"]
     assert isinstance(released, SetNodeAvailability)
     assert released.availability is Availability.ACTIVE
     assert released.remove_labels == (PAUSED,), "the record of the quarantine stays"
+
+
+def test_a_quarantine_ends_on_time_and_its_failures_never_count_again() -> None:
+    memory, now = crash_loop({3})
+    until = now + 7200.0
+    held = cluster(4, labels={3: {QUARANTINE_UNTIL: f"{until:.3f}"}})
+    assert not node_actions(cycle(held, memory, until - 1))
+    assert not node_actions(cycle(held, memory, until + 1)), "no second quarantine"
 
 
 def test_never_more_than_a_quarter_of_the_nodes() -> None:

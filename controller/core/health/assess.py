@@ -7,7 +7,9 @@ Swarm's task history, the node exits remembered, the policy and `now`.
   its ttl. The node's health is the worst of its sources. `failed` makes every rule see
   the node as down (so failover surges at once), `degraded` as paused.
 - Quarantine (`nodes.quarantine`): a node with at least `failures` incidents within
-  `period` is paused for `duration`, never more than `max-fraction` of the nodes at once.
+  `period` is kept from the managed services for `duration`, never more than
+  `max-fraction` of the nodes at once. The rules see it paused; Swarm does not: the node
+  stays active, so services the controller does not manage keep it as Swarm alone would.
   An incident is an ungraceful exit (ready, then down, while not drained by an operator) or
   a task failure there. Failures in the first RETURN_GRACE seconds after a node turns ready
   are its return's (Swarm reports the tasks a crash killed only then), and a service that
@@ -27,7 +29,6 @@ from controller.core.decisions import Decision, Outcome
 from controller.core.health.exit_history import HealthMemory
 from controller.core.health.node_marks import (
     PAUSE_HEALTH,
-    PAUSE_QUARANTINE,
     QUARANTINE_UNTIL,
     HealthRecord,
     paused_for,
@@ -101,6 +102,8 @@ class Assessment:
             released = verdict is None or not verdict.pause
             if released and paused_for(node.labels) and node.availability is Availability.PAUSE:
                 node = replace(node, availability=Availability.ACTIVE)
+            if verdict is not None and verdict.quarantined and node.accepts_tasks:
+                node = replace(node, availability=Availability.PAUSE)
             nodes.append(node)
         return replace(snapshot, nodes=tuple(nodes))
 
@@ -347,7 +350,8 @@ def _quarantine(
                 RULE,
                 subject,
                 Outcome.QUARANTINE,
-                f"{what}: paused for {_span(q.duration_seconds)}, until {until:.0f}",
+                f"{what}: kept from managed services for {_span(q.duration_seconds)}, "
+                f"until {until:.0f} (the node stays active for the rest)",
             )
         )
     return verdicts
@@ -364,8 +368,6 @@ def _pauses(
         reasons: set[str] = set()
         if verdict.health is not HealthState.OK:
             reasons.add(PAUSE_HEALTH)
-        if verdict.quarantined:
-            reasons.add(PAUSE_QUARANTINE)
         if reasons:
             wanted[node.id] = frozenset(reasons)
     takers = {n.id for n in snapshot.nodes if n.role is NodeRole.MANAGER and n.accepts_tasks}
