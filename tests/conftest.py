@@ -17,6 +17,7 @@ from __future__ import annotations
 import itertools
 import os
 import re
+import subprocess
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -42,12 +43,32 @@ def in_ci() -> bool:
 def require_swarm_host() -> None:
     """Skip (or, in CI, fail) when this host cannot run a sandbox swarm."""
     try:
-        check_host()
+        tools = check_host()
     except HostNotReadyError as exc:
         if in_ci():
             pytest.fail(f"CI must run the real-swarm tests, but: {exc}", pytrace=False)
         pytest.skip(f"no sandbox swarm here: {exc}")
+    _check_engine(tools.dockerd)
     _remove_orphaned_test_sandboxes()
+
+
+def _check_engine(dockerd: str) -> None:
+    """With PLACEMENT_EXPECT_ENGINE (`./dev test`'s second-engine run), the sandbox must
+    run that dockerd version: a PATH that fell back to the system's would prove nothing."""
+    expected = os.environ.get("PLACEMENT_EXPECT_ENGINE")
+    if not expected:
+        return
+    out = subprocess.run([dockerd, "--version"], capture_output=True, text=True, check=False)
+    if f"version {expected}" not in out.stdout:
+        pytest.fail(f"expected dockerd {expected}, but {dockerd} is {out.stdout.strip()!r}")
+
+
+def _engine_of(sandbox: Sandbox) -> str:
+    client = sandbox.client()
+    try:
+        return str(client.version()["Version"])
+    finally:
+        client.close()
 
 
 _orphans_checked = False
@@ -86,6 +107,8 @@ def swarm() -> Iterator[Sandbox]:
     )
     sandbox = Sandbox.up(spec)
     try:
+        expected = os.environ.get("PLACEMENT_EXPECT_ENGINE")
+        assert not expected or _engine_of(sandbox).startswith(expected), _engine_of(sandbox)
         yield sandbox
     finally:
         sandbox.down()

@@ -103,6 +103,7 @@ def _mirrored(client: docker.DockerClient) -> bool:
     return saved.get(EXCLUDED) == (attrs["Spec"].get("Labels") or {}).get(EXCLUDED)
 
 
+@pytest.mark.second_engine
 def test_failback_never_survives_redeploys(sandbox, client, tmp_path) -> None:  # type: ignore[no-untyped-def]
     policy = tmp_path / "policy.yaml"
     policy.write_text(POLICY)

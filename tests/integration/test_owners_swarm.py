@@ -118,6 +118,7 @@ def _restore(racks: Sandbox, node: str) -> None:
     racks.wait_node_state(node, "ready")
 
 
+@pytest.mark.second_engine
 def test_preferred_owners_failover_and_graceful_failback(racks, client, policy) -> None:  # type: ignore[no-untyped-def]
     _fill(racks, "node-2", "node-3")
     db = _name("db")

@@ -88,6 +88,7 @@ def _no_record(client: docker.DockerClient, name: str) -> bool:
     return not set(RECORD_LABELS) & set(_spec(client, name)[1])
 
 
+@pytest.mark.second_engine
 def test_preempt_exactly_what_is_needed_then_restore_exactly(swarm, client) -> None:  # type: ignore[no-untyped-def]
     low = _create(swarm, "low", 6, "low")
     wait_until(lambda: _running(client, low) == 6, 60, "low filling the swarm")

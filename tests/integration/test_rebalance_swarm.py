@@ -216,6 +216,7 @@ def _reserved_share(client: docker.DockerClient, hostname: str) -> float:
     return float(reserved / cpus)
 
 
+@pytest.mark.second_engine
 def test_load_moves_off_a_hot_node_until_it_is_under_the_threshold(swarm, client, tmp_path) -> None:  # type: ignore[no-untyped-def]
     cpus = client.api.nodes()[0]["Description"]["Resources"]["NanoCPUs"] / 1e9
     # node-1: an unmanaged hog at 40 % and three opted-in services at 12.5 % each: 77.5 %.

@@ -55,6 +55,7 @@ def _all_running(client: docker.DockerClient, name: str, n: int) -> None:
     wait_until(lambda: len(running_task_ids(client, name)) == n, 60, f"{n} tasks of {name} running")
 
 
+@pytest.mark.second_engine
 def test_adoption_restarts_no_task_and_never_writes_an_unmanaged_service(swarm, client) -> None:  # type: ignore[no-untyped-def]
     web, legacy = _name("web"), _name("legacy")
     _create(swarm, web, 3, MANAGED)

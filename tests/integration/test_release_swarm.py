@@ -137,6 +137,7 @@ def _steered(client: docker.DockerClient, name: str, hosts: set[str]) -> bool:
     return possible in constraints_of(client, name) and set(on) == hosts and sum(on.values()) == 3
 
 
+@pytest.mark.second_engine
 def test_unmanaging_a_possible_owners_service_stops_none_of_its_tasks(
     four: Sandbox, client: docker.DockerClient, policy: Path
 ) -> None:

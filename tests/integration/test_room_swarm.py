@@ -73,6 +73,7 @@ def _managed(**settings: str) -> dict[str, str]:
     return labels
 
 
+@pytest.mark.second_engine
 def test_a_stop_first_service_is_not_moved_to_a_full_preferred_node(slots, client, policy) -> None:  # type: ignore[no-untyped-def]
     filler = _name("fill")
     slots.create_service(filler, constraints=["node.hostname==node-2"], reserve_generic={"slot": 1})

@@ -195,6 +195,7 @@ def test_a_network_blip_restarts_nothing_and_surges_nothing(
     prober.close()
 
 
+@pytest.mark.second_engine
 def test_a_killed_dockerd_s_replicas_run_elsewhere_before_swarm_marks_it_down(
     default_heartbeat: Sandbox, tmp_path
 ) -> None:  # type: ignore[no-untyped-def]
