@@ -47,6 +47,13 @@ class PlanContext:
             and s.mode is not ServiceMode.OTHER
         )
 
+    def replicated_by_priority(self) -> list[Service]:
+        """Every replicated service, highest priority first, then by name."""
+        return sorted(
+            (s for s in self.snapshot.services if s.mode is ServiceMode.REPLICATED),
+            key=lambda s: (-self.settings(s.id).priority, s.name),
+        )
+
     def is_managed(self, service_id: str) -> bool:
         found = self.resolved.get(service_id)
         return found is not None and found.settings.managed

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
-from controller.core.health.exit_history import HealthMemory
+from controller.core.exit_history import HealthMemory
 from controller.core.model import ACTIVE_TASK_STATES, ClusterSnapshot, TaskState
 from controller.core.replicas import HOLD, OPERATION_LABEL, SINCE_LABEL, SURGE
 from controller.policy import ResolvedService

@@ -74,6 +74,15 @@ def read_record(labels: Mapping[str, str]) -> ReplicaRecord | None:
         raise RecordError(f"unreadable replica record: {exc}") from exc
 
 
+def is_in_flight(service: Service) -> bool:
+    """A surge or rebalance is under way: placement steering must wait for it."""
+    try:
+        record = read_record(service.labels)
+    except RecordError:
+        return True
+    return record is not None and record.operation in {SURGE, REBALANCE, SPECULATE}
+
+
 def operator_changed(service: Service, record: ReplicaRecord) -> bool:
     return service.replicas != record.written
 

@@ -87,6 +87,14 @@ class ServiceSettings:
     rebalance: bool = False
     failover_mode: FailoverMode = FailoverMode.CONFIRMED
 
+    @property
+    def steered(self) -> bool:
+        """Preferred or possible owners, spread or anti-affinity: the owners rule steers
+        its placement."""
+        return bool(
+            self.preferred_nodes or self.possible_nodes or self.spread or self.anti_affinity
+        )
+
 
 @dataclass(frozen=True, slots=True)
 class Budgets:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from controller.core.actions import SetReplicas
-from controller.core.balance.counts import active_counts
+from controller.core.counts import active_counts
 from controller.core.memory import Memory
 from controller.core.model import NodeState
 from controller.core.replicas import RECORD_LABELS, read_record

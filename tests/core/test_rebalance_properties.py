@@ -14,8 +14,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from controller.core.actions import SetReplicas, SetServiceConstraints
-from controller.core.balance.counts import plan_surge_trim, spread
 from controller.core.balance.levels import level_for
+from controller.core.counts import plan_surge_trim, spread
 from controller.core.guards import disrupted_nodes
 from controller.core.memory import Memory, RebalanceMemory
 from controller.core.model import Availability, ClusterSnapshot, NodeUsage, Resources, Service

@@ -12,16 +12,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from controller.core.actions import Action
-from controller.core.balance.counts import active_counts
 from controller.core.balance.levels import Level
 from controller.core.balance.load import Load, task_demand
 from controller.core.balance.triggers import Joins, streak
 from controller.core.budget import DisruptionBudget
 from controller.core.context import PlanContext
+from controller.core.counts import active_counts
 from controller.core.decisions import Decision, Outcome
 from controller.core.model import Resources, Service
 from controller.core.replicas import RecordError, read_record
-from controller.core.rules.owners import needs_owners
 from controller.policy import RebalanceMode
 
 RULE = "rebalance"
@@ -97,7 +96,7 @@ def blocked(cycle: RebalanceCycle, service: Service) -> tuple[Outcome, str] | No
     """(outcome, reason) when the service may not be moved now, else None."""
     ctx = cycle.ctx
     settings = ctx.settings(service.id)
-    if needs_owners(settings):
+    if settings.steered:
         return Outcome.SKIP, (
             "placed by the owners rule (preferred or possible owners, spread or "
             "anti-affinity), which moves it itself"

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from controller.core.balance.counts import active_counts, reserved_by_node
+from controller.core.counts import active_counts, reserved_by_node
 from controller.core.model import ACTIVE_TASK_STATES, ClusterSnapshot, Node, Service, TaskState
 
 

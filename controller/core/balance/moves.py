@@ -17,10 +17,10 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from controller.core.balance.counts import active_counts, placement_room, scale_up
 from controller.core.balance.levels import Level
 from controller.core.balance.load import Load, Projection, project_move, task_demand
 from controller.core.constraints import ConstraintError
+from controller.core.counts import active_counts, placement_room, scale_up
 from controller.core.model import ClusterSnapshot, Resources, Service
 
 

@@ -10,11 +10,11 @@ from __future__ import annotations
 from functools import partial
 
 from controller.core.actions import SetServiceConstraints
-from controller.core.balance.counts import active_counts
 from controller.core.balance.cycle import RebalanceCycle, blocked, forbidden, gate, persisted
 from controller.core.balance.load import Load, mean_score
 from controller.core.balance.moves import MoveRules, choose_move
 from controller.core.balance.triggers import is_settled
+from controller.core.counts import active_counts
 from controller.core.decisions import Outcome
 from controller.core.labels import (
     EXCLUDED_LABEL,

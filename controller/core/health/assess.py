@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 from controller.core.decisions import Decision, Outcome
-from controller.core.health.exit_history import HealthMemory
+from controller.core.exit_history import HealthMemory
 from controller.core.health.node_marks import (
     PAUSE_HEALTH,
     QUARANTINE_UNTIL,

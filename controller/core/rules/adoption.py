@@ -15,7 +15,6 @@ from controller.core.decisions import Decision, Outcome
 from controller.core.guards import rollout_reason
 from controller.core.labels import steering_constraint
 from controller.core.model import ServiceMode
-from controller.core.rules.owners import needs_owners
 
 RULE = "adoption"
 
@@ -28,7 +27,7 @@ def adopt_services(ctx: PlanContext) -> RuleOutput:
         wanted = steering_constraint(service.name)
         if wanted in service.constraints:
             continue
-        if service.mode is ServiceMode.REPLICATED and needs_owners(ctx.settings(service.id)):
+        if service.mode is ServiceMode.REPLICATED and ctx.settings(service.id).steered:
             continue  # the owners rule adopts it in the same write that steers it
         if service.in_rollout:
             decisions.append(Decision(RULE, subject, Outcome.WAIT, rollout_reason(service)))

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 
 from controller.core.actions import Action
-from controller.core.capacity import scale_down
+from controller.core.capacity import running_count, stopped_by
 from controller.core.constraints import ConstraintError, node_filter, parse_constraint
 from controller.core.context import PlanContext, RuleOutput
 from controller.core.decisions import Decision, Outcome
@@ -26,7 +26,6 @@ from controller.core.model import Service, ServiceMode
 from controller.core.replicas import (
     HOLD,
     REBALANCE,
-    SPECULATE,
     SURGE,
     RecordError,
     ReplicaRecord,
@@ -43,22 +42,6 @@ RULE = "failover"
 # A rebalance is trimmed once every surged task runs, or after this long with at least
 # the base count running (a surged task that cannot start must not hold the count up).
 TRIM_AFTER_SECONDS = 30.0
-
-
-def running_count(ctx: PlanContext, service: Service) -> int:
-    ready = {n.id for n in ctx.snapshot.nodes if n.is_ready}
-    return sum(1 for t in ctx.snapshot.tasks_of(service.id) if t.node_id in ready and t.is_running)
-
-
-def stopped_by(ctx: PlanContext, service: Service, replicas: int) -> tuple[str, ...]:
-    """Nodes on which lowering the count to `replicas` may stop a running task: none while
-    no more tasks run than that (Swarm removes tasks that do not run first), else those
-    Swarm's scale-down may pick."""
-    if running_count(ctx, service) <= replicas:
-        return ()
-    down = scale_down(ctx.snapshot, service, (service.replicas or 0) - replicas)
-    ready = {n.id for n in ctx.snapshot.nodes if n.is_ready}
-    return tuple(sorted(n for n in {*down.certain, *down.tied} if n in ready))
 
 
 def active_count(ctx: PlanContext, service: Service) -> int:
@@ -144,7 +127,7 @@ def _plan_service(ctx: PlanContext, service: Service) -> tuple[Action | None, De
             operation=HOLD,
             now=ctx.now,
             detail=f"{missing} replica(s) lost with a node",
-            evicts_from=stopped_by(ctx, service, replicas - missing),
+            evicts_from=stopped_by(ctx.snapshot, service, replicas - missing),
         )
         return action, Decision(
             RULE,
@@ -191,9 +174,9 @@ def _trim(
 ) -> tuple[Action | None, Decision | None]:
     subject = f"service {service.name}"
     base, written = record.base, record.written
-    running = running_count(ctx, service)
+    running = running_count(ctx.snapshot, service)
     aged = ctx.now - record.since >= TRIM_AFTER_SECONDS
-    trim = restore_replicas(service, record, evicts_from=stopped_by(ctx, service, base))
+    trim = restore_replicas(service, record, evicts_from=stopped_by(ctx.snapshot, service, base))
     if record.operation == SURGE:
         if not free_nodes(ctx, service)[0]:
             return trim, Decision(
@@ -253,12 +236,3 @@ def _still_on(ctx: PlanContext, service: Service, nodes: tuple[str, ...]) -> str
 
 def active_nodes(ctx: PlanContext, service: Service) -> frozenset[str]:
     return frozenset(n for n, c in ctx.memory.placement.get(service.id, {}).items() if c)
-
-
-def is_in_flight(service: Service) -> bool:
-    """A surge or rebalance is under way: placement steering must wait for it."""
-    try:
-        record = read_record(service.labels)
-    except RecordError:
-        return True
-    return record is not None and record.operation in {SURGE, REBALANCE, SPECULATE}

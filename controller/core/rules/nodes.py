@@ -14,8 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from controller.core.actions import Action, SetNodeAvailability, SetNodeLabels
-from controller.core.balance.counts import active_counts
 from controller.core.context import PlanContext, RuleOutput
+from controller.core.counts import active_counts
 from controller.core.decisions import Decision, Outcome
 from controller.core.health.assess import NodeVerdict
 from controller.core.health.deny import denied_on, plan_denials

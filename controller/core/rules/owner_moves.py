@@ -22,9 +22,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from controller.core.actions import Action, SetServiceConstraints
-from controller.core.balance.counts import ScaleUp, running_by_node, scale_down, scale_up
 from controller.core.constraints import ConstraintError, node_filter, parse_constraint
 from controller.core.context import PlanContext
+from controller.core.counts import ScaleUp, running_by_node, scale_down, scale_up
 from controller.core.decisions import Decision, Outcome
 from controller.core.labels import (
     EXCLUDED_LABEL,

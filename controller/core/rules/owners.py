@@ -39,7 +39,7 @@ from controller.core.placement.candidates import (
 )
 from controller.core.placement.fits import Fits, room_for
 from controller.core.placement.steer import steer
-from controller.core.rules.failover import is_in_flight
+from controller.core.replicas import is_in_flight
 from controller.core.rules.owner_moves import (
     finish_stop_first,
     is_stop_first,
@@ -100,15 +100,6 @@ def current_counts(ctx: PlanContext, service: Service) -> dict[str, int]:
         ):
             counts[task.node_id] += 1
     return dict(counts)
-
-
-def needs_owners(settings: ServiceSettings) -> bool:
-    return bool(
-        settings.preferred_nodes
-        or settings.possible_nodes
-        or settings.spread
-        or settings.anti_affinity
-    )
 
 
 def _failback_ready(
@@ -205,7 +196,7 @@ def plan_owners(ctx: PlanContext) -> RuleOutput:
     for service in services:
         settings = ctx.settings(service.id)
         projection.planned(settings.anti_affinity, service.id)
-        if not needs_owners(settings):
+        if not settings.steered:
             continue
         if ("service", service.id) in written:
             # An earlier rule writes it this cycle (a surge, a recovered record): plan it

@@ -67,18 +67,10 @@ class _Outcome:
     decisions: tuple[Decision, ...] = ()
 
 
-def by_priority(ctx: PlanContext) -> list[Service]:
-    """Every replicated service, highest priority first, then by name."""
-    return sorted(
-        (s for s in ctx.snapshot.services if s.mode is ServiceMode.REPLICATED),
-        key=lambda s: (-ctx.settings(s.id).priority, s.name),
-    )
-
-
 def plan_preemption(ctx: PlanContext) -> RuleOutput:
     room: Room | None = None  # observed once some service has tasks to place
     decisions: list[Decision] = []
-    for service in by_priority(ctx):
+    for service in ctx.replicated_by_priority():
         wanted = demand(ctx.snapshot, service)
         if not wanted:
             continue  # nothing pending: it neither preempts nor claims room

@@ -22,13 +22,6 @@ from dataclasses import replace
 from functools import partial
 
 from controller.core.actions import SetServiceConstraints
-from controller.core.balance.counts import (
-    active_counts,
-    placement_room,
-    plan_surge_trim,
-    running_by_node,
-    spread,
-)
 from controller.core.balance.cycle import (
     RebalanceCycle,
     blocked,
@@ -49,6 +42,13 @@ from controller.core.balance.triggers import (
 )
 from controller.core.constraints import ConstraintError, parse_constraint
 from controller.core.context import PlanContext, RuleOutput
+from controller.core.counts import (
+    active_counts,
+    placement_room,
+    plan_surge_trim,
+    running_by_node,
+    spread,
+)
 from controller.core.decisions import Outcome
 from controller.core.labels import (
     EXCLUDED_LABEL,
@@ -59,7 +59,6 @@ from controller.core.labels import (
 from controller.core.memory import Memory
 from controller.core.model import Service, ServiceMode
 from controller.core.replicas import REBALANCE, change_replicas
-from controller.core.rules.owners import needs_owners
 from controller.policy import ControllerSettings
 
 
@@ -123,7 +122,7 @@ def _remember(
 def _lift_exclusions(cycle: RebalanceCycle, service: Service) -> None:
     ctx = cycle.ctx
     raw = service.labels.get(EXCLUDED_SINCE_LABEL)
-    if raw is None or needs_owners(ctx.settings(service.id)):
+    if raw is None or ctx.settings(service.id).steered:
         return
     try:
         since = float(raw)

@@ -29,7 +29,6 @@ from controller.core.replicas import (
     read_record,
     restore_replicas,
 )
-from controller.core.rules.preemption import by_priority
 
 RULE = "restore"
 
@@ -49,7 +48,9 @@ def plan_restores(ctx: PlanContext) -> RuleOutput:
     actions: list[Action] = []
     decisions: list[Decision] = []
     updating: str | None = None  # a service at this level or above rolling an update
-    for _, level in groupby(by_priority(ctx), key=lambda s: ctx.settings(s.id).priority):
+    for _, level in groupby(
+        ctx.replicated_by_priority(), key=lambda s: ctx.settings(s.id).priority
+    ):
         services: list[tuple[Service, tuple[str, ...]]] = []
         for service in level:
             if not (

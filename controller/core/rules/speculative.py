@@ -32,7 +32,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from controller.core.actions import Action
-from controller.core.capacity import observe_room
+from controller.core.capacity import observe_room, stopped_by
 from controller.core.constraints import ConstraintError, node_filter, parse_constraint
 from controller.core.context import PlanContext, RuleOutput
 from controller.core.decisions import Decision, Outcome
@@ -47,7 +47,6 @@ from controller.core.replicas import (
     read_record,
     restore_replicas,
 )
-from controller.core.rules.failover import stopped_by
 from controller.policy import FailoverMode
 
 RULE = "speculative"
@@ -201,7 +200,7 @@ def _follow(
             f"false alarm: {names} no longer suspected and still ready: back to {base}; "
             "Swarm drops exactly the surged tasks (each alone on its node, highest slots)" + cost,
         )
-    evicts = stopped_by(ctx, service, base)
+    evicts = stopped_by(ctx.snapshot, service, base)
     risk = (
         f"; Swarm may drop a running original on {_names(ctx, evicts)}, the budgets apply"
         if evicts
