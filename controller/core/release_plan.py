@@ -4,8 +4,8 @@ A service leaves management (`placement.managed=false`, a policy that no longer 
 it, labels that never resolved) still carrying the controller's constraints: the
 steering constraint, the possible-owner constraint that requires a node mark, and the
 `node.id!=` exclusions recorded in `swarm-placement.excluded`. Its node marks may go
-only once no constraint needs them (core/rules/node_labels.py), so the constraints go
-first, each release in its own write:
+only once no constraint needs them (core/rules/nodes/possible_marks.py), so the
+constraints go first, each release in its own write:
 
 1. `ReleaseConstraints`: the operator's constraints exactly as they are (ours dropped,
    theirs kept in order) and our service labels removed. Dropping a constraint only

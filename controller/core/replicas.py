@@ -150,11 +150,12 @@ def forget_record(service: Service) -> SetReplicas:
 
 
 def ends_own_move(service: Service, action: SetReplicas) -> bool:
-    """The trim that ends a stop-first move of the controller's (rules/owner_moves), once
-    its sources are excluded. The exclusion started a rolling update whose replacement for
-    the stopped task may find no node (the targets are full): this trim drops exactly that
-    replacement and so ends the rollout, which would otherwise wait for good. The rollout
-    is the controller's own: the spec it rolls is the exclusion the controller wrote."""
+    """The trim that ends a stop-first move of the controller's (rules/owners/owner_moves),
+    once its sources are excluded. The exclusion started a rolling update whose replacement
+    for the stopped task may find no node (the targets are full): this trim drops exactly
+    that replacement and so ends the rollout, which would otherwise wait for good. The
+    rollout is the controller's own: the spec it rolls is the exclusion the controller
+    wrote."""
     try:
         record = read_record(service.labels)
     except RecordError:

@@ -4,8 +4,9 @@ Whatever made it unmanaged (`placement.managed=false`, a policy that no longer s
 it, labels with no last good resolution after a restart), the controller takes back its
 constraints and service labels first, then the replica count it changed (core/release_plan).
 The node marks those constraints needed stay until no service carries one that requires
-them (core/rules/node_labels.py): the release can never stop a task. A service whose
-labels merely went bad keeps its last good settings, stays managed and is not released.
+them (core/rules/nodes/possible_marks.py): the release can never stop a task. A service
+whose labels merely went bad keeps its last good settings, stays managed and is not
+released.
 """
 
 from __future__ import annotations

@@ -40,13 +40,13 @@ from controller.core.placement.candidates import (
 from controller.core.placement.fits import Fits, room_for
 from controller.core.placement.steer import steer
 from controller.core.replicas import is_in_flight
-from controller.core.rules.owner_moves import (
+from controller.core.rules.owners.owner_moves import (
     finish_stop_first,
     is_stop_first,
     stop_first_move,
     surge_to_reduce,
 )
-from controller.core.rules.owner_notes import explain_placement
+from controller.core.rules.owners.owner_notes import explain_placement
 from controller.policy import AntiAffinityMode, FailbackMode, ServiceSettings
 
 RULE = "owners"

@@ -36,7 +36,7 @@ from controller.core.health.node_marks import (
 from controller.core.health.workload import plan_move_offs
 from controller.core.labels import DENY_LABEL_PREFIX, DENY_VALUE, deny_label
 from controller.core.model import Availability, ClusterSnapshot, Node, Service
-from controller.core.rules.node_labels import MarkChange, possible_marks
+from controller.core.rules.nodes.possible_marks import MarkChange, possible_marks
 
 RULE = "nodes"
 # A health record is rewritten when its end moves by more than this (a source repeating

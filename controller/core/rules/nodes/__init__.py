@@ -1,0 +1,11 @@
+"""The nodes rule: every label of ours on a node, and its availability, in one write.
+
+- `node_rule`: the rule itself, which gathers every reason a node's labels change;
+- `possible_marks`: the possible-owner marks each node should carry.
+"""
+
+from __future__ import annotations
+
+from controller.core.rules.nodes.node_rule import plan_nodes
+
+__all__ = ["plan_nodes"]
