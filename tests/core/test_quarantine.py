@@ -9,7 +9,7 @@ from controller.core.actions import SetNodeAvailability, SetNodeLabels, SetServi
 from controller.core.health.node_marks import PAUSED, QUARANTINE_UNTIL
 from controller.core.memory import Memory
 from controller.core.model import Availability, ClusterSnapshot, NodeState
-from controller.core.outside_inputs import WorkloadEvent
+from controller.core.outside_inputs import HealthReport, HealthState, WorkloadEvent
 from controller.core.plan import Plan, plan
 from controller.policy import Policy, policy_from_data
 
@@ -165,3 +165,23 @@ def test_task_failures_count_only_when_the_node_is_to_blame() -> None:
         replace(base, workload=(*only_here, *everywhere, *at_return)), memory, now, policy
     )
     assert set(node_actions(result)) == {"n3"}
+
+
+def test_a_quarantined_manager_is_no_manager_to_fall_back_on_for_a_health_pause() -> None:
+    # node-2, the other manager, is quarantined: the rules see it paused, so pausing
+    # degraded node-1 would leave no manager taking tasks; it is not planned at all.
+    memory, now = crash_loop({3})
+    held = cluster(4, labels={2: {QUARANTINE_UNTIL: f"{now + 7200:.3f}"}})
+    held = replace(
+        held,
+        nodes=tuple(replace(n, role=held.nodes[0].role) if n.id == "n2" else n for n in held.nodes),
+        health=(HealthReport("n1", HealthState.DEGRADED, "webhook", now + 60, reason="disk"),),
+    )
+    result = cycle(held, memory, now + 1)
+    assert not [d for d in result.decisions if d.rule == "guard" and d.outcome == "refuse"]
+    assert not [
+        a
+        for a in result.actions
+        if isinstance(a, SetNodeAvailability) and a.availability is Availability.PAUSE
+    ]
+    assert any("no other manager takes tasks" in d.reason for d in result.decisions)

@@ -370,7 +370,12 @@ def _pauses(
             reasons.add(PAUSE_HEALTH)
         if reasons:
             wanted[node.id] = frozenset(reasons)
-    takers = {n.id for n in snapshot.nodes if n.role is NodeRole.MANAGER and n.accepts_tasks}
+    # A quarantined manager takes no managed task: the rules and guards see it paused.
+    takers = {
+        n.id
+        for n in snapshot.nodes
+        if n.role is NodeRole.MANAGER and n.accepts_tasks and not verdicts[n.id].quarantined
+    }
     for node in snapshot.nodes:
         pause = wanted.get(node.id)
         if not pause:
