@@ -18,7 +18,14 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from controller.core.constraints import node_filter, parse_constraint
-from controller.core.model import ACTIVE_TASK_STATES, ClusterSnapshot, Resources, Service, TaskState
+from controller.core.model import (
+    ACTIVE_TASK_STATES,
+    ClusterSnapshot,
+    Resources,
+    Service,
+    Task,
+    TaskState,
+)
 from controller.core.snapshot_cache import per_snapshot
 
 # Room on a node with no limit from reservations or max-replicas-per-node.
@@ -54,19 +61,27 @@ def spread(counts: Mapping[str, int], nodes: Iterable[str]) -> int:
     return max(values) - min(values) if values else 0
 
 
+def is_active(task: Task) -> bool:
+    """Swarm means it to run and it has not ended: it holds its place on its node."""
+    return task.desired_state is TaskState.RUNNING and task.state in ACTIVE_TASK_STATES
+
+
+@per_snapshot  # every rule asks for every service: computed once per cycle
+def active_placement(snapshot: ClusterSnapshot) -> Mapping[str, Mapping[str, int]]:
+    """Service id -> ready node id -> its active tasks there (tasks on a node that is not
+    ready are Swarm's to replace). The one definition the rules, memory and explain share."""
+    ready = {n.id for n in snapshot.nodes if n.is_ready}
+    out: dict[str, dict[str, int]] = {}
+    for task in snapshot.tasks:
+        if task.node_id in ready and is_active(task):
+            per_node = out.setdefault(task.service_id, {})
+            per_node[task.node_id] = per_node.get(task.node_id, 0) + 1
+    return out
+
+
 def active_counts(snapshot: ClusterSnapshot, service_id: str) -> dict[str, int]:
-    """Node id -> tasks of the service meant to run there, on ready nodes."""
-    counts: dict[str, int] = {}
-    for task in snapshot.tasks_of(service_id):
-        node = snapshot.node_by_id.get(task.node_id)
-        if (
-            node is not None
-            and node.is_ready
-            and task.desired_state is TaskState.RUNNING
-            and task.state in ACTIVE_TASK_STATES
-        ):
-            counts[task.node_id] = counts.get(task.node_id, 0) + 1
-    return counts
+    """Node id -> tasks of the service meant to run there, on ready nodes (a copy)."""
+    return dict(active_placement(snapshot).get(service_id, {}))
 
 
 @per_snapshot  # the same for every service of a cycle: computed once

@@ -15,10 +15,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from controller.core.constraints import ConstraintError, parse_constraint
+from controller.core.counts import is_active
 from controller.core.decisions import Decision, LoggedDecision, Outcome
 from controller.core.labels import is_own_constraint
 from controller.core.model import (
-    ACTIVE_TASK_STATES,
     ClusterSnapshot,
     Node,
     Service,
@@ -221,8 +221,7 @@ def _active(snapshot: ClusterSnapshot, service: Service) -> list[Task]:
         for t in snapshot.tasks_of(service.id)
         if t.node_id in snapshot.node_by_id
         and snapshot.node_by_id[t.node_id].is_ready
-        and t.desired_state is TaskState.RUNNING
-        and t.state in ACTIVE_TASK_STATES
+        and is_active(t)
     ]
 
 
@@ -260,11 +259,7 @@ def explain_service(
             now=now,
         )
         replicas.append(ReplicaReasons(task, host, tuple(reasons), arrived))
-    assigned = [
-        (t.service_id, t.node_id)
-        for t in snapshot.tasks
-        if t.node_id and t.desired_state is TaskState.RUNNING and t.state in ACTIVE_TASK_STATES
-    ]
+    assigned = [(t.service_id, t.node_id) for t in snapshot.tasks if t.node_id and is_active(t)]
     scheduler = Scheduler(snapshot.nodes, snapshot.service_by_id, assigned)
     pending = []
     for task in snapshot.tasks_of(service.id):

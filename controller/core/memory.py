@@ -10,8 +10,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
+from controller.core.counts import active_placement
 from controller.core.exit_history import HealthMemory
-from controller.core.model import ACTIVE_TASK_STATES, ClusterSnapshot, TaskState
+from controller.core.model import ClusterSnapshot
 from controller.core.replicas import HOLD, OPERATION_LABEL, SINCE_LABEL, SURGE
 from controller.policy import ResolvedService
 
@@ -20,21 +21,6 @@ from controller.policy import ResolvedService
 LOST_MEMORY_SECONDS = 60.0
 # How long a node's down transitions are remembered: rebalancing damps nodes that flap.
 FLAP_MEMORY_SECONDS = 600.0
-
-
-def active_placement(snapshot: ClusterSnapshot) -> dict[str, dict[str, int]]:
-    """Service id -> ready node id -> tasks meant to run there."""
-    ready = {n.id for n in snapshot.nodes if n.is_ready}
-    out: dict[str, dict[str, int]] = {}
-    for task in snapshot.tasks:
-        if (
-            task.node_id in ready
-            and task.desired_state is TaskState.RUNNING
-            and task.state in ACTIVE_TASK_STATES
-        ):
-            per_node = out.setdefault(task.service_id, {})
-            per_node[task.node_id] = per_node.get(task.node_id, 0) + 1
-    return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,7 +112,7 @@ class Memory:
             self,
             node_ready_since=ready_since,
             started=True,
-            placement=active_placement(snapshot),
+            placement={k: dict(v) for k, v in active_placement(snapshot).items()},
             lost=lost,
             node_downs=downs,
             placing={k: v for k, v in self.placing.items() if k in snapshot.service_by_id},

@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from controller.core.counts import active_counts, reserved_by_node
-from controller.core.model import ACTIVE_TASK_STATES, ClusterSnapshot, Node, Service, TaskState
+from controller.core.counts import active_counts, is_active, reserved_by_node
+from controller.core.model import ClusterSnapshot, Node, Service
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,13 +85,7 @@ def mean_score(loads: Mapping[str, Load]) -> float:
 
 
 def _active_tasks_on(snapshot: ClusterSnapshot, node_id: str) -> int:
-    return sum(
-        1
-        for t in snapshot.tasks
-        if t.node_id == node_id
-        and t.desired_state is TaskState.RUNNING
-        and t.state in ACTIVE_TASK_STATES
-    )
+    return sum(1 for t in snapshot.tasks if t.node_id == node_id and is_active(t))
 
 
 def task_demand(snapshot: ClusterSnapshot, service: Service, node: Node) -> Demand:

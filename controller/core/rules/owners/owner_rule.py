@@ -16,6 +16,7 @@ from controller.core.balance.triggers import damped
 from controller.core.clock import format_minute, minute_of_day
 from controller.core.constraints import ConstraintError
 from controller.core.context import PlanContext, RuleOutput
+from controller.core.counts import active_counts
 from controller.core.decisions import Decision, Outcome
 from controller.core.labels import (
     EXCLUDED_LABEL,
@@ -23,7 +24,7 @@ from controller.core.labels import (
     possible_label,
     recorded_exclusion_set,
 )
-from controller.core.model import ACTIVE_TASK_STATES, Service, ServiceMode, TaskState
+from controller.core.model import Service, ServiceMode, TaskState
 from controller.core.placement.assign import (
     NodeOrder,
     PlacementInputs,
@@ -89,17 +90,7 @@ class _Projection:
 
 def current_counts(ctx: PlanContext, service: Service) -> dict[str, int]:
     """Active tasks per ready node (tasks on a down node are Swarm's to replace)."""
-    counts: Counter[str] = Counter()
-    for task in ctx.snapshot.tasks_of(service.id):
-        node = ctx.snapshot.node_by_id.get(task.node_id)
-        if (
-            node is not None
-            and node.is_ready
-            and task.desired_state is TaskState.RUNNING
-            and task.state in ACTIVE_TASK_STATES
-        ):
-            counts[task.node_id] += 1
-    return dict(counts)
+    return active_counts(ctx.snapshot, service.id)
 
 
 def _failback_ready(
