@@ -1,6 +1,6 @@
 """A simulated swarm: Swarm's orchestrators, scheduler and updater, driven by a clock.
 
-Modelled on swarmkit (see DESIGN.md's table of levers, measured on real swarms):
+Modelled on swarmkit (docs/failover.md describes the levers, measured on real swarms):
 - a failed node is marked down 2.5 heartbeats after the failure (the grace is three
   heartbeats from the last one, on average half a period before the failure: measured
   10.8-12.0 s at the default 5 s, 2.7 s at 1 s); its replicated tasks are replaced in
