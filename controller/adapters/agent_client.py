@@ -14,10 +14,11 @@ import requests
 from pydantic import ValidationError
 
 from controller.adapters.agent_report import AgentReport
+from controller.adapters.errors import RetryableError
 from controller.adapters.json_client import Endpoint, HttpJsonError, call_json
 
 
-class AgentError(RuntimeError):
+class AgentError(RetryableError, RuntimeError):
     """The agent could not be reached or answered something unusable."""
 
 

@@ -22,6 +22,8 @@ import docker
 import docker.errors
 import requests
 
+from controller.adapters.errors import RetryableError
+
 TASK_LABEL = "com.docker.swarm.task.id"
 SERVICE_ID_LABEL = "com.docker.swarm.service.id"
 SERVICE_NAME_LABEL = "com.docker.swarm.service.name"
@@ -29,7 +31,7 @@ SERVICE_NAME_LABEL = "com.docker.swarm.service.name"
 ASKED_TO_STOP_SECONDS = 60.0
 
 
-class ProbeError(RuntimeError):
+class ProbeError(RetryableError, RuntimeError):
     """The local engine or /proc could not be read."""
 
 

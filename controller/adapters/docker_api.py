@@ -16,6 +16,7 @@ import docker.errors
 import requests
 
 from controller.adapters.attrs import Attrs, snapshot_from_attrs
+from controller.adapters.errors import RetryableError, TerminalError
 from controller.adapters.health_attrs import failure_events_from_attrs
 from controller.core.model import ClusterSnapshot
 from controller.core.records_mirror import RECORDS_CONFIG, RecordStore
@@ -23,24 +24,37 @@ from controller.core.records_mirror import RECORDS_CONFIG, RecordStore
 OUT_OF_SEQUENCE = "update out of sequence"
 
 
-class DockerUnavailableError(RuntimeError):
+class DockerUnavailableError(RetryableError, RuntimeError):
     """The engine cannot be reached (yet): retried with backoff by the runtime."""
 
+    cause = "engine-unreachable"
+    words = "the Docker engine is unreachable"
 
-class NotAManagerError(RuntimeError):
+
+class NotAManagerError(TerminalError, RuntimeError):
     """The endpoint is not a swarm manager: the controller cannot work there at all."""
 
 
-class ConflictError(RuntimeError):
+class ConflictError(RetryableError, RuntimeError):
     """Someone wrote the object after we observed it: end the cycle, observe again."""
 
+    cause = "conflict"
+    words = "another writer changed an object first"
 
-class GoneError(RuntimeError):
+
+class GoneError(RetryableError, RuntimeError):
     """The object was removed after we observed it."""
 
+    cause = "gone"
+    words = "an object was removed after it was observed"
 
-class TransientError(RuntimeError):
+
+class TransientError(RetryableError, RuntimeError):
     """A failure worth retrying as is (connection reset, 5xx that is not a conflict)."""
+
+    # A manager amid a Raft election answers 5xx ("the swarm does not have a leader").
+    cause = "swarm-error"
+    words = "the swarm answered with an error it may recover from"
 
 
 def connect(*, timeout: float = 10.0) -> docker.DockerClient:

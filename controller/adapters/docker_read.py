@@ -10,8 +10,10 @@ from typing import Any, NamedTuple
 
 import docker.errors
 
+from controller.adapters.errors import TerminalError
 
-class ServiceNotFoundError(LookupError):
+
+class ServiceNotFoundError(TerminalError, LookupError):
     """No service has that name or ID."""
 
 

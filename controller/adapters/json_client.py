@@ -15,10 +15,12 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
+from controller.adapters.errors import RetryableError
+
 MAX_ANSWER_BYTES = 1 << 20
 
 
-class HttpJsonError(RuntimeError):
+class HttpJsonError(RetryableError, RuntimeError):
     """The peer could not be reached, or answered something unusable."""
 
 

@@ -23,6 +23,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from controller.adapters.errors import RetryableError
 from controller.adapters.json_client import Endpoint, HttpJsonError, call_json
 from controller.core.model import ClusterSnapshot, Node, Service
 from controller.core.outside_inputs import HealthReport, HealthState, PluginVeto
@@ -35,7 +36,7 @@ DEFAULT_TTL_SECONDS = 30.0
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}")
 
 
-class PluginError(RuntimeError):
+class PluginError(RetryableError, RuntimeError):
     """The plugin could not be reached or answered something unusable."""
 
 

@@ -18,6 +18,7 @@ from ruamel.yaml import YAML
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
 from ruamel.yaml.reader import ReaderError
 
+from controller.adapters.errors import TerminalError
 from controller.policy import Policy, PolicyProblem, PolicyValidationError, policy_from_data
 
 Loc = tuple[str | int, ...]
@@ -31,7 +32,7 @@ MAX_BYTES = 1 << 20
 MAX_FLOW_DEPTH = 64
 
 
-class PolicyFileError(Exception):
+class PolicyFileError(TerminalError):
     """The file cannot be used; `errors` holds one line per problem, in file order."""
 
     def __init__(self, errors: list[str]) -> None:

@@ -31,6 +31,7 @@ from controller.adapters.attrs import (
     timestamp_from_attrs,
 )
 from controller.adapters.docker_api import _call
+from controller.adapters.errors import TerminalError
 from controller.core.model import ClusterSnapshot
 
 FORMAT = "swarm-placement/snapshot-v1"
@@ -38,7 +39,7 @@ MAX_BYTES = 512 << 20
 NS = 1e9
 
 
-class SnapshotFileError(Exception):
+class SnapshotFileError(TerminalError):
     """The file cannot be used; `errors` has one line per problem."""
 
     def __init__(self, errors: list[str]) -> None:

@@ -15,6 +15,7 @@ import docker
 from controller.adapters.attrs import AttrsError, service_from_attrs
 from controller.adapters.docker_api import ConflictError, GoneError, inspect_service
 from controller.adapters.docker_read import ServiceNotFoundError
+from controller.adapters.errors import TerminalError
 from controller.adapters.writes import execute_action
 from controller.core.replicas import (
     HOLD,
@@ -27,7 +28,7 @@ from controller.core.replicas import (
 ATTEMPTS = 3
 
 
-class NothingToStartError(LookupError):
+class NothingToStartError(TerminalError, LookupError):
     """The service holds no replicas the controller could give back."""
 
 

@@ -36,10 +36,10 @@ from tenacity import (
 from controller.adapters.agent_client import AgentError, discover_agents
 from controller.adapters.docker_api import (
     DockerUnavailableError,
-    TransientError,
     check_manager,
     connect,
 )
+from controller.adapters.errors import RetryableError
 from controller.adapters.lease_store import ConfigLeaseStore, LeaseStore
 from controller.adapters.writes import Executor, docker_executor
 from controller.runtime.cycle_trigger import Trigger
@@ -83,11 +83,8 @@ class RunConfig:
 def _cycle_failure(exc: Exception) -> tuple[str, str]:
     """The metric cause and the words for a failed cycle; the next cycle observes afresh,
     so nothing of the failed one is kept (the controller runs on its last good state)."""
-    if isinstance(exc, DockerUnavailableError):
-        return "engine-unreachable", "the Docker engine is unreachable"
-    if isinstance(exc, TransientError):
-        # A manager amid a Raft election answers 5xx ("the swarm does not have a leader").
-        return "swarm-error", "the swarm answered with an error it may recover from"
+    if isinstance(exc, RetryableError):
+        return exc.cause, exc.words
     return "unexpected", "unexpectedly"
 
 

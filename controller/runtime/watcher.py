@@ -19,6 +19,7 @@ import docker
 from tenacity import Retrying, retry_if_exception_type, wait_random_exponential
 
 from controller.adapters.docker_api import DockerUnavailableError
+from controller.adapters.errors import RetryableError
 from controller.runtime.cycle_trigger import Trigger
 
 log = logging.getLogger(__name__)
@@ -26,8 +27,9 @@ log = logging.getLogger(__name__)
 EVENT_FILTERS = {"scope": ["swarm"], "type": ["node", "service"]}
 
 
-class StreamEndedError(RuntimeError):
-    pass
+class StreamEndedError(RetryableError, RuntimeError):
+    cause = "event-stream"
+    words = "the event stream ended"
 
 
 class EventWatcher:
