@@ -24,8 +24,9 @@ from controller.core.apply import apply_actions
 from controller.core.budget import disrupted_nodes, disruption
 from controller.core.constraints import ConstraintError, node_satisfies, parse_constraint
 from controller.core.context import PlanContext
+from controller.core.counts import is_active
 from controller.core.decisions import Decision, Outcome
-from controller.core.model import Availability, NodeRole, Service, ServiceMode
+from controller.core.model import Availability, NodeRole, NodeState, Service, ServiceMode
 from controller.core.release_plan import release_refusal
 from controller.core.replicas import OPERATION_LABEL, SURGE, ends_own_move
 
@@ -183,6 +184,52 @@ def _strands(ctx: PlanContext, action: Action, kept: list[Action]) -> str | None
     )
 
 
+def _stops_undeclared(ctx: PlanContext, action: Action, kept: list[Action]) -> str | None:
+    """Why a constraint write would stop tasks on a node Swarm does not know the state
+    of, if it would.
+
+    The budget counts the tasks a write refuses on ready nodes, named or not. Rules and
+    budget count tasks on ready nodes only, so a write planned while Swarm calls a node
+    `unknown` (a new Raft leader, before the node reports) can refuse a node whose tasks
+    still run: once it reports, Swarm's constraint enforcer stops them, outside any
+    budget (seen in the chaos run: both replicas of a stop-first service stopped). Judged
+    on the nodes as Swarm sees them, after this plan's node writes; a node the write
+    names in `evicts_from` is a move, and a paused node is left alone by the enforcer.
+    """
+    if not isinstance(action, SetServiceConstraints):
+        return None
+    service = ctx.swarm.service_by_id.get(action.service_id)
+    if service is None or set(action.constraints) <= set(service.constraints):
+        return None
+    try:
+        parsed = tuple(parse_constraint(text) for text in action.constraints)
+    except ConstraintError as exc:
+        return f"its constraints cannot be read: {exc}"
+    node_writes = tuple(a for a in kept if isinstance(a, SetNodeLabels | SetNodeAvailability))
+    after = apply_actions(ctx.swarm, node_writes) if node_writes else ctx.swarm
+    nodes = after.node_by_id
+    declared = set(action.evicts_from)
+    undeclared = sorted(
+        {
+            nodes[t.node_id].hostname
+            for t in ctx.swarm.tasks_of(service.id)
+            if t.node_id in nodes
+            and t.node_id not in declared
+            and is_active(t)
+            and nodes[t.node_id].state in (NodeState.UNKNOWN, NodeState.DISCONNECTED)
+            and nodes[t.node_id].availability is Availability.ACTIVE
+            and not node_satisfies(nodes[t.node_id], parsed)
+        }
+    )
+    if not undeclared:
+        return None
+    return (
+        f"it would stop its tasks on {', '.join(undeclared)}, which it does not move "
+        "(a node Swarm does not report ready yet may still run them): it waits until "
+        "those nodes report"
+    )
+
+
 def apply_guards(
     ctx: PlanContext, actions: tuple[Action, ...]
 ) -> tuple[tuple[Action, ...], list[Decision]]:
@@ -218,7 +265,7 @@ def apply_guards(
         if isinstance(action, SetNodeAvailability) and _drains_last_manager(ctx, action, taken_out):
             note(action, Outcome.REFUSE, "it would leave no active manager")
             continue
-        stranded = _strands(ctx, action, kept)
+        stranded = _strands(ctx, action, kept) or _stops_undeclared(ctx, action, kept)
         if stranded is not None:
             note(action, Outcome.REFUSE, stranded)
             continue

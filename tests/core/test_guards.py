@@ -182,3 +182,27 @@ def test_a_constraint_write_that_no_ready_node_satisfies_is_refused() -> None:
     (refused,) = [d for d in result.decisions if d.rule == "guard" and d.outcome == "refuse"]
     assert "no ready, active node would satisfy its constraints" in refused.reason
     assert "node.id!=n2" in (refused.action_text or "")
+
+
+def test_a_constraint_write_never_stops_tasks_on_a_node_swarm_reports_unknown() -> None:
+    # A new Raft leader reports node-2 unknown for a moment: the rules count no task there,
+    # but the tasks run, and Swarm's enforcer would stop them once node-2 reports.
+    web = replace(service("web", replicas=2, labels=MANAGED), constraints=())
+    nodes = [node(1, manager=True), node(2, state=NodeState.UNKNOWN), node(3)]
+    snap = snapshot(nodes, [web], [running(web, 2, 1), running(web, 3, 2)])
+    exclude = SetServiceConstraints(web.id, web.name, web.version, ("node.id!=n2",))
+    result = _plan(snap, exclude)
+    assert result.actions == ()
+    (refusal,) = [d for d in result.decisions if d.rule == "guard"]
+    assert refusal.outcome == "refuse" and "on node-2" in refusal.reason
+    # Naming node-2 makes it a move, which the other guards and the budget judge.
+    moving = replace(exclude, evicts_from=("n2",))
+    assert not [d for d in _plan(snap, moving).decisions if "on node-2" in d.reason]
+    # A write that refuses no task there, or a node that is down, stops nothing.
+    elsewhere = SetServiceConstraints(web.id, web.name, web.version, ("node.id!=n1",))
+    assert _plan(snap, elsewhere).actions == (elsewhere,)
+    down = replace(
+        snap,
+        nodes=tuple(replace(n, state=NodeState.DOWN) if n.id == "n2" else n for n in snap.nodes),
+    )
+    assert _plan(down, exclude).actions == (exclude,)
