@@ -171,7 +171,7 @@ class ControllerSpec(StrictSpec):
     health_panic_threshold: t.Fraction = Field(
         _CONTROLLER.health_panic_threshold,
         description=(
-            "Most of the ready nodes that health reports may take out of service at once "
+            "Most of the nodes not down that health reports may take out of service at once "
             "(rounded down: 0.34 is 1 node of 3 or 4, 2 of 6); when more are reported failed "
             "or degraded, no new report is acted on until they fall back (docs/health.md). "
             "The same share caps one plugin's vetoes of a service and the nodes one service "

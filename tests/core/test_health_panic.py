@@ -110,7 +110,7 @@ def test_every_node_reported_failed_changes_nothing_and_a_decision_says_why() ->
     assert result.actions == (), "no deny, pause, record or failover surge"
     decision = panic(result)
     assert decision is not None and decision.subject == "swarm"
-    assert "4 of 4 ready node(s) (100%) reported failed or degraded" in decision.reason
+    assert "4 of 4 node(s) not down (100%) reported failed or degraded" in decision.reason
     assert "node-1, node-2, node-3, node-4" in decision.reason
     assert "by webhook" in decision.reason
     assert "controller.health-panic-threshold 34% (at most 1 node(s))" in decision.reason
@@ -245,7 +245,7 @@ def test_a_node_swarm_marks_down_is_failed_over_during_a_storm() -> None:
     result = plan(snapshot=snap, policy=policy, memory=memory, now=NOW)
     decision = panic(result)
     assert decision is not None
-    assert "3 of 3 ready node(s)" in decision.reason
+    assert "3 of 3 node(s) not down" in decision.reason
     assert "1 node(s) Swarm marks down are no reports and fail over as usual" in decision.reason
     assert node_writes(result) == ()
     replicas = {a.service_name: a.replicas for a in surges(result)}
@@ -299,3 +299,22 @@ def test_a_storm_arriving_one_node_at_a_time_takes_only_the_first() -> None:
     assert denied(snap, 2) == {"web", "batch"}
     assert [n for n in (1, 3, 4) if denied(snap, n)] == []
     assert panic(result) is not None
+
+
+def test_a_storm_while_a_new_leader_calls_every_node_unknown_is_still_a_panic() -> None:
+    # A new Raft leader reports every node `unknown` until it hears from it: a base of
+    # ready nodes would be zero, and every report would be acted on.
+    web = service("web", replicas=3, labels=MANAGED)
+    nodes = [node(i, manager=i == 1, state=NodeState.UNKNOWN) for i in range(1, 5)]
+    snap = snapshot(nodes, [web], [running(web, 1, 1), running(web, 3, 2), running(web, 4, 3)])
+    storm = tuple(
+        HealthReport(f"n{i}", HealthState.FAILED, "webhook", NOW + 300, reason="storm")
+        for i in range(1, 5)
+    )
+    result = plan(
+        snapshot=replace(snap, health=storm), policy=Policy.default(), memory=Memory(), now=NOW
+    )
+    assert any(
+        d.outcome == "panic" and "4 of 4 node(s) not down" in d.reason for d in result.decisions
+    )
+    assert not [a for a in result.actions if isinstance(a, SetNodeLabels | SetNodeAvailability)]

@@ -29,7 +29,7 @@ from controller.core.constraints import ConstraintError, node_satisfies, parse_c
 from controller.core.decisions import Decision, Outcome
 from controller.core.health.node_marks import HealthRecord
 from controller.core.labels import operator_texts
-from controller.core.model import ClusterSnapshot, Node, Service
+from controller.core.model import ClusterSnapshot, Node, NodeState, Service
 
 RULE = "health"
 SETTING = "controller.health-panic-threshold"
@@ -56,8 +56,8 @@ def eligible(snapshot: ClusterSnapshot, service: Service) -> set[str]:
 
 @dataclass(frozen=True, slots=True)
 class Panic:
-    reported: tuple[str, ...]  # hostnames of the ready nodes reported failed or degraded
-    ready: int
+    reported: tuple[str, ...]  # hostnames of the nodes not down reported failed or degraded
+    ready: int  # nodes Swarm does not mark down (ready, or unknown after a leader change)
     share: float
     sources: tuple[str, ...]  # the sources of those reports
     down: int  # nodes Swarm marks down: not reports, failed over as usual
@@ -75,7 +75,7 @@ class Panic:
             RULE,
             "swarm",
             Outcome.PANIC,
-            f"{len(self.reported)} of {self.ready} ready node(s) "
+            f"{len(self.reported)} of {self.ready} node(s) not down "
             f"({len(self.reported) / self.ready:.0%}) reported failed or degraded "
             f"({named}) by {', '.join(self.sources)}: over {SETTING} {self.share:.0%} "
             f"(at most {allowed(self.share, self.ready)} node(s)). No new report is acted "
@@ -87,8 +87,12 @@ class Panic:
 def detect_panic(
     nodes: tuple[Node, ...], records: Mapping[str, Mapping[str, HealthRecord]], share: float
 ) -> Panic | None:
-    """`records`: node id -> source -> its non-ok word in force or reported (unexpired)."""
-    ready = [n for n in nodes if n.is_ready]
+    """`records`: node id -> source -> its non-ok word in force or reported (unexpired).
+
+    The base is every node Swarm does not mark down: a new Raft leader calls every node
+    `unknown` until it reports, and a storm arriving then must not find a base of zero
+    (seen in the chaos run: every node denied every managed service)."""
+    ready = [n for n in nodes if n.state is not NodeState.DOWN]
     reported = sorted((n for n in ready if records.get(n.id)), key=lambda n: n.hostname)
     if len(reported) <= allowed(share, len(ready)):
         return None
@@ -97,7 +101,7 @@ def detect_panic(
         ready=len(ready),
         share=share,
         sources=tuple(sorted({s for n in reported for s in records[n.id]})),
-        down=sum(1 for n in nodes if not n.is_ready),
+        down=sum(1 for n in nodes if n.state is NodeState.DOWN),
     )
 
 
