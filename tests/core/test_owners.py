@@ -364,7 +364,8 @@ def test_a_spread_move_onto_a_node_that_just_came_back_waits_for_it_to_settle() 
     web = managed("web", 2, spread="rack")
     snap = snapshot(nodes, [web], [running(web, 1, 1), running(web, 2, 2)])
     back = {n: NOW - 10 for n in ("n3", "n4")}  # rack r2 returned 10 s ago
-    memory = replace(STABLE, node_ready_since={**STABLE.node_ready_since, **back})
+    downs = {n: (NOW - 40,) for n in ("n3", "n4")}  # after going down 40 s ago
+    memory = replace(STABLE, node_ready_since={**STABLE.node_ready_since, **back}, node_downs=downs)
     held = owners_only(snap, memory=memory)
     assert held.actions == ()
     (keep,) = [d for d in held.decisions if d.outcome == "keep"]
@@ -373,7 +374,7 @@ def test_a_spread_move_onto_a_node_that_just_came_back_waits_for_it_to_settle() 
     # Ready past the settle time (15 s at the default aggressiveness): the move goes.
     assert len(only_constraints(owners_only(snap, memory=memory, now=NOW + 6)).evicts_from) == 1
     # A node that went down twice in ten minutes must stay ready twice as long.
-    flapping = replace(memory, node_downs={"n3": (NOW - 200, NOW - 60)})
+    flapping = replace(memory, node_downs={**downs, "n3": (NOW - 200, NOW - 40)})
     assert owners_only(snap, memory=flapping, now=NOW + 6).actions == ()
     assert owners_only(snap, memory=flapping, now=NOW + 21).actions != ()
 
@@ -387,3 +388,12 @@ def test_tasks_leaving_a_node_the_policy_forbids_do_not_wait_for_a_returned_targ
     result = owners_only(snap, memory=memory)
     assert not [d for d in result.decisions if "has been ready" in d.reason]
     assert only_constraints(result).evicts_from == ("n1",)
+
+
+def test_a_node_never_seen_going_down_is_no_return_to_wait_for() -> None:
+    # A controller's first sight dates a node from its last update (a label written, say):
+    # that is no return, and the first placement on a preferred owner goes at once.
+    db = managed("db", 1, steered=False, preferred_nodes="node-2")
+    snap = snapshot(four_nodes(), [db], [running(db, 1, 1)])
+    fresh = replace(STABLE, node_ready_since={**STABLE.node_ready_since, "n2": NOW - 5})
+    assert only_constraints(owners_only(snap, memory=fresh)).evicts_from == ("n1",)

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 
 from controller.core.actions import Action, SetServiceConstraints, target_of
 from controller.core.balance.levels import level_for
-from controller.core.balance.triggers import damped
+from controller.core.balance.triggers import damped, downs_of
 from controller.core.clock import format_minute, minute_of_day
 from controller.core.constraints import ConstraintError
 from controller.core.context import PlanContext, RuleOutput
@@ -465,7 +465,8 @@ def _settling(
     """Why a move onto a node that came back recently waits, or None.
 
     Swarm leaves a returned node empty; a task moved there is lost again if the node
-    fails again, which Swarm alone would not have lost. So a move waits until the node
+    fails again, which Swarm alone would not have lost. So a move onto a node this
+    controller saw go down (in the last ten minutes) waits until the node
     has stayed ready for the service's failback-delay (a preferred owner) or
     rebalancing's settle time (any other node), doubled for each recent down as flap
     damping does. Tasks leaving a node they may not stay on (denied, drained,
@@ -476,6 +477,8 @@ def _settling(
     settle = level_for(ctx.policy.controller.aggressiveness).settle_seconds
     nodes = ctx.snapshot.node_by_id
     for node_id in sorted(n for n, c in desired.items() if c > current.get(n, 0)):
+        if not downs_of(ctx.memory, node_id):
+            continue  # not seen going down: no return to distrust (a first placement, say)
         base = settings.failback_delay_seconds if node_id in cands.preferred else settle
         wait = damped(base, ctx.memory, node_id)
         since = ctx.memory.node_ready_since.get(node_id, ctx.now)
