@@ -22,11 +22,23 @@ from controller.core.actions import (
 )
 from controller.core.apply import apply_actions
 from controller.core.budget import disrupted_nodes, disruption
-from controller.core.constraints import ConstraintError, node_satisfies, parse_constraint
+from controller.core.constraints import (
+    Constraint,
+    ConstraintError,
+    node_satisfies,
+    parse_constraint,
+)
 from controller.core.context import PlanContext
 from controller.core.counts import is_active
 from controller.core.decisions import Decision, Outcome
-from controller.core.model import Availability, NodeRole, NodeState, Service, ServiceMode
+from controller.core.model import (
+    Availability,
+    ClusterSnapshot,
+    NodeRole,
+    NodeState,
+    Service,
+    ServiceMode,
+)
 from controller.core.release_plan import release_refusal
 from controller.core.replicas import OPERATION_LABEL, SURGE, ends_own_move
 
@@ -141,6 +153,29 @@ def rollout_wait(ctx: PlanContext, action: Action) -> str | None:
     return None
 
 
+def _narrowed(base: ClusterSnapshot, action: SetServiceConstraints) -> Service | None:
+    """The service a constraint write narrows (adds a constraint to); None otherwise: a
+    write that only drops constraints widens placement and stops nothing."""
+    service = base.service_by_id.get(action.service_id)
+    if service is None or set(action.constraints) <= set(service.constraints):
+        return None
+    return service
+
+
+def _parsed(action: SetServiceConstraints) -> tuple[Constraint, ...] | str:
+    """The write's constraints, or why they cannot be read."""
+    try:
+        return tuple(parse_constraint(text) for text in action.constraints)
+    except ConstraintError as exc:
+        return f"its constraints cannot be read: {exc}"
+
+
+def _after_node_writes(base: ClusterSnapshot, kept: list[Action]) -> ClusterSnapshot:
+    # Node writes go out first (runtime/write_order): judge the nodes as they leave them.
+    node_writes = tuple(a for a in kept if isinstance(a, SetNodeLabels | SetNodeAvailability))
+    return apply_actions(base, node_writes) if node_writes else base
+
+
 def _strands(ctx: PlanContext, action: Action, kept: list[Action]) -> str | None:
     """Why a constraint write would leave its service no node to run on, if it would.
 
@@ -152,18 +187,13 @@ def _strands(ctx: PlanContext, action: Action, kept: list[Action]) -> str | None
     """
     if not isinstance(action, SetServiceConstraints):
         return None
-    service = ctx.snapshot.service_by_id.get(action.service_id)
-    if service is None or set(action.constraints) <= set(service.constraints):
+    service = _narrowed(ctx.snapshot, action)
+    if service is None or (service.mode is ServiceMode.REPLICATED and not service.replicas):
         return None
-    if service.mode is ServiceMode.REPLICATED and not service.replicas:
-        return None
-    try:
-        parsed = tuple(parse_constraint(text) for text in action.constraints)
-    except ConstraintError as exc:
-        return f"its constraints cannot be read: {exc}"
-    # Node writes go out first (runtime/write_order): judge the nodes as they leave them.
-    node_writes = tuple(a for a in kept if isinstance(a, SetNodeLabels | SetNodeAvailability))
-    after = apply_actions(ctx.snapshot, node_writes) if node_writes else ctx.snapshot
+    parsed = _parsed(action)
+    if isinstance(parsed, str):
+        return parsed
+    after = _after_node_writes(ctx.snapshot, kept)
     if any(n.accepts_tasks and node_satisfies(n, parsed) for n in after.nodes):
         return None
     # Swarm's constraint enforcer stops refused tasks on active nodes, whatever their
@@ -198,16 +228,13 @@ def _stops_undeclared(ctx: PlanContext, action: Action, kept: list[Action]) -> s
     """
     if not isinstance(action, SetServiceConstraints):
         return None
-    service = ctx.swarm.service_by_id.get(action.service_id)
-    if service is None or set(action.constraints) <= set(service.constraints):
+    service = _narrowed(ctx.swarm, action)
+    if service is None:
         return None
-    try:
-        parsed = tuple(parse_constraint(text) for text in action.constraints)
-    except ConstraintError as exc:
-        return f"its constraints cannot be read: {exc}"
-    node_writes = tuple(a for a in kept if isinstance(a, SetNodeLabels | SetNodeAvailability))
-    after = apply_actions(ctx.swarm, node_writes) if node_writes else ctx.swarm
-    nodes = after.node_by_id
+    parsed = _parsed(action)
+    if isinstance(parsed, str):
+        return parsed
+    nodes = _after_node_writes(ctx.swarm, kept).node_by_id
     declared = set(action.evicts_from)
     undeclared = sorted(
         {
