@@ -147,7 +147,8 @@ def service_counts(client: docker.DockerClient) -> dict[str, dict[str, Any]]:
     """Service id -> {name, running, unhealthy} for the local Swarm task containers."""
     try:
         containers = client.api.containers(filters={"label": TASK_LABEL})
-    except docker.errors.DockerException as exc:
+    except (docker.errors.DockerException, requests.RequestException) as exc:
+        # docker-py lets a slow engine's read timeout through as requests' own error.
         raise ProbeError(f"cannot list containers: {exc}") from exc
     out: dict[str, dict[str, Any]] = {}
     for container in containers:

@@ -22,6 +22,7 @@ from controller.adapters.agent_probe import (
     HostUsage,
     Identity,
     ProbeError,
+    service_counts,
 )
 from controller.adapters.health_attrs import failure_events_from_attrs
 from controller.core.model import NodeUsage
@@ -96,6 +97,20 @@ def test_container_usage_skips_a_container_that_exits_while_measured() -> None:
     assert meter.sample() is None, "the first read only sets the baseline"
     cpu, memory = meter.sample() or (-1.0, -1.0)
     assert cpu > 0 and memory == pytest.approx(0.5), "the busy container is still measured"
+
+
+class _SlowEngine:
+    """An engine amid a Raft election: the list call times out, and docker-py lets
+    requests' own ReadTimeout through rather than a DockerException."""
+
+    def containers(self, filters: dict[str, str]) -> list[dict[str, str]]:
+        raise requests.exceptions.ReadTimeout("Read timed out. (read timeout=10)")
+
+
+def test_a_slow_engine_is_a_probe_error_not_a_failed_report() -> None:
+    client = type("Client", (), {"api": _SlowEngine()})()
+    with pytest.raises(ProbeError, match="cannot list containers: Read timed out"):
+        service_counts(client)
 
 
 def test_agent_addresses_come_from_the_tasks_network_attachments() -> None:
