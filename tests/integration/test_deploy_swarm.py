@@ -331,6 +331,11 @@ def _explained(sandbox: Sandbox, record: LeaseRecord) -> Iterator[None]:
     except Exception as exc:
         # The summary line of a failed run shows notes; captured output may be cut.
         exc.add_note(f"the leader {record.holder}: {_exited(sandbox, record) or 'running'}")
+        try:  # what it last said about db, node-4 and the lease, short enough for a summary
+            said = _holder_log(sandbox, record, ('"service db"', "node-4", "lease:"), last=10)
+            exc.add_note("\n".join(line[:400] for line in said))
+        except docker.errors.DockerException as err:
+            exc.add_note(f"its log cannot be read: {err}")
         task, node = record.holder.rsplit("@", 1)
         client = sandbox.client(node)
         try:
