@@ -24,7 +24,7 @@ from chaos_run import run_once
 from chaos_schedule import NODE_FAULTS, PAIRED, SINGLE, make_schedule
 
 SEED = 7
-MINUTES = 2.5
+MINUTES = 1.5
 
 
 def test_the_schedule_is_one_per_seed_and_has_every_fault() -> None:
