@@ -8,6 +8,7 @@ the controller must share with it.
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import urlencode
 
 import docker
 import requests
@@ -39,6 +40,24 @@ def fetch_report(address: str, *, secret: str, timeout: float) -> AgentReport:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"]) or "the report"
         raise AgentError(f"unusable report: {where}: {first['msg']}") from None
+
+
+def probe_via(agent: str, address: str, *, secret: str, timeout: float) -> bool:
+    """Whether the agent at `agent` reaches `address`'s gossip port (runtime/agent.py)."""
+    try:
+        answer = call_json(
+            Endpoint(agent),
+            "GET",
+            f"/v1/probe?{urlencode({'address': address})}",
+            timeout=timeout,
+            headers={"Authorization": f"Bearer {secret}"},
+        )
+    except HttpJsonError as exc:
+        raise AgentError(str(exc)) from exc
+    reachable = answer.get("reachable")
+    if not isinstance(reachable, bool):
+        raise AgentError(f"unusable probe answer: reachable is {reachable!r}, not true or false")
+    return reachable
 
 
 def addresses_from_tasks(tasks: list[dict[str, Any]], port: int) -> dict[str, str]:

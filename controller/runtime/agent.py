@@ -5,10 +5,16 @@ HTTP server answers `GET /v1/report` to whoever holds the shared secret (a Docke
 in a stack) and `GET /healthz` to anyone. The agent decides nothing: it reports, and the
 controller weighs what it says. A controller that cannot reach an agent goes on without
 its numbers; an agent is no judge of its node's liveness.
+
+It is a vantage point on other nodes' liveness, though: `GET /v1/probe?address=IP` (same
+secret) tries that address's gossip port from this node, the controller's indirect probe
+(runtime/indirect_probes.py). Only that port, and only an IP address, so the agent is no
+general connect proxy.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 import threading
 import time
@@ -18,6 +24,7 @@ from dataclasses import dataclass
 from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import parse_qs, urlsplit
 
 import docker
 
@@ -33,12 +40,15 @@ from controller.adapters.agent_probe import (
     service_counts,
 )
 from controller.adapters.agent_report import AgentEvent, AgentReport, AgentService, AgentUsage
+from controller.adapters.tcp_probe import GOSSIP_PORT, tcp_connects
 from controller.runtime.http_replies import JsonHandler, bearer_matches
 
 log = logging.getLogger(__name__)
 
 UsageSource = Literal["host", "containers"]
 MAX_EVENTS = 2000
+# An indirect probe answers within this (a cut link times out, a dead dockerd refuses).
+PROBE_TIMEOUT = 0.5
 
 
 @dataclass(frozen=True)
@@ -145,6 +155,20 @@ class Agent:
 
     # --- reporting ----------------------------------------------------------------------
 
+    def probe(self, address: str) -> dict[str, Any]:
+        """Whether this node reaches `address`'s gossip port (ValueError: not an IP)."""
+        target = str(ipaddress.ip_address(address))
+        started = time.monotonic()
+        reachable = tcp_connects(target, GOSSIP_PORT, PROBE_TIMEOUT)
+        return {
+            "node_id": self.node.node_id,
+            "hostname": self.node.hostname,
+            "address": target,
+            "port": GOSSIP_PORT,
+            "reachable": reachable,
+            "seconds": round(time.monotonic() - started, 3),
+        }
+
     def report(self) -> dict[str, Any]:
         now = self._clock()
         with self._lock:
@@ -196,14 +220,28 @@ class _Handler(JsonHandler):
         if path == "/healthz":
             self.reply(200, {"ok": True, "node": self.agent.node.hostname})
             return
-        if path != "/v1/report":
+        if path not in ("/v1/report", "/v1/probe"):
             self.reply(404, {"error": f"no such path {path}"})
             return
         if not bearer_matches(self.headers.get("Authorization"), self.agent.config.secret):
             self.reply(401, {"error": "missing or wrong bearer token"})
+            return
+        if path == "/v1/probe":
+            self._probe()
             return
         try:
             self.reply(200, self.agent.report())
         except Exception:  # one bad report must not take the agent down
             log.exception("report failed")
             self.reply(500, {"error": "internal error"})
+
+    def _probe(self) -> None:
+        query = parse_qs(urlsplit(self.path).query)
+        addresses = query.get("address", [])
+        if len(addresses) != 1:
+            self.reply(400, {"error": "address: give exactly one, e.g. ?address=10.0.0.5"})
+            return
+        try:
+            self.reply(200, self.agent.probe(addresses[0]))
+        except ValueError:
+            self.reply(400, {"error": f"address: {addresses[0]!r} is not an IP address"})

@@ -105,6 +105,22 @@ class AgentCollector:
                     seen.problem = f"unreachable: {result}"
             self.polls += 1
 
+    def vantage_points(self) -> dict[str, tuple[str, str]]:
+        """Address -> (node id, hostname) of each agent with a fresh report: where the
+        controller can ask for an indirect probe (runtime/indirect_probes.py)."""
+        now = self._clock()
+        with self._lock:
+            seen = dict(self._seen)
+        return {
+            address: (s.report.node_id, s.report.hostname)
+            for address, s in seen.items()
+            if s.report is not None and now - s.at <= self.stale_after
+        }
+
+    @property
+    def secret(self) -> str:
+        return self._secret
+
     def reporting(self) -> int:
         """How many agents have a fresh report (a metric)."""
         now = self._clock()

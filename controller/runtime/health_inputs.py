@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, replace
 from controller.core.model import ClusterSnapshot
 from controller.runtime.agent_collector import AgentCollector
 from controller.runtime.health_store import HealthStore
+from controller.runtime.indirect_probes import IndirectProbes
 from controller.runtime.liveness import Connect, LivenessGatherer
 from controller.runtime.plugin_host import PluginHost
 
@@ -119,4 +120,6 @@ def build_inputs(
             timeout=config.agent_timeout,
         )
     gatherer = liveness() if config.liveness and liveness is not None else None
+    if gatherer is not None and agents is not None:
+        gatherer.indirect = IndirectProbes(agents)
     return HealthInputs(plugins=plugins, agents=agents, liveness=gatherer)

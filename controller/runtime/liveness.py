@@ -7,6 +7,9 @@ Two independent sources, polled every `interval` (0.5 s by default):
   7 s with Docker's defaults (bench/detection_signals.py), well before Swarm's down.
 - probe: a TCP connect to the node's address on 7946, the gossip port every swarm node
   listens on. A killed dockerd refuses at once, a cut link times out (`probe_timeout`).
+- indirect: when the probe fails and node agents run, the same connect from other nodes'
+  agents (runtime/indirect_probes.py), which tells "this manager cannot reach it" from
+  "nobody can". It is only asked about a node the probe fails on.
 
 Each signal's value and the time it last changed go into the snapshot as plain values;
 the planner decides. A source that cannot be read this round (the manager's API away)
@@ -19,7 +22,6 @@ which no event marks, and the resync timer may be 10 s away.
 from __future__ import annotations
 
 import logging
-import socket
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -29,25 +31,19 @@ from typing import Any
 import anyio
 import anyio.to_thread
 
+from controller.adapters.tcp_probe import GOSSIP_PORT, tcp_connects
 from controller.core.model import ClusterSnapshot
 from controller.core.outside_inputs import LivenessSignal
 
 log = logging.getLogger(__name__)
 
-GOSSIP, PROBE = "gossip", "probe"
-GOSSIP_PORT = 7946
+GOSSIP, PROBE, INDIRECT = "gossip", "probe", "indirect"
 # Polls keep firing the trigger this long after a signal turned to gone (see above).
 RECHECK_SECONDS = 15.0
 
 Connect = Callable[[str, int, float], bool]
-
-
-def tcp_connects(address: str, port: int, timeout: float) -> bool:
-    try:
-        with socket.create_connection((address, port), timeout=timeout):
-            return True
-    except OSError:
-        return False
+# (node id, address) -> (alive, why) as other nodes see it, or None when none could say.
+Indirect = Callable[[str, str], tuple[bool, str] | None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,6 +75,7 @@ class LivenessGatherer:
         self._client_factory, self._connect = client_factory, connect
         self.interval, self.probe_port, self.probe_timeout = interval, probe_port, probe_timeout
         self._clock, self.on_change = clock, on_change
+        self.indirect: Indirect | None = None  # set when node agents run
         self._client: Any = None
         self._lock = threading.Lock()
         self._targets: tuple[_Target, ...] = ()
@@ -119,6 +116,7 @@ class LivenessGatherer:
         peers = self._gossip_peers()
         for thread in threads:
             thread.join(self.probe_timeout + 2)
+        indirect = self._ask_others([t for t in targets if probes.get(t.node_id) is False])
         now = self._clock()
         changed = False
         with self._lock:
@@ -135,6 +133,11 @@ class LivenessGatherer:
                     where = f"{target.addr}:{self.probe_port}"
                     detail = f"{where} accepts" if up else f"{where} refused or timed out"
                     changed |= self._note(target.node_id, PROBE, up, detail, now)
+                if target.node_id in indirect:
+                    alive, why = indirect[target.node_id]
+                    changed |= self._note(target.node_id, INDIRECT, alive, why, now)
+                else:  # not asked, or nobody answered: no word, and no stale one
+                    self._seen.pop((target.node_id, INDIRECT), None)
             self.polls += 1
             recent = any(
                 not seen.alive and now - seen.since <= RECHECK_SECONDS
@@ -142,6 +145,25 @@ class LivenessGatherer:
             )
         if (changed or recent) and self.on_change is not None:
             self.on_change()
+
+    def _ask_others(self, targets: list[_Target]) -> dict[str, tuple[bool, str]]:
+        """Node id -> what other nodes' agents say of the nodes this manager cannot reach."""
+        ask = self.indirect
+        if ask is None or not targets:
+            return {}
+        said: dict[str, tuple[bool, str]] = {}
+
+        def one(target: _Target) -> None:
+            answer = ask(target.node_id, target.addr)
+            if answer is not None:
+                said[target.node_id] = answer
+
+        threads = [threading.Thread(target=one, args=(t,), daemon=True) for t in targets]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(self.probe_timeout + 3)
+        return dict(said)
 
     def _note(self, node_id: str, source: str, alive: bool, detail: str, now: float) -> bool:
         seen = self._seen.get((node_id, source))

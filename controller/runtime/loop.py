@@ -41,12 +41,13 @@ from controller.adapters.docker_api import (
 )
 from controller.adapters.errors import RetryableError
 from controller.adapters.lease_store import ConfigLeaseStore, LeaseStore
+from controller.adapters.tcp_probe import tcp_connects
 from controller.adapters.writes import Executor, docker_executor
 from controller.runtime.cycle_trigger import Trigger
 from controller.runtime.endpoints import EndpointServer, Health, make_app
 from controller.runtime.health_inputs import HealthConfig, build_inputs
 from controller.runtime.lease_keeper import LeaseConfig, LeaseKeeper, fenced
-from controller.runtime.liveness import LivenessGatherer, tcp_connects
+from controller.runtime.liveness import LivenessGatherer
 from controller.runtime.metrics import Metrics
 from controller.runtime.policy_source import PolicySource
 from controller.runtime.reconciler import CycleResult, Reconciler

@@ -91,3 +91,46 @@ def test_unreadable_gossip_says_nothing_about_the_nodes() -> None:
     gatherer.poll_once()
     assert {s.source for s in gatherer.signals()} == {"probe"}
     assert all(s.alive for s in gatherer.signals())
+
+
+def test_other_nodes_are_asked_only_about_a_node_the_probe_fails_on() -> None:
+    client, clock, fired = FakeClient(), [100.0], []
+    client.api.peers = [{"Name": "node-1", "IP": "10.0.0.1"}, {"Name": "node-2", "IP": "10.0.0.2"}]
+    ports = {"10.0.0.1", "10.0.0.2"}
+    asked: list[tuple[str, str]] = []
+    others: dict[str, tuple[bool, str] | None] = {"n2": (False, "unreachable from node-3")}
+
+    def indirect(node_id: str, address: str) -> tuple[bool, str] | None:
+        asked.append((node_id, address))
+        return others.get(node_id)
+
+    gatherer = make(ports, client, clock, fired)
+    gatherer.indirect = indirect
+    gatherer.poll_once()
+    assert asked == [] and not [s for s in gatherer.signals() if s.source == "indirect"]
+
+    clock[0] = 101.0
+    ports.discard("10.0.0.2")  # the probe fails: other nodes are asked, and agree
+    gatherer.poll_once()
+    assert asked == [("n2", "10.0.0.2")]
+    said = {(s.node_id, s.source): s for s in gatherer.signals()}
+    assert (said["n2", "indirect"].alive, said["n2", "indirect"].since) == (False, 101.0)
+    assert said["n2", "indirect"].detail == "unreachable from node-3"
+    assert said["n2", "gossip"].alive, "gossip has not dropped it yet"
+
+    clock[0] = 101.5
+    others["n2"] = None  # no agent answers: no word, and the last one is not kept
+    gatherer.poll_once()
+    assert ("n2", "indirect") not in {(s.node_id, s.source) for s in gatherer.signals()}
+
+    clock[0] = 102.0
+    others["n2"] = (True, "reached from node-3")  # only this manager's route is bad
+    gatherer.poll_once()
+    said = {(s.node_id, s.source): s for s in gatherer.signals()}
+    assert said["n2", "indirect"].alive and not said["n2", "probe"].alive
+
+    clock[0] = 103.0
+    ports.add("10.0.0.2")  # the probe answers again: nobody is asked, no word kept
+    gatherer.poll_once()
+    assert len(asked) == 3
+    assert ("n2", "indirect") not in {(s.node_id, s.source) for s in gatherer.signals()}
