@@ -1,6 +1,7 @@
 """Differential chaos: one random fault schedule, Swarm alone and with the controller.
 
     python bench/chaos.py --seed N --minutes M [--json FILE] [--logs DIR] [--heartbeat S]
+    python bench/chaos.py --seed N --minutes M --noise   # Swarm alone, twice
 
 The schedule (drawn from the seed, times from the start) mixes node crashes and restarts,
 network cuts and heals, the Raft leader's crash, controller SIGKILLs and restarts, stack
@@ -15,7 +16,9 @@ Per service it reports replica-seconds below the operator's count, task restarts
 explain them, budget overruns (tasks so stopped and still missing, beyond the service's
 max-unavailable) and how long after the last fault the cluster converged. docs/chaos.md
 says how each is measured. Exit status 0 only if every target holds (see chaos_report).
-Needs root, like the sandbox.
+With --noise both runs are Swarm alone: what one schedule's two runs differ by when
+nothing differs but timing and placement is the measurement's noise, the resolution a
+controller-vs-Swarm difference must be read against. Needs root, like the sandbox.
 """
 
 from __future__ import annotations
@@ -43,6 +46,9 @@ def main() -> int:
     parser.add_argument("--logs", type=Path, help="keep the controller's log and files here")
     parser.add_argument("--heartbeat", type=float, default=1.0, help="dispatcher heartbeat (s)")
     parser.add_argument("--tolerance", type=float, default=TOLERANCE, help="replica-seconds")
+    parser.add_argument(
+        "--noise", action="store_true", help="both runs Swarm alone: the measurement's noise"
+    )
     args = parser.parse_args()
 
     events = make_schedule(args.seed, args.minutes)
@@ -53,7 +59,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         work = args.logs or Path(tmp)
         results = {}
-        for label, controller in (("swarm", False), ("controller", True)):
+        for label, controller in (("swarm", False), ("controller", not args.noise)):
             print(f"\nrun: {label} ...", flush=True)
             results[label] = run_once(
                 f"{tag}-{label[:3]}",
@@ -71,6 +77,7 @@ def main() -> int:
             "seed": args.seed,
             "minutes": args.minutes,
             "heartbeat": args.heartbeat,
+            "noise": args.noise,
             "schedule": to_json(events),
             "swarm": swarm,
             "controller": ctl,
@@ -78,6 +85,8 @@ def main() -> int:
         }
         args.json.write_text(json.dumps(document, indent=2, default=list))
     print(f"\nseed {args.seed}, {args.minutes:g} min, heartbeat {args.heartbeat:g} s\n")
+    if args.noise:
+        print("both runs are Swarm alone: the second stands in the controller's columns\n")
     print(table(swarm, ctl, args.tolerance))
     print("\nwhere the controller lost more:\n" + losses(swarm, ctl))
     print(
