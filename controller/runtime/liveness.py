@@ -38,6 +38,9 @@ from controller.core.outside_inputs import LivenessSignal
 log = logging.getLogger(__name__)
 
 GOSSIP, PROBE, INDIRECT = "gossip", "probe", "indirect"
+# Nodes other nodes' agents are asked about per poll: more failing at once is likelier
+# this manager's own link, and a few answers are enough to say so (the rest get none).
+MAX_ASKED_ABOUT = 8
 # Polls keep firing the trigger this long after a signal turned to gone (see above).
 RECHECK_SECONDS = 15.0
 
@@ -116,7 +119,8 @@ class LivenessGatherer:
         peers = self._gossip_peers()
         for thread in threads:
             thread.join(self.probe_timeout + 2)
-        indirect = self._ask_others([t for t in targets if probes.get(t.node_id) is False])
+        failing = [t for t in targets if probes.get(t.node_id) is False]
+        indirect = self._ask_others(failing[:MAX_ASKED_ABOUT])
         now = self._clock()
         changed = False
         with self._lock:
