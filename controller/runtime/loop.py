@@ -39,6 +39,7 @@ from controller.adapters.docker_api import (
     check_manager,
     connect,
 )
+from controller.adapters.docker_events import event_opener
 from controller.adapters.errors import RetryableError
 from controller.adapters.lease_store import ConfigLeaseStore, LeaseStore
 from controller.adapters.tcp_probe import tcp_connects
@@ -119,7 +120,7 @@ class Controller:
         self._clock = clock
         self.reconciler: Reconciler | None = None
         self.lease = self._make_lease(lease_store)
-        self.watcher = EventWatcher(client_factory, self.trigger)
+        self.watcher = EventWatcher(event_opener(client_factory), self.trigger)
         self._scope: anyio.CancelScope | None = None
         self._token: anyio.lowlevel.EventLoopToken | None = None
         # Health and placement intelligence from outside Swarm (core/health).

@@ -9,22 +9,24 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import Any, Protocol
 
 import anyio
 import anyio.from_thread
 import anyio.to_thread
-import docker
 from tenacity import Retrying, retry_if_exception_type, wait_random_exponential
 
-from controller.adapters.docker_api import DockerUnavailableError
 from controller.adapters.errors import RetryableError
 from controller.runtime.cycle_trigger import Trigger
 
 log = logging.getLogger(__name__)
 
-EVENT_FILTERS = {"scope": ["swarm"], "type": ["node", "service"]}
+
+class EventStream(Protocol):
+    def __iter__(self) -> Iterator[dict[str, Any]]: ...
+
+    def close(self) -> None: ...
 
 
 class StreamEndedError(RetryableError, RuntimeError):
@@ -35,16 +37,16 @@ class StreamEndedError(RetryableError, RuntimeError):
 class EventWatcher:
     def __init__(
         self,
-        client_factory: Callable[[], docker.DockerClient],
+        open_events: Callable[[float | None], EventStream],
         trigger: Trigger,
         *,
         max_backoff: float = 10.0,
     ) -> None:
-        self._client_factory = client_factory
+        self._open_events = open_events
         self._trigger = trigger
         self._max_backoff = max_backoff
         self._since: float | None = None
-        self._stream: Any = None
+        self._stream: EventStream | None = None
         self._stopping = threading.Event()
         self.connects = 0  # how many times a stream was opened (for tests and metrics)
 
@@ -78,17 +80,11 @@ class EventWatcher:
                 self._watch_once()
 
     def _watch_once(self) -> None:
-        try:
-            client = self._client_factory()
-            self._stream = client.api.events(since=self._since, filters=EVENT_FILTERS, decode=True)
-        except DockerUnavailableError:
-            raise
-        except Exception as exc:
-            raise DockerUnavailableError(str(exc)) from exc
+        stream = self._stream = self._open_events(self._since)
         self.connects += 1
         self._fire("watch:connected")
         try:
-            for event in self._stream:
+            for event in stream:
                 if self._stopping.is_set():
                     return
                 self._since = float(event.get("timeNano", 0)) / 1e9 or self._since
@@ -100,7 +96,7 @@ class EventWatcher:
                 return
             raise StreamEndedError(f"event stream broke: {exc}") from exc
         finally:
-            client.close()
+            stream.close()
         if not self._stopping.is_set():
             raise StreamEndedError("event stream ended")
 
