@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import docker
+import docker.errors
 from tenacity import (
     retry,
     retry_if_exception_type,
@@ -28,6 +29,7 @@ from controller.adapters.docker_api import (
     update_node_spec,
     update_service_spec,
 )
+from controller.adapters.errors import TerminalError
 from controller.adapters.records_store import write_records
 from controller.core.actions import (
     Action,
@@ -123,7 +125,42 @@ def execute_action(client: docker.DockerClient, action: Action) -> None:
 
 
 Executor = Callable[[Action], None]
+MAX_PROBLEM_CHARS = 300
+
+
+class WriteRefusedError(TerminalError, RuntimeError):
+    """Docker refused one write as invalid (a 4xx that is no conflict): as is, it will be
+    refused again. The reconciler fails that write alone and lets its object wait."""
+
+    cause = "write-refused"
+    words = "Docker refused a write"
+
+    def __init__(self, problem: str) -> None:
+        super().__init__(problem)
+        self.problem = problem
 
 
 def docker_executor(client: docker.DockerClient) -> Executor:
-    return lambda action: execute_action(client, action)
+    return naming_refusals(lambda action: execute_action(client, action))
+
+
+def naming_refusals(execute: Executor) -> Executor:
+    """`execute`, with Docker's refusal of a write (a 4xx) as WriteRefusedError."""
+
+    def named(action: Action) -> None:
+        try:
+            execute(action)
+        except docker.errors.APIError as exc:
+            if not exc.is_client_error():
+                raise  # a 5xx the retries did not cure: the cycle fails, as the engine's
+            raise WriteRefusedError(one_line(exc)) from exc
+
+    return named
+
+
+def one_line(exc: docker.errors.APIError) -> str:
+    """Docker's answer as one readable line: status and message, whitespace folded."""
+    text = " ".join(str(exc.explanation or exc).split())
+    if len(text) > MAX_PROBLEM_CHARS:
+        text = text[: MAX_PROBLEM_CHARS - 3] + "..."
+    return f"{exc.status_code} {text}"

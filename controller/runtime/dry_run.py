@@ -16,6 +16,8 @@ from dataclasses import dataclass
 
 import docker
 
+from controller.adapters.docker_api import observe_cluster
+from controller.core.actions import Action, describe
 from controller.core.model import ClusterSnapshot
 from controller.core.plan import Plan
 from controller.policy import Policy
@@ -30,6 +32,10 @@ class DryRun:
     now: float
 
 
+def _never_writes(action: Action) -> None:
+    raise AssertionError(f"a dry run must not write: {describe(action)}")
+
+
 def plan_once(
     client: docker.DockerClient, policy: Policy, *, clock: Callable[[], float] = time.time
 ) -> DryRun:
@@ -37,7 +43,8 @@ def plan_once(
     now = clock()
     try:
         reconciler = Reconciler(
-            client=client,
+            observe=lambda: observe_cluster(client),
+            executor=_never_writes,
             policy=lambda: policy,
             tracer=get_tracer(provider),
             decision_log=DecisionLog(io.StringIO()),

@@ -38,6 +38,7 @@ from controller.adapters.docker_api import (
     DockerUnavailableError,
     check_manager,
     connect,
+    observe_cluster,
 )
 from controller.adapters.docker_events import event_opener
 from controller.adapters.errors import RetryableError
@@ -266,7 +267,7 @@ class Controller:
         executor = self._executor(client) if self._executor else docker_executor(client)
         lease = self.lease
         self.reconciler = Reconciler(
-            client=client,
+            observe=lambda: observe_cluster(client),
             policy=self.policy,
             tracer=get_tracer(self._provider),
             decision_log=self._decision_log,

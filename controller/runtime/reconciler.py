@@ -1,6 +1,8 @@
 """One reconcile cycle: observe -> plan (with guards) -> execute, traced end to end.
 
-Cycles are synchronous (docker-py blocks) and run one at a time in a worker thread.
+Cycles are synchronous (observing and writing block) and run one at a time in a worker
+thread. How to observe and how to write are passed in (the adapters' Docker ones in
+production, a recording executor for a dry run), so a cycle runs from a snapshot alone.
 A conflict ends the cycle at once and asks for another: the next plan is made from a
 fresh observation instead of retrying a write computed from a stale one. A write Docker
 refuses (a 4xx that is no conflict) fails alone: a decision says so, its object waits
@@ -16,13 +18,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-import docker
-import docker.errors
 from opentelemetry import trace
 from opentelemetry.trace import Status, StatusCode
 
-from controller.adapters.docker_api import ConflictError, GoneError, observe_cluster
-from controller.adapters.writes import Executor, docker_executor
+from controller.adapters.docker_api import ConflictError, GoneError
+from controller.adapters.writes import Executor, WriteRefusedError
 from controller.core.actions import Action, describe, subject_of, target_of
 from controller.core.decisions import Decision, Outcome
 from controller.core.guards import disrupted_nodes
@@ -37,7 +37,6 @@ from controller.runtime.write_order import execution_order
 
 log = logging.getLogger(__name__)
 RULE = "execute"
-MAX_PROBLEM_CHARS = 300
 
 
 @dataclass
@@ -64,22 +63,22 @@ class Reconciler:
     def __init__(
         self,
         *,
-        client: docker.DockerClient,
+        observe: Callable[[], ClusterSnapshot],
+        executor: Executor,
         policy: Callable[[], Policy],
         tracer: trace.Tracer,
         decision_log: DecisionLog,
         dry_run: bool = False,
-        executor: Executor | None = None,
         clock: Callable[[], float] = time.time,
         standby: Callable[[], str | None] = lambda: None,
         enrich: Callable[[ClusterSnapshot, float], ClusterSnapshot] | None = None,
     ) -> None:
-        self._client = client
+        self._observe = observe
         self._policy = policy
         self._tracer = tracer
         self._log = decision_log
         self._dry_run = dry_run
-        self._execute = executor or docker_executor(client)
+        self._execute = executor
         self._clock = clock
         # A standby replica plans every cycle too, so its memory (node readiness, losses)
         # is warm when it takes the lease over; it logs and writes nothing.
@@ -98,7 +97,7 @@ class Reconciler:
             span.set_attribute("placement.reasons", sorted(reasons))
             span.set_attribute("placement.dry_run", self._dry_run)
             with self._tracer.start_as_current_span("observe") as observe_span:
-                snapshot = observe_cluster(self._client)
+                snapshot = self._observe()
                 observe_span.set_attribute("placement.nodes", len(snapshot.nodes))
                 observe_span.set_attribute("placement.services", len(snapshot.services))
                 observe_span.set_attribute("placement.tasks", len(snapshot.tasks))
@@ -165,10 +164,8 @@ class Reconciler:
                 self.conflicts += 1
                 log.info("conflict, observing again: %s", exc)
                 return False
-            except docker.errors.APIError as exc:
-                if not exc.is_client_error():
-                    raise  # a 5xx the retries did not cure: the cycle fails, as the engine's
-                problem = one_line(exc)
+            except WriteRefusedError as exc:
+                problem = exc.problem
                 span.set_status(Status(StatusCode.ERROR, problem))
                 refusal = self.backoff.refused(action, problem, now)
                 cycle.failed.append(action)
@@ -181,14 +178,6 @@ class Reconciler:
             if left and hasattr(action, "service_id"):
                 self.memory = self.memory.record_move(action.service_id, self._clock(), left)
             return True
-
-
-def one_line(exc: docker.errors.APIError) -> str:
-    """Docker's answer as one readable line: status and message, whitespace folded."""
-    text = " ".join(str(exc.explanation or exc).split())
-    if len(text) > MAX_PROBLEM_CHARS:
-        text = text[: MAX_PROBLEM_CHARS - 3] + "..."
-    return f"{exc.status_code} {text}"
 
 
 def _refused_decision(action: Action, refusal: Refusal) -> Decision:

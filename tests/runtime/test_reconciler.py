@@ -4,13 +4,17 @@ still ends the cycle. The planner and the observation are stubbed; the executor 
 from __future__ import annotations
 
 import io
+import json
 from collections.abc import Iterator
+from pathlib import Path
 
 import docker.errors
 import pytest
 import requests
 
+from controller.adapters.attrs import snapshot_from_attrs
 from controller.adapters.docker_api import ConflictError
+from controller.adapters.writes import naming_refusals
 from controller.core.actions import (
     Action,
     SetNodeLabels,
@@ -27,6 +31,7 @@ from controller.runtime.reconciler import Reconciler
 from controller.runtime.tracing import DecisionLog, get_tracer, make_tracer_provider
 from tests.core.builders import node, snapshot
 
+FIXTURES = Path(__file__).resolve().parents[1] / "adapters" / "fixtures"
 BAD = SetServiceConstraints("s-bad", "bad", 3, ("node.role==worker",))
 API = SetServiceConstraints("s-api", "api", 4, ("node.labels.rack==r1",))
 WEB = SetReplicas("s-web", "web", 5, 4)
@@ -66,11 +71,12 @@ class Stage:
             raise failure
 
 
+OBSERVED = snapshot([node(1, manager=True), node(2)], [])
+
+
 @pytest.fixture
 def stage(monkeypatch: pytest.MonkeyPatch) -> Iterator[Stage]:
     stage = Stage()
-    observed = snapshot([node(1, manager=True), node(2)], [])
-    monkeypatch.setattr(reconciler_module, "observe_cluster", lambda client: observed)
 
     def fake_plan(**kwargs: object) -> Plan:
         return Plan(actions=stage.actions, decisions=stage.decisions, memory=Memory())
@@ -81,11 +87,12 @@ def stage(monkeypatch: pytest.MonkeyPatch) -> Iterator[Stage]:
 
 def make(stage: Stage) -> Reconciler:
     return Reconciler(
-        client=None,  # type: ignore[arg-type]  # observe_cluster is stubbed
+        observe=lambda: OBSERVED,
+        # Docker's own errors, named as the adapters' executor names them.
+        executor=naming_refusals(stage.execute),
         policy=Policy,
         tracer=get_tracer(make_tracer_provider("none")),
         decision_log=DecisionLog(stage.out),
-        executor=stage.execute,
         clock=lambda: stage.now,
     )
 
@@ -178,12 +185,12 @@ def test_a_server_error_the_retries_did_not_cure_fails_the_cycle(stage: Stage) -
 def test_a_dry_run_holds_nothing_back(stage: Stage) -> None:
     stage.plan(BAD, WEB, failover=(WEB,))
     r = Reconciler(
-        client=None,  # type: ignore[arg-type]
+        observe=lambda: OBSERVED,
+        executor=naming_refusals(stage.execute),
         policy=Policy,
         tracer=get_tracer(make_tracer_provider("none")),
         decision_log=DecisionLog(stage.out),
         dry_run=True,
-        executor=stage.execute,
         clock=lambda: stage.now,
     )
     cycle = r.reconcile({"plan"})
@@ -191,3 +198,30 @@ def test_a_dry_run_holds_nothing_back(stage: Stage) -> None:
     assert stage.out.getvalue().index("would service web") < stage.out.getvalue().index(
         "would service bad"
     )
+
+
+@pytest.mark.parametrize("fixture", sorted(FIXTURES.glob("swarm-*.json")), ids=lambda p: p.stem)
+def test_a_whole_cycle_runs_from_a_captured_snapshot_without_docker(fixture: Path) -> None:
+    # The real plan() on what a real swarm answered; the writes go to a recorder.
+    data = json.loads(fixture.read_text())
+    observed = snapshot_from_attrs(
+        nodes=data["nodes"], services=data["services"], tasks=data["tasks"]
+    )
+    written: list[Action] = []
+    out = io.StringIO()
+    r = Reconciler(
+        observe=lambda: observed,
+        executor=written.append,
+        policy=Policy,
+        tracer=get_tracer(make_tracer_provider("none")),
+        decision_log=DecisionLog(out),
+        clock=lambda: 2_000_000_000.0,
+    )
+    cycle = r.reconcile({"start"})
+    assert written and written == cycle.executed, "web is adopted: at least one write"
+    assert sorted(map(describe, written)) == sorted(map(describe, cycle.plan.actions))
+    managed = {s.id for s in observed.services if s.labels.get("placement.managed") == "true"}
+    for action in written:
+        service = getattr(action, "service_id", None)
+        assert service is None or service in managed, f"an unmanaged service written: {action}"
+        assert describe(action) in out.getvalue(), "every write has its decision in the log"
