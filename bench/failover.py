@@ -16,20 +16,24 @@ Every controller case also surges on the node loss, which beats Swarm's restart 
 operator feels it: a 3-replica service on the 4 nodes, a worker holding one of its tasks
 is killed, and failover is the time until 3 replicas run off that node. Cases: native
 Swarm; the controller with `failover-mode: confirmed` (it acts once Swarm marks the node
-down); and with `failover-mode: speculative` (it acts once the gossip peers and a TCP
-probe agree the node is gone, bench/detection_signals.py). The controller runs with
---liveness inside node-1's network namespace, as it would on that manager.
+down); with `failover-mode: speculative` (it acts once two signals agree the node is
+gone: the gossip peers and a TCP probe, bench/detection_signals.py); and speculative
+with node agents, whose indirect probes from the other nodes are the second signal.
+The controller runs with --liveness inside node-1's network namespace, as it would on
+that manager; each agent runs in its node's namespace, on its address.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import docker
@@ -123,11 +127,45 @@ def _case(
 FROM_KILL_REPLICAS = 3
 
 
+AGENT_PORT = 9810
+AGENTS_CASE = "speculative, agents"
+
+
+@contextlib.contextmanager
+def _agents(sandbox: Sandbox, secret: Path) -> Iterator[list[str]]:
+    """An agent process in every node's network namespace, on its address: their URLs."""
+    processes = []
+    try:
+        for host in sandbox.nodes:
+            node = sandbox.state.node(host)
+            command = [sys.executable, "-m", "controller", "agent", "--listen"]
+            command += [f"{node.ip}:{AGENT_PORT}", "--secret-file", str(secret)]
+            command += ["--usage", "containers", "--interval", "1", "--window", "5"]
+            processes.append(
+                subprocess.Popen(
+                    ["nsenter", f"--net=/run/netns/{node.netns}", *command],
+                    env={**os.environ, "DOCKER_HOST": sandbox.docker_host(host)},
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                )
+            )
+        time.sleep(3)  # listening, and a first usage sample taken
+        yield [f"http://{sandbox.state.node(h).ip}:{AGENT_PORT}" for h in sandbox.nodes]
+    finally:
+        for process in processes:
+            process.terminate()
+            process.wait(timeout=20)
+
+
 def _from_kill_case(
-    sandbox: Sandbox, client: docker.DockerClient, mode: str | None, n: int
+    sandbox: Sandbox,
+    client: docker.DockerClient,
+    mode: str | None,
+    n: int,
+    agents: tuple[list[str], Path] | None = None,
 ) -> float:
     """Seconds from the kill of a worker to FROM_KILL_REPLICAS running off it."""
-    name = f"fk-{mode or 'native'}-{n}"
+    name = f"fk-{(mode or 'native')[:4]}{'-ag' if agents else ''}-{n}"
     controller = None
     labels = {"placement.managed": "true", "placement.failover-mode": mode} if mode else {}
     sandbox.create_service(name, replicas=FROM_KILL_REPLICAS, labels=labels)
@@ -138,13 +176,18 @@ def _from_kill_case(
         netns = f"/run/netns/{sandbox.state.node('node-1').netns}"
         env = {**os.environ, "DOCKER_HOST": sandbox.manager_host}
         command = [sys.executable, "-m", "controller", "run", "--policy", str(policy)]
+        if agents is not None:
+            urls, secret = agents
+            command += ["--agents", ",".join(urls), "--agent-secret-file", str(secret)]
+            command += ["--agent-interval", "1"]
         controller = subprocess.Popen(
             ["nsenter", f"--net={netns}", *command, "--resync", "1", "--liveness"],
             env=env,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
-        time.sleep(5)  # adopted, at rest, every node seen alive by gossip and probe
+        # Adopted, at rest, every node seen alive by gossip and probe, agents reporting.
+        time.sleep(5)
     victim = next(h for h in sorted(_hosts(client, name)) if h != "node-1")
     try:
         killed = time.monotonic()
@@ -169,21 +212,26 @@ def _from_kill_case(
 def _from_kill(repeat: int) -> int:
     spec = SandboxSpec(name=f"bench-fk-{os.getpid()}", nodes=4, heartbeat_seconds=None)
     results: dict[str, list[float]] = {}
-    with Sandbox.up(spec) as sandbox:
+    secret = Path(tempfile.mkdtemp()) / "agent-secret"
+    secret.write_text("failover-bench\n")
+    with Sandbox.up(spec) as sandbox, _agents(sandbox, secret) as urls:
         client = docker.DockerClient(base_url=sandbox.manager_host, version="auto")
         for n in range(repeat):
-            for mode in (None, "confirmed", "speculative"):
-                took = _from_kill_case(sandbox, client, mode, n)
-                results.setdefault(mode or "native Swarm", []).append(took)
-                print(f"run {n + 1} {mode or 'native'}: {took:.2f} s", flush=True)
+            for case in ("native Swarm", "confirmed", "speculative", AGENTS_CASE):
+                mode = None if case == "native Swarm" else case.split(",")[0]
+                with_agents = (urls, secret) if case == AGENTS_CASE else None
+                took = _from_kill_case(sandbox, client, mode, n, with_agents)
+                results.setdefault(case, []).append(took)
+                print(f"run {n + 1} {case}: {took:.2f} s", flush=True)
+        version = client.version().get("Version", "?")
         client.close()
     native = statistics.median(results["native Swarm"])
-    print(f"Swarm's default heartbeat, {repeat} run(s) each, medians; seconds from the kill")
-    print(f"to {FROM_KILL_REPLICAS} replicas running off the killed worker")
-    print(f"{'case':<16}{'failover s':>12}{'vs native':>11}")
+    print(f"dockerd {version}, Swarm's default heartbeat, {repeat} run(s) each, medians;")
+    print(f"seconds from the kill to {FROM_KILL_REPLICAS} replicas running off the killed worker")
+    print(f"{'case':<22}{'failover s':>12}{'vs native':>11}")
     for case, runs in results.items():
         fo = statistics.median(runs)
-        print(f"{case:<16}{fo:>12.2f}{fo / native:>10.2f}x")
+        print(f"{case:<22}{fo:>12.2f}{fo / native:>10.2f}x")
     return 0
 
 

@@ -53,11 +53,15 @@ def post_health(
     return response.status, json.loads(text) if text else {}
 
 
-def _python(*args: str, env: dict[str, str] | None = None, log: Path) -> subprocess.Popen[bytes]:
+def _python(
+    *args: str, env: dict[str, str] | None = None, log: Path, netns: str | None = None
+) -> subprocess.Popen[bytes]:
+    """`python -m controller ARGS`, in network namespace `netns` (a path) if given."""
     full_env = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
     handle = log.open("wb")
+    enter = ["nsenter", f"--net={netns}"] if netns else []
     return subprocess.Popen(
-        [sys.executable, "-m", "controller", *args],
+        [*enter, sys.executable, "-m", "controller", *args],
         env=full_env,
         stdout=handle,
         stderr=subprocess.STDOUT,
@@ -117,6 +121,51 @@ def agents(
             assert process.poll() is None, (logs / f"agent-{host}.log").read_text()
         yield running
     finally:
+        for process, _ in running.values():
+            stop(process)
+
+
+@contextlib.contextmanager
+def node_agents(
+    sandbox: Any, secret_file: Path, logs: Path, port: int = 9810
+) -> Iterator[dict[str, str]]:
+    """One real agent process per node, inside that node's network namespace and on its
+    address, as an agent task would run there: host -> URL. All are stopped afterwards."""
+    from controller.sandbox.netns import netns_path  # noqa: PLC0415
+    from controller.sandbox.netns_probe import NetnsProber  # noqa: PLC0415
+
+    running: dict[str, tuple[subprocess.Popen[bytes], str]] = {}
+    prober = NetnsProber(sandbox.state.node(sandbox.nodes[0]).netns)
+    try:
+        for host in sandbox.nodes:
+            node = sandbox.state.node(host)
+            process = _python(
+                "agent",
+                "--listen",
+                f"{node.ip}:{port}",
+                "--secret-file",
+                str(secret_file),
+                "--usage",
+                "containers",
+                "--interval",
+                "1",
+                "--window",
+                "5",
+                env={"DOCKER_HOST": sandbox.docker_host(host)},
+                log=logs / f"agent-{host}.log",
+                netns=netns_path(node.netns),
+            )
+            running[host] = (process, node.ip)
+        for host, (process, ip) in running.items():
+            wait_until(
+                lambda p=process, a=ip: p.poll() is not None or prober(a, port, 1.0),
+                30,
+                f"the agent of {host}",
+            )
+            assert process.poll() is None, (logs / f"agent-{host}.log").read_text()
+        yield {host: f"http://{ip}:{port}" for host, (_, ip) in running.items()}
+    finally:
+        prober.close()
         for process, _ in running.values():
             stop(process)
 

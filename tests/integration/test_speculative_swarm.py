@@ -30,8 +30,11 @@ import pytest
 from controller.core.replicas import BASE_LABEL
 from controller.runtime.health_inputs import HealthConfig
 from controller.sandbox import Sandbox, SandboxSpec, teardown_sandbox
+from controller.sandbox.netns import netns_path
 from controller.sandbox.netns_probe import NetnsProber
 
+from .health_support import _python as python_process
+from .health_support import node_agents, stop
 from .support import (
     ControllerThread,
     RunningSampler,
@@ -286,3 +289,64 @@ def test_a_false_alarm_is_trimmed_back_to_exactly_the_desired_count(
             cost = ctl.out.getvalue().split("false alarm cost ", 1)[1].split(")", 1)[0]
             print(f"\nfalse alarm cost {cost}")
     prober.close()
+
+
+def test_other_nodes_agents_make_the_second_signal_before_gossip_drops_the_node(
+    default_heartbeat: Sandbox, tmp_path
+) -> None:  # type: ignore[no-untyped-def]
+    # The deployment's shape: an agent on every node, on that node's address, and the
+    # controller a process on the manager, so probes and agent calls leave from there.
+    sandbox = default_heartbeat
+    secret = tmp_path / "agent-secret"
+    secret.write_text("indirect-probe-secret\n")
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(POLICY)
+    log = tmp_path / "controller.log"
+    with clean_client(sandbox) as client, node_agents(sandbox, secret, tmp_path) as agents:
+        victim, _ = start_web(sandbox, client)
+        process = python_process(
+            "run",
+            "--policy",
+            str(policy),
+            "--liveness",
+            "--agents",
+            ",".join(agents.values()),
+            "--agent-secret-file",
+            str(secret),
+            "--agent-interval",
+            "1",
+            env={"DOCKER_HOST": sandbox.manager_host},
+            log=log,
+            netns=str(netns_path(sandbox.state.node("node-1").netns)),
+        )
+        try:
+            wait_until(
+                lambda: (
+                    log.read_text().count("rule=agents") == 0 and "outcome=adopt" in log.read_text()
+                ),
+                60,
+                "web adopted",
+            )
+            time.sleep(4)  # every agent reported once: they are vantage points now
+            killed, watch = time.monotonic(), DownWatch(sandbox.manager_host, victim)
+            sandbox.fail(victim, "crash")
+
+            def elsewhere() -> bool:
+                placed = task_ids_by_node(client, "web")
+                return sum(len(v) for h, v in placed.items() if h != victim) >= REPLICAS
+
+            wait_until(elsewhere, 60, f"{REPLICAS} replicas running off {victim}")
+            replaced = time.monotonic() - killed
+            down_at = watch.wait()
+            text = log.read_text()
+            suspect = next((line for line in text.splitlines() if "outcome=suspect" in line), "")
+            print(f"\nagents as vantage points: replicas elsewhere {replaced:.1f} s after the kill")
+            print(suspect)
+            # The second signal is the other nodes' agents, not gossip: the suspicion
+            # names them, and came before gossip could have dropped the node.
+            assert "indirect: unreachable from" in suspect, text[-4000:]
+            assert "gossip:" not in suspect, suspect
+            assert speculated_at(text) < down_at, text[-4000:]
+            wait_until(lambda: settled(client), 60, "web back to exactly 3, its record gone")
+        finally:
+            stop(process)
