@@ -1,6 +1,6 @@
 """Failover and failback times: native Swarm next to the controller's steering modes.
 
-    python bench/failover.py [--heartbeat 1|default] [--repeat 1]
+    python bench/failover.py [--heartbeat 1|default] [--repeat 1] [--fault crash|cut]
 
 One 4-node sandbox (node-1 is the manager and is never failed). For each case a
 one-replica service runs on node-2; node-2's dockerd is killed; failover is the time from
@@ -14,7 +14,8 @@ Every controller case also surges on the node loss, which beats Swarm's restart 
 
 `--heartbeat default` keeps Swarm's own heartbeat (5 s) and measures from the kill, as an
 operator feels it: a 3-replica service on the 4 nodes, a worker holding one of its tasks
-is killed, and failover is the time until 3 replicas run off that node. Cases: native
+is killed (`--fault cut`: its link cut instead), and failover is the time until 3
+replicas run off that node. Cases: native
 Swarm; the controller with `failover-mode: confirmed` (it acts once Swarm marks the node
 down); with `failover-mode: speculative` (it acts once two signals agree the node is
 gone: the gossip peers and a TCP probe, bench/detection_signals.py); and speculative
@@ -163,6 +164,7 @@ def _from_kill_case(
     mode: str | None,
     n: int,
     agents: tuple[list[str], Path] | None = None,
+    fault: str = "crash",
 ) -> float:
     """Seconds from the kill of a worker to FROM_KILL_REPLICAS running off it."""
     name = f"fk-{(mode or 'native')[:4]}{'-ag' if agents else ''}-{n}"
@@ -191,7 +193,7 @@ def _from_kill_case(
     victim = next(h for h in sorted(_hosts(client, name)) if h != "node-1")
     try:
         killed = time.monotonic()
-        sandbox.fail(victim, "crash")
+        sandbox.fail(victim, fault)
         moved = _until(
             lambda: (
                 sum(c for h, c in _hosts(client, name).items() if h != victim) >= FROM_KILL_REPLICAS
@@ -209,7 +211,7 @@ def _from_kill_case(
         client.api.remove_service(name)
 
 
-def _from_kill(repeat: int) -> int:
+def _from_kill(repeat: int, fault: str) -> int:
     spec = SandboxSpec(name=f"bench-fk-{os.getpid()}", nodes=4, heartbeat_seconds=None)
     results: dict[str, list[float]] = {}
     secret = Path(tempfile.mkdtemp()) / "agent-secret"
@@ -220,14 +222,15 @@ def _from_kill(repeat: int) -> int:
             for case in ("native Swarm", "confirmed", "speculative", AGENTS_CASE):
                 mode = None if case == "native Swarm" else case.split(",")[0]
                 with_agents = (urls, secret) if case == AGENTS_CASE else None
-                took = _from_kill_case(sandbox, client, mode, n, with_agents)
+                took = _from_kill_case(sandbox, client, mode, n, with_agents, fault)
                 results.setdefault(case, []).append(took)
                 print(f"run {n + 1} {case}: {took:.2f} s", flush=True)
         version = client.version().get("Version", "?")
         client.close()
     native = statistics.median(results["native Swarm"])
     print(f"dockerd {version}, Swarm's default heartbeat, {repeat} run(s) each, medians;")
-    print(f"seconds from the kill to {FROM_KILL_REPLICAS} replicas running off the killed worker")
+    what = "kill" if fault == "crash" else "cut"
+    print(f"seconds from the {what} to {FROM_KILL_REPLICAS} replicas running off the worker")
     print(f"{'case':<22}{'failover s':>12}{'vs native':>11}")
     for case, runs in results.items():
         fo = statistics.median(runs)
@@ -241,9 +244,15 @@ def main() -> int:
         "--heartbeat", default="1", help="dispatcher heartbeat (s), or default: from the kill"
     )
     parser.add_argument("--repeat", type=int, default=1)
+    parser.add_argument(
+        "--fault",
+        choices=("crash", "cut"),
+        default="crash",
+        help="with --heartbeat default: dockerd SIGKILLed, or the node's link cut",
+    )
     args = parser.parse_args()
     if args.heartbeat == "default":
-        return _from_kill(args.repeat)
+        return _from_kill(args.repeat, "partition" if args.fault == "cut" else "crash")
     args.heartbeat = float(args.heartbeat)
     spec = SandboxSpec(name=f"bench-fo-{os.getpid()}", nodes=4, heartbeat_seconds=args.heartbeat)
     results: dict[str, list[tuple[float, float | None]]] = {}
