@@ -108,6 +108,9 @@ class LivenessGatherer:
             targets = self._targets
         if not targets:
             return
+        # What the poll sees is the nodes as they were when it began: a cut link is
+        # known only once the probes time out, but it was cut before they were sent.
+        now = self._clock()
         probes: dict[str, bool] = {}
 
         def probe(target: _Target) -> None:
@@ -121,7 +124,6 @@ class LivenessGatherer:
             thread.join(self.probe_timeout + 2)
         failing = [t for t in targets if probes.get(t.node_id) is False]
         indirect = self._ask_others(failing[:MAX_ASKED_ABOUT])
-        now = self._clock()
         changed = False
         with self._lock:
             known = {t.node_id for t in targets}
