@@ -19,7 +19,7 @@ import docker.errors
 import pytest
 
 from controller.adapters.docker_api import update_service_spec
-from controller.adapters.writes import Executor, docker_executor
+from controller.adapters.writes import Executor, docker_executor, naming_refusals
 from controller.core.actions import Action, SetReplicas, target_of
 from controller.core.labels import steering_constraint
 from controller.sandbox import Sandbox
@@ -69,7 +69,8 @@ def refusing(
                 raise
             raise AssertionError("Docker accepted a label whose value is a number")
 
-        return execute
+        # Docker's own refusal, named as the adapters' executor names it.
+        return naming_refusals(execute)
 
     return make
 
