@@ -1,6 +1,6 @@
 """Health-led failover against native Swarm failover, side by side in one sandbox.
 
-Scenario (issue 8, item 1 and 6): a managed service of 6 replicas runs 2/2/2 on a 3-node
+Scenario: a managed service of 6 replicas runs 2/2/2 on a 3-node
 sandbox; node-2 fails. Three ways, interleaved run by run:
 
 - native: node-2's dockerd is SIGKILLed and nothing else happens; Swarm marks it down

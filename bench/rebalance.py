@@ -1,6 +1,6 @@
 """Rebalance benchmark: a returned node, balanced by swarm-placement or by `--force`.
 
-Scenario (issue 7, item 1), on a 3-node sandbox swarm (heartbeat 1 s): 6 replicas run
+Scenario, on a 3-node sandbox swarm (heartbeat 1 s): 6 replicas run
 2/2/2; node-3 is killed and Swarm runs them 3/3/0; node-3 comes back. Then either
 
 - swarm-placement (`python -m controller run --resync 1`, default policy) rebalances the
