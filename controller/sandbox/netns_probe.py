@@ -11,10 +11,10 @@ from __future__ import annotations
 import ctypes
 import os
 import queue
-import socket
 import threading
 from concurrent.futures import Future
 
+from controller.adapters.tcp_probe import tcp_connects
 from controller.sandbox.netns import netns_path
 
 CLONE_NEWNET = 0x40000000
@@ -28,15 +28,6 @@ def _enter(netns: str) -> None:
             raise OSError(ctypes.get_errno(), f"setns into {netns} failed")
     finally:
         os.close(fd)
-
-
-def tcp_connects(address: str, port: int, timeout: float) -> bool:
-    """True when a TCP connection to address:port is accepted within `timeout`."""
-    try:
-        with socket.create_connection((address, port), timeout=timeout):
-            return True
-    except OSError:
-        return False
 
 
 class NetnsProber:

@@ -86,6 +86,28 @@ def stop(process: subprocess.Popen[bytes]) -> None:
             kill(process)
 
 
+def _agent(
+    listen: str, secret_file: Path, docker_host: str, log: Path, netns: str | None = None
+) -> subprocess.Popen[bytes]:
+    """One agent process: containers usage, 1 s samples over 5 s."""
+    return _python(
+        "agent",
+        "--listen",
+        listen,
+        "--secret-file",
+        str(secret_file),
+        "--usage",
+        "containers",
+        "--interval",
+        "1",
+        "--window",
+        "5",
+        env={"DOCKER_HOST": docker_host},
+        log=log,
+        netns=netns,
+    )
+
+
 @contextlib.contextmanager
 def agents(
     docker_hosts: dict[str, str], secret_file: Path, logs: Path
@@ -96,21 +118,8 @@ def agents(
     try:
         for host, docker_host in docker_hosts.items():
             port = free_port()
-            process = _python(
-                "agent",
-                "--listen",
-                f"127.0.0.1:{port}",
-                "--secret-file",
-                str(secret_file),
-                "--usage",
-                "containers",
-                "--interval",
-                "1",
-                "--window",
-                "5",
-                env={"DOCKER_HOST": docker_host},
-                log=logs / f"agent-{host}.log",
-            )
+            log = logs / f"agent-{host}.log"
+            process = _agent(f"127.0.0.1:{port}", secret_file, docker_host, log)
             running[host] = (process, f"http://127.0.0.1:{port}")
         for host, (process, url) in running.items():
             wait_until(
@@ -139,21 +148,12 @@ def node_agents(
     try:
         for host in sandbox.nodes:
             node = sandbox.state.node(host)
-            process = _python(
-                "agent",
-                "--listen",
+            process = _agent(
                 f"{node.ip}:{port}",
-                "--secret-file",
-                str(secret_file),
-                "--usage",
-                "containers",
-                "--interval",
-                "1",
-                "--window",
-                "5",
-                env={"DOCKER_HOST": sandbox.docker_host(host)},
-                log=logs / f"agent-{host}.log",
-                netns=netns_path(node.netns),
+                secret_file,
+                sandbox.docker_host(host),
+                logs / f"agent-{host}.log",
+                netns=str(netns_path(node.netns)),
             )
             running[host] = (process, node.ip)
         for host, (process, ip) in running.items():
