@@ -57,6 +57,15 @@ class TransientError(RetryableError, RuntimeError):
     words = "the swarm answered with an error it may recover from"
 
 
+# What the runtime holds and catches, so that only the adapters import docker: a client
+# handle, and every error the engine or its HTTP transport can raise past `_call`.
+EngineClient = docker.DockerClient
+ENGINE_ERRORS: tuple[type[Exception], ...] = (
+    docker.errors.DockerException,
+    requests.RequestException,
+)
+
+
 def connect(*, timeout: float = 10.0) -> docker.DockerClient:
     """A client for DOCKER_HOST and the other standard variables, API version negotiated."""
     where = os.environ.get("DOCKER_HOST") or "the default socket (DOCKER_HOST is unset)"

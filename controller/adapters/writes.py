@@ -38,6 +38,7 @@ from controller.core.actions import (
     SetRecords,
     SetReplicas,
     SetServiceConstraints,
+    describe,
 )
 
 JsonDict = dict[str, Any]
@@ -138,6 +139,19 @@ class WriteRefusedError(TerminalError, RuntimeError):
     def __init__(self, problem: str) -> None:
         super().__init__(problem)
         self.problem = problem
+
+
+class Rehearsal:
+    """The executor of a dry run: says what it would write, and writes nothing. The
+    reconciler keeps no record of a rehearsed write (no move, no backoff)."""
+
+    def __init__(self, say: Callable[[str], None]) -> None:
+        self._say = say
+        self.would: list[Action] = []
+
+    def __call__(self, action: Action) -> None:
+        self.would.append(action)
+        self._say(f"dry-run: would {describe(action)}")
 
 
 def docker_executor(client: docker.DockerClient) -> Executor:

@@ -26,8 +26,6 @@ from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import parse_qs, urlsplit
 
-import docker
-
 from controller.adapters.agent_probe import (
     ContainerEvent,
     ContainerUsage,
@@ -40,10 +38,13 @@ from controller.adapters.agent_probe import (
     service_counts,
 )
 from controller.adapters.agent_report import AgentEvent, AgentReport, AgentService, AgentUsage
+from controller.adapters.docker_api import ENGINE_ERRORS, EngineClient
 from controller.adapters.tcp_probe import GOSSIP_PORT, tcp_connects
 from controller.runtime.http_replies import JsonHandler, bearer_matches
 
 log = logging.getLogger(__name__)
+# A container-events stream that breaks: the engine away, its socket, a bad event.
+EVENT_ERRORS: tuple[type[Exception], ...] = (ProbeError, *ENGINE_ERRORS, OSError)
 
 UsageSource = Literal["host", "containers"]
 MAX_EVENTS = 2000
@@ -66,7 +67,7 @@ class Agent:
     def __init__(
         self,
         config: AgentConfig,
-        client_factory: Callable[[], docker.DockerClient],
+        client_factory: Callable[[], EngineClient],
         *,
         clock: Callable[[], float] = time.time,
     ) -> None:
@@ -147,7 +148,7 @@ class Agent:
                         with self._lock:
                             self._events.append(event)
                 backoff = 0.5
-            except (ProbeError, docker.errors.DockerException, OSError) as exc:
+            except EVENT_ERRORS as exc:
                 self.last_problem = f"events: {exc}"
                 log.warning("container events: %s", exc)
             self._stop.wait(backoff)

@@ -14,10 +14,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import docker
-
-from controller.adapters.docker_api import observe_cluster
-from controller.core.actions import Action, describe
+from controller.adapters.docker_api import EngineClient, observe_cluster
+from controller.adapters.writes import Rehearsal
 from controller.core.model import ClusterSnapshot
 from controller.core.plan import Plan
 from controller.policy import Policy
@@ -32,23 +30,18 @@ class DryRun:
     now: float
 
 
-def _never_writes(action: Action) -> None:
-    raise AssertionError(f"a dry run must not write: {describe(action)}")
-
-
 def plan_once(
-    client: docker.DockerClient, policy: Policy, *, clock: Callable[[], float] = time.time
+    client: EngineClient, policy: Policy, *, clock: Callable[[], float] = time.time
 ) -> DryRun:
     provider = make_tracer_provider("none")
     now = clock()
     try:
         reconciler = Reconciler(
             observe=lambda: observe_cluster(client),
-            executor=_never_writes,
+            executor=Rehearsal(lambda _: None),
             policy=lambda: policy,
             tracer=get_tracer(provider),
             decision_log=DecisionLog(io.StringIO()),
-            dry_run=True,
             clock=lambda: now,
         )
         cycle = reconciler.reconcile({"plan"})

@@ -19,9 +19,9 @@ from dataclasses import dataclass
 
 import anyio
 import anyio.to_thread
-import docker.errors
 
 from controller.adapters.docker_api import (
+    ENGINE_ERRORS,
     ConflictError,
     DockerUnavailableError,
     GoneError,
@@ -43,7 +43,13 @@ DEFAULT_LIFETIME_SECONDS = 15.0
 RELEASE_TIMEOUT_SECONDS = 3.0
 # Swarm's rule for config names (swarmkit validateAnnotations), checked at the start.
 CONFIG_NAME = re.compile(r"[a-zA-Z0-9]+(?:[a-zA-Z0-9-_.]*[a-zA-Z0-9])?")
-STORE_ERRORS = (DockerUnavailableError, TransientError, GoneError, docker.errors.APIError)
+STORE_ERRORS: tuple[type[Exception], ...] = (
+    DockerUnavailableError,
+    TransientError,
+    GoneError,
+    *ENGINE_ERRORS,
+)
+RELEASE_ERRORS: tuple[type[Exception], ...] = (ConflictError, *STORE_ERRORS)
 
 
 class NotLeaderError(ConflictError):
@@ -226,7 +232,7 @@ class LeaseKeeper:
                     await anyio.to_thread.run_sync(store.write, read, record)
                     self.view = self.view.landed()
                     self._say(f"lease: released the lease {self.config.name}")
-            except (ConflictError, *STORE_ERRORS) as exc:
+            except RELEASE_ERRORS as exc:
                 log.warning("could not release the lease: %s", exc)
         self._leading = False
 

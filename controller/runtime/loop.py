@@ -22,8 +22,6 @@ import anyio
 import anyio.from_thread
 import anyio.lowlevel
 import anyio.to_thread
-import docker
-import requests
 from opentelemetry.sdk.trace import SpanProcessor
 from tenacity import (
     AsyncRetrying,
@@ -35,7 +33,9 @@ from tenacity import (
 
 from controller.adapters.agent_client import AgentError, discover_agents
 from controller.adapters.docker_api import (
+    ENGINE_ERRORS,
     DockerUnavailableError,
+    EngineClient,
     check_manager,
     connect,
     observe_cluster,
@@ -44,13 +44,15 @@ from controller.adapters.docker_events import event_opener
 from controller.adapters.errors import RetryableError
 from controller.adapters.lease_store import ConfigLeaseStore, LeaseStore
 from controller.adapters.tcp_probe import tcp_connects
-from controller.adapters.writes import Executor, docker_executor
+from controller.adapters.writes import Executor, Rehearsal, docker_executor
+from controller.core.decisions import Decision
 from controller.runtime.cycle_trigger import Trigger
 from controller.runtime.endpoints import EndpointServer, Health, make_app
 from controller.runtime.health_inputs import HealthConfig, build_inputs
 from controller.runtime.lease_keeper import LeaseConfig, LeaseKeeper, fenced
 from controller.runtime.liveness import LivenessGatherer
 from controller.runtime.metrics import Metrics
+from controller.runtime.pause_hook import pausing
 from controller.runtime.policy_source import PolicySource
 from controller.runtime.reconciler import CycleResult, Reconciler
 from controller.runtime.tracing import (
@@ -100,9 +102,9 @@ class Controller:
         policy: PolicySource,
         *,
         out: TextIO = sys.stdout,
-        client_factory: Callable[[], docker.DockerClient] = connect,
+        client_factory: Callable[[], EngineClient] = connect,
         span_processors: Iterable[SpanProcessor] = (),
-        executor: Callable[[docker.DockerClient], Executor] | None = None,
+        executor: Callable[[EngineClient], Executor] | None = None,
         clock: Callable[[], float] = time.time,
         handle_signals: bool = True,
         lease_store: Callable[[], LeaseStore] | None = None,
@@ -196,7 +198,7 @@ class Controller:
     def _discover_agents(self, service: str, port: int) -> dict[str, str]:
         try:
             client = self._client_factory()
-        except (docker.errors.DockerException, requests.RequestException) as exc:
+        except ENGINE_ERRORS as exc:
             raise AgentError(f"cannot reach the Docker engine: {exc}") from exc
         try:
             return discover_agents(client, service, port)
@@ -212,7 +214,7 @@ class Controller:
     def say(self, text: str) -> None:
         self._decision_log.note(text, now=self._clock())
 
-    async def _connect(self) -> docker.DockerClient:
+    async def _connect(self) -> EngineClient:
         """Connect to a manager, retrying while the engine is unreachable."""
         async for attempt in AsyncRetrying(
             retry=retry_if_exception_type(DockerUnavailableError),
@@ -229,6 +231,19 @@ class Controller:
                 await anyio.to_thread.run_sync(check_manager, client)
                 return client
         raise AssertionError("unreachable")  # AsyncRetrying without stop never gives up
+
+    def _writer(self, client: EngineClient) -> Executor:
+        """What executes the plan: a rehearsal in a dry run; else Docker (or the test's
+        executor), behind the lease's fence, then the test pause hook if one is asked."""
+        if self.config.dry_run:
+            return Rehearsal(self.say)
+        executor = self._executor(client) if self._executor else docker_executor(client)
+        if self.lease is not None:
+            executor = fenced(executor, self.lease.fence)
+        return pausing(executor, self._planned, self.say)
+
+    def _planned(self) -> tuple[Decision, ...]:
+        return self.reconciler.planned if self.reconciler is not None else ()
 
     def _unreachable(self, why: str) -> None:
         self.health.last_error = f"the Docker engine is unreachable: {why}"
@@ -264,16 +279,13 @@ class Controller:
 
     async def _run(self) -> None:
         client = await self._connect()
-        executor = self._executor(client) if self._executor else docker_executor(client)
         lease = self.lease
         self.reconciler = Reconciler(
             observe=lambda: observe_cluster(client),
             policy=self.policy,
             tracer=get_tracer(self._provider),
             decision_log=self._decision_log,
-            dry_run=self.config.dry_run,
-            # Every write passes the lease's fence, whatever executes it.
-            executor=fenced(executor, lease.fence) if lease else executor,
+            executor=self._writer(client),
             clock=self._clock,
             standby=lease.standby_reason if lease else lambda: None,
             enrich=self.inputs.enrich if self.inputs is not None else None,

@@ -2,7 +2,8 @@
 
 Cycles are synchronous (observing and writing block) and run one at a time in a worker
 thread. How to observe and how to write are passed in (the adapters' Docker ones in
-production, a recording executor for a dry run), so a cycle runs from a snapshot alone.
+production, a rehearsal for a dry run, wrappers for the lease's fence and test pauses),
+so a cycle runs from a snapshot alone and has no branch for any of them.
 A conflict ends the cycle at once and asks for another: the next plan is made from a
 fresh observation instead of retrying a write computed from a stale one. A write Docker
 refuses (a 4xx that is no conflict) fails alone: a decision says so, its object waits
@@ -22,7 +23,7 @@ from opentelemetry import trace
 from opentelemetry.trace import Status, StatusCode
 
 from controller.adapters.docker_api import ConflictError, GoneError
-from controller.adapters.writes import Executor, WriteRefusedError
+from controller.adapters.writes import Executor, Rehearsal, WriteRefusedError
 from controller.core.actions import Action, describe, subject_of, target_of
 from controller.core.decisions import Decision, Outcome
 from controller.core.guards import disrupted_nodes
@@ -30,7 +31,6 @@ from controller.core.memory import Memory
 from controller.core.model import ClusterSnapshot
 from controller.core.plan import Plan, plan
 from controller.policy import Policy
-from controller.runtime.pause_hook import pause_if_asked, step_of
 from controller.runtime.tracing import DecisionLog, record_decision
 from controller.runtime.write_backoff import Refusal, WriteBackoff
 from controller.runtime.write_order import execution_order
@@ -68,7 +68,6 @@ class Reconciler:
         policy: Callable[[], Policy],
         tracer: trace.Tracer,
         decision_log: DecisionLog,
-        dry_run: bool = False,
         clock: Callable[[], float] = time.time,
         standby: Callable[[], str | None] = lambda: None,
         enrich: Callable[[ClusterSnapshot, float], ClusterSnapshot] | None = None,
@@ -77,8 +76,9 @@ class Reconciler:
         self._policy = policy
         self._tracer = tracer
         self._log = decision_log
-        self._dry_run = dry_run
         self._execute = executor
+        # A rehearsal writes nothing, so nothing is remembered of its writes.
+        self._dry_run = isinstance(executor, Rehearsal)
         self._clock = clock
         # A standby replica plans every cycle too, so its memory (node readiness, losses)
         # is warm when it takes the lease over; it logs and writes nothing.
@@ -86,6 +86,8 @@ class Reconciler:
         # Health and placement input from outside Swarm (webhook, plugins, agents).
         self._enrich = enrich
         self.memory = Memory()
+        # The decisions of the plan being executed (what an executor wrapper may read).
+        self.planned: tuple[Decision, ...] = ()
         self.backoff = WriteBackoff()
         self.cycles = 0
         self.conflicts = 0
@@ -111,27 +113,22 @@ class Reconciler:
                 for decision in result.decisions:
                     record_decision(plan_span, decision)
             self.memory = result.memory
+            self.planned = result.decisions
             cycle = CycleResult(plan=result, standby=self._standby(), snapshot=snapshot)
             if cycle.standby is not None:
                 span.set_attribute("placement.standby", cycle.standby)
                 return cycle
             order = execution_order(result.actions, result.decisions)
-            held = {} if self._dry_run else self._held(order, now)
+            held = self._held(order, now)
             cycle.outcomes.extend(_held_decision(a, r) for a, r in held.values())
             self._log.write(cycle.decisions, now=now)
             with self._tracer.start_as_current_span("execute") as execute_span:
                 execute_span.set_attribute("placement.dry_run", self._dry_run)
                 for action in order:
-                    if self._dry_run:
-                        self._log.note(f"dry-run: would {describe(action)}", now=now)
-                        continue
                     if target_of(action) in held:
                         continue
                     if not self._execute_one(action, cycle, now):
                         break
-                    pause_if_asked(
-                        step_of(action, result.decisions), lambda t: self._log.note(t, now=now)
-                    )
                 for decision in cycle.outcomes:
                     record_decision(execute_span, decision)
             if cycle.failed:  # logged now, with the plan's (already logged) to keep it deduplicated
@@ -171,6 +168,8 @@ class Reconciler:
                 cycle.failed.append(action)
                 cycle.outcomes.append(_refused_decision(action, refusal))
                 log.warning("write refused: %s: %s", describe(action), problem)
+                return True
+            if self._dry_run:
                 return True
             self.backoff.succeeded(action)
             cycle.executed.append(action)

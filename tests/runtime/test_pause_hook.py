@@ -44,10 +44,19 @@ def test_pauses_only_after_the_named_step(
         monkeypatch.setenv(pause_hook.PAUSE_ENV, wanted)
     monkeypatch.setattr(pause_hook.threading, "Event", FakeEvent)
     said: list[str] = []
+    written: list[object] = []
+    execute = pause_hook.pausing(written.append, lambda: DECISIONS, said.append)
     if parks:
         with pytest.raises(ParkedError):
-            pause_hook.pause_if_asked("preempt", said.append)
+            execute(LOW)
         assert said == ["test hook: paused after preempt (PLACEMENT_TEST_PAUSE_AFTER)"]
     else:
-        pause_hook.pause_if_asked("preempt", said.append)
+        execute(LOW)
         assert said == []
+    assert written == [LOW]  # the write is made before any pause
+
+
+def test_unset_it_is_the_executor_itself(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(pause_hook.PAUSE_ENV, raising=False)
+    written: list[object] = []
+    assert pause_hook.pausing(written.append, lambda: DECISIONS, print) == written.append

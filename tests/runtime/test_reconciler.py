@@ -14,7 +14,7 @@ import requests
 
 from controller.adapters.attrs import snapshot_from_attrs
 from controller.adapters.docker_api import ConflictError
-from controller.adapters.writes import naming_refusals
+from controller.adapters.writes import Rehearsal, naming_refusals
 from controller.core.actions import (
     Action,
     SetNodeLabels,
@@ -186,11 +186,10 @@ def test_a_dry_run_holds_nothing_back(stage: Stage) -> None:
     stage.plan(BAD, WEB, failover=(WEB,))
     r = Reconciler(
         observe=lambda: OBSERVED,
-        executor=naming_refusals(stage.execute),
+        executor=Rehearsal(lambda text: stage.out.write(text + "\n")),
         policy=Policy,
         tracer=get_tracer(make_tracer_provider("none")),
         decision_log=DecisionLog(stage.out),
-        dry_run=True,
         clock=lambda: stage.now,
     )
     cycle = r.reconcile({"plan"})
