@@ -119,7 +119,9 @@ class ServiceSettingsSpec(StrictSpec):
         None,
         description="confirmed: a lost node's replicas are replaced once Swarm marks it down; "
         "speculative: already while it is suspected (controller.suspect-after), by raising the "
-        "replica count without stopping anything, trimmed back if the node was alive.",
+        "replica count without stopping anything, trimmed back if the node was alive; auto: "
+        "speculative unless the service has max-replicas-per-node 1 (one per node on purpose: "
+        "it waits for Swarm's down).",
     )
 
 

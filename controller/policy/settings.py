@@ -40,6 +40,9 @@ class FailoverMode(StrEnum):
 
     CONFIRMED = "confirmed"  # once Swarm (or the webhook) says the node is down
     SPECULATIVE = "speculative"  # already while the node is only suspected, without a stop
+    # Speculative where a second copy for a while is harmless by the service's own spec
+    # (replicated, more than one task allowed per node); confirmed for the rest.
+    AUTO = "auto"
 
 
 class RebalanceMode(StrEnum):
@@ -85,7 +88,7 @@ class ServiceSettings:
     max_unavailable: int = 1
     failover_threshold: FailoverThreshold | None = None
     rebalance: bool = False
-    failover_mode: FailoverMode = FailoverMode.CONFIRMED
+    failover_mode: FailoverMode = FailoverMode.AUTO
 
     @property
     def steered(self) -> bool:

@@ -270,7 +270,7 @@ FailoverModeValue = Annotated[
     FailoverMode,
     _validator(lambda x: FailoverMode(v.parse_keyword(x, tuple(FailoverMode)))),
     WithJsonSchema({"type": "string", "pattern": _any_case(*FailoverMode)}),
-    Syntax("confirmed or speculative", _render_str),
+    Syntax("confirmed, speculative or auto", _render_str),
 ]
 
 SteeringModeValue = Annotated[

@@ -83,11 +83,62 @@ def test_a_suspected_node_s_tasks_are_surged_elsewhere_and_nothing_is_stopped() 
 
 
 def test_a_confirmed_service_waits_for_swarm() -> None:
-    web, tasks = web_on_123(MANAGED)
+    web, tasks = web_on_123({**MANAGED, "placement.failover-mode": "confirmed"})
     result = run(cluster([web], tasks, suspect=3), Memory(), now=102.0)
     assert result.actions == ()
     (note,) = [d for d in result.decisions if d.rule == "speculative"]
     assert note.outcome == "wait" and "failover-mode confirmed" in note.reason
+
+
+def test_by_default_a_replicated_service_is_speculative() -> None:
+    web, tasks = web_on_123(MANAGED)  # failover-mode auto
+    result = run(cluster([web], tasks, suspect=3), Memory(), now=102.0)
+    (action,) = result.actions
+    assert isinstance(action, SetReplicas) and action.replicas == 4
+
+
+def test_by_default_one_per_node_on_purpose_waits_for_swarm() -> None:
+    web, tasks = web_on_123(MANAGED)
+    web = replace(web, max_replicas_per_node=1)
+    result = run(cluster([web], tasks, suspect=3, count=5), Memory(), now=102.0)
+    assert result.actions == ()
+    (note,) = [d for d in result.decisions if d.rule == "speculative"]
+    assert note.outcome == "wait" and "max-replicas-per-node 1" in note.reason
+
+
+def test_no_surge_whose_false_alarm_trim_could_stop_an_original() -> None:
+    # Two originals on node-1: after a surge onto node-2, Swarm's scale-down back to 3
+    # would drop slot 2 (the second copy on node-1), an original, not the surged slot 4.
+    web = service("web", replicas=3, labels=SPECULATIVE)
+    tasks = [running(web, 1, 1), running(web, 1, 2), running(web, 3, 3)]
+    result = run(cluster([web], tasks, suspect=3), Memory(), now=102.0)
+    assert result.actions == ()
+    (note,) = [d for d in result.decisions if d.rule == "speculative"]
+    assert note.outcome == "wait" and "could stop a running original" in note.reason
+
+
+def test_every_surge_made_is_one_whose_false_alarm_trim_drops_only_surged_tasks() -> None:
+    # Whatever the layout of 1 to 5 originals on 5 nodes (one suspected), a surge is
+    # made only where going back drops exactly the surged tasks.
+    import itertools  # noqa: PLC0415
+
+    for replicas in range(1, 6):
+        for layout in itertools.product(range(1, 6), repeat=replicas):
+            if 5 not in layout:
+                continue
+            web = service("web", replicas=replicas, labels=SPECULATIVE)
+            tasks = [running(web, n, slot) for slot, n in enumerate(layout, start=1)]
+            result = run(cluster([web], tasks, suspect=5, count=5), Memory(), now=102.0)
+            for action in result.actions:
+                assert isinstance(action, SetReplicas)
+                surged = action.replicas - replicas
+                free = [n for n in range(1, 5) if n not in layout][:surged]
+                after = [
+                    *tasks,
+                    *(running(web, n, replicas + i) for i, n in enumerate(free, start=1)),
+                ]
+                dropped = scale_down_order(after)[replicas:]
+                assert all(t.slot > replicas for t in dropped), (layout, dropped)
 
 
 def test_no_free_node_no_surge() -> None:
@@ -140,13 +191,13 @@ def test_a_false_alarm_trims_back_and_swarm_drops_exactly_the_surged_task() -> N
 
 
 def test_a_false_alarm_trim_that_may_drop_an_original_names_it_for_the_budgets() -> None:
-    # Two originals share node-1: its second copy goes before the surged task.
-    web = service("web", replicas=3, labels=SPECULATIVE)
-    tasks = [running(web, 1, 1), running(web, 1, 2), running(web, 3, 3)]
+    # The surge was made one per node, then two originals came to share node-1 (Swarm
+    # re-placed one meanwhile): its second copy goes before the surged task.
+    web, tasks = web_on_123()
     (action,) = run(cluster([web], tasks, suspect=3, count=4), Memory(), now=102.0).actions
     assert isinstance(action, SetReplicas) and action.replicas == 4
     web4 = applied(web, action)
-    tasks = [*(replace(t, service_id=web4.id) for t in tasks), running(web4, 2, 4)]
+    tasks = [running(web4, 1, 1), running(web4, 1, 2), running(web4, 3, 3), running(web4, 4, 4)]
     result = run(cluster([web4], tasks), Memory(), now=106.0)
     (trim,) = result.actions
     assert isinstance(trim, SetReplicas) and trim.replicas == 3

@@ -80,6 +80,7 @@ GOOD: list[tuple[str, str, dict[str, Any]]] = [
     ("rebalance", "off", {"rebalance": False}),
     ("failover-mode", "speculative", {"failover_mode": FailoverMode.SPECULATIVE}),
     ("failover-mode", "Confirmed", {"failover_mode": FailoverMode.CONFIRMED}),
+    ("failover-mode", "auto", {"failover_mode": FailoverMode.AUTO}),
 ]
 
 # (setting, label value, start of what was expected)
@@ -127,7 +128,7 @@ BAD: list[tuple[str, str, str]] = [
     ("failover-threshold", "3/10", "expected FAILURES/PERIOD"),
     ("failover-threshold", "3/0s", "expected FAILURES/PERIOD"),
     ("rebalance", "sometimes", "expected true/false"),
-    ("failover-mode", "eager", "expected confirmed or speculative"),
+    ("failover-mode", "eager", "expected confirmed, speculative or auto"),
 ]
 
 # (setting, YAML value as written in the file, expected fields): native YAML forms.

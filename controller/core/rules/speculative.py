@@ -95,13 +95,17 @@ def _plan_service(ctx: PlanContext, service: Service) -> tuple[Action | None, De
     subject = f"service {service.name}"
     nodes = tuple(sorted({t.node_id for t in on}))
     where = ", ".join(suspected[n].hostname for n in nodes)
-    if ctx.settings(service.id).failover_mode is not FailoverMode.SPECULATIVE:
+    mode = ctx.settings(service.id).failover_mode
+    if failover_mode_of(mode, service) is not FailoverMode.SPECULATIVE:
+        why = "failover-mode confirmed"
+        if mode is FailoverMode.AUTO:
+            why = "failover-mode auto with max-replicas-per-node 1: confirmed"
         return None, Decision(
             RULE,
             subject,
             Outcome.WAIT,
-            f"{len(on)} task(s) on suspected {where}: failover-mode confirmed, it waits for "
-            "Swarm to mark the node down",
+            f"{len(on)} task(s) on suspected {where}: {why}, it waits for Swarm to mark the "
+            "node down",
         )
     waiting = sorted(
         s.name
@@ -127,6 +131,16 @@ def _plan_service(ctx: PlanContext, service: Service) -> tuple[Action | None, De
             "confirmation",
         )
     replicas = service.replicas or 0
+    tasks = ctx.snapshot.tasks_of(service.id)
+    if not trim_would_spare_originals(tasks, base=replicas, surged=len(on)):
+        return None, Decision(
+            RULE,
+            subject,
+            Outcome.WAIT,
+            f"{len(on)} task(s) on suspected {where}, but if it were a false alarm the trim "
+            "back could stop a running original (two on one node, slots with gaps, or more "
+            f"than {STABLE_SORT_SLOTS} slots): it waits for confirmation",
+        )
     signals = "; ".join(f"{suspected[n].hostname}: {'+'.join(suspected[n].sources)}" for n in nodes)
     action = change_replicas(
         service,
@@ -247,6 +261,37 @@ def drops_only_surged(tasks: Sequence[Task], *, base: int, surged: int) -> bool:
         return False  # slots with gaps or two tasks in one: not provable
     dropped = scale_down_order(tasks)[base:]
     return all(t.slot > base for t in dropped)
+
+
+def trim_would_spare_originals(tasks: Sequence[Task], *, base: int, surged: int) -> bool:
+    """Whether, after a surge of `surged` tasks onto free nodes (each alone, in the slots
+    above the originals'), a false alarm's trim back to `base` would drop exactly those:
+    the trim's own test, made before the surge, so that a false alarm never stops an
+    original."""
+    if not tasks:
+        return False
+    placed = [
+        replace(
+            tasks[0],
+            id=f"surged-{i}",
+            slot=base + i,
+            node_id=f"free-node-{i}",
+            desired_state=TaskState.RUNNING,
+            state=TaskState.RUNNING,
+        )
+        for i in range(1, surged + 1)
+    ]
+    return drops_only_surged([*tasks, *placed], base=base, surged=surged)
+
+
+def failover_mode_of(setting: FailoverMode, service: Service) -> FailoverMode:
+    """The mode in force: `auto` is speculative unless the service allows one task per
+    node (max-replicas-per-node 1), which says a second copy beside one is not wanted."""
+    if setting is not FailoverMode.AUTO:
+        return setting
+    if service.max_replicas_per_node == 1:
+        return FailoverMode.CONFIRMED
+    return FailoverMode.SPECULATIVE
 
 
 def _names(ctx: PlanContext, node_ids: tuple[str, ...]) -> str:
