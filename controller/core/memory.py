@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 
 from controller.core.counts import active_placement
 from controller.core.exit_history import HealthMemory
-from controller.core.model import ClusterSnapshot
+from controller.core.model import ClusterSnapshot, NodeState
 from controller.core.replicas import HOLD, OPERATION_LABEL, SINCE_LABEL, SURGE
 from controller.policy import ResolvedService
 
@@ -65,7 +65,16 @@ class Memory:
         """Track when each node turned ready. At the first observation a ready node is
         dated from Swarm's UpdatedAt (its last status or spec change, so never too early);
         afterwards from the cycle that first sees it ready, so a flap restarts the clock."""
-        ready_since = {}
+        # After a Raft leadership change Swarm calls every node `unknown` until it reports
+        # to the new leader, and marks the silent ones down after the grace period: a
+        # node ready before and unknown now has neither come back nor gone. It keeps its
+        # ready-since and its tasks, and only a later `down` makes it a loss.
+        pending = {
+            n.id
+            for n in snapshot.nodes
+            if n.state is NodeState.UNKNOWN and n.id in self.node_ready_since
+        }
+        ready_since = {n: self.node_ready_since[n] for n in pending}
         for node in snapshot.nodes:
             if not node.is_ready:
                 continue
@@ -76,7 +85,9 @@ class Memory:
             else:
                 ready_since[node.id] = now
         went_down = {
-            n.id for n in snapshot.nodes if n.id in self.node_ready_since and not n.is_ready
+            n.id
+            for n in snapshot.nodes
+            if n.id in self.node_ready_since and not n.is_ready and n.id not in pending
         }
         # A hold settles a loss: remembered past it, the loss would be held a second
         # time right after `swarm-placement start` gives the replicas back. So does the
@@ -112,7 +123,7 @@ class Memory:
             self,
             node_ready_since=ready_since,
             started=True,
-            placement={k: dict(v) for k, v in active_placement(snapshot).items()},
+            placement=_placement(snapshot, self.placement, pending),
             lost=lost,
             node_downs=downs,
             placing={k: v for k, v in self.placing.items() if k in snapshot.service_by_id},
@@ -149,3 +160,17 @@ def _since(labels: Mapping[str, str]) -> float:
         return float(labels.get(SINCE_LABEL, ""))
     except ValueError:
         return float("inf")  # an unreadable start settles every loss before it
+
+
+def _placement(
+    snapshot: ClusterSnapshot,
+    before: Mapping[str, Mapping[str, int]],
+    pending: set[str],
+) -> dict[str, dict[str, int]]:
+    """Active tasks per ready node, and what a node of unknown state held when last ready
+    (Swarm has not given those tasks up: if it marks the node down they are the loss)."""
+    placement = {k: dict(v) for k, v in active_placement(snapshot).items()}
+    for service_id, per_node in before.items():
+        for node_id in pending & per_node.keys():
+            placement.setdefault(service_id, {})[node_id] = per_node[node_id]
+    return placement

@@ -128,11 +128,22 @@ def track_exits(
         if (kept := tuple(t for t in times if now - t < keep))
     }
     before = memory.ready_since
+    # Unknown after a leadership change is no exit (yet): it keeps its ready-since.
+    pending = {
+        n.id
+        for n in snapshot.nodes
+        if before is not None and n.id in before and n.state is NodeState.UNKNOWN
+    }
     if before is not None:
         for node in snapshot.nodes:
-            if node.id in before and not node.is_ready and node.id not in memory.drained:
+            if (
+                node.id in before
+                and not node.is_ready
+                and node.id not in pending
+                and node.id not in memory.drained
+            ):
                 exits[node.id] = (*exits.get(node.id, ()), now)
-    ready_since = {}
+    ready_since = {n: before[n] for n in pending} if before is not None else {}
     for node in snapshot.nodes:
         if not node.is_ready:
             continue

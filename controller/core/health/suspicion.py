@@ -1,4 +1,5 @@
-"""Suspicion: a node Swarm still calls ready that faster signals say is gone.
+"""Suspicion: a node Swarm has not given up (ready, or unknown after a leadership change)
+that faster signals say is gone.
 
 Swarm marks a dead node down only after its heartbeat grace (11 to 15 s with the default
 5 s heartbeat). Faster signals come from outside Swarm's heartbeat: the overlay's gossip
@@ -22,7 +23,7 @@ from dataclasses import dataclass
 
 from controller.core.decisions import Decision, Outcome
 from controller.core.health.node_marks import HealthRecord
-from controller.core.model import ClusterSnapshot
+from controller.core.model import ClusterSnapshot, NodeState
 from controller.core.outside_inputs import HealthState, LivenessSignal
 
 RULE = "suspicion"
@@ -47,6 +48,11 @@ class Suspicion:
         )
 
 
+# States in which Swarm has not given a node up: ready, or unknown after a Raft
+# leadership change until the node reports to the new leader (or the grace runs out).
+SWARM_UNDECIDED = frozenset({NodeState.READY, NodeState.UNKNOWN})
+
+
 def suspect_nodes(
     snapshot: ClusterSnapshot, *, suspect_after: float, now: float
 ) -> tuple[dict[str, Suspicion], list[Decision]]:
@@ -61,7 +67,7 @@ def suspect_nodes(
     for node in sorted(snapshot.nodes, key=lambda n: n.hostname):
         signals = by_node.get(node.id, {})
         gone = tuple(s for s in signals.values() if not s.alive)
-        if not gone or not node.is_ready:
+        if not gone or node.state not in SWARM_UNDECIDED:
             continue  # nothing says gone, or Swarm has confirmed it: failover's, not ours
         alive = [s.source for s in signals.values() if s.alive]
         subject = f"node {node.hostname}"
@@ -97,7 +103,7 @@ def suspect_nodes(
                 subject,
                 Outcome.SUSPECT,
                 f"{suspicion.describe()}: agreeing for controller.suspect-after "
-                f"{suspect_after:.1f} s while Swarm still says ready; services with "
+                f"{suspect_after:.1f} s while Swarm says {node.state.value}; services with "
                 "failover-mode speculative start replacements elsewhere, nothing on the node "
                 "is stopped",
             )

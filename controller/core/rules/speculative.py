@@ -12,7 +12,7 @@ What follows the surge:
 - Swarm (or a health report) confirms a node down: once Swarm has taken the service's
   tasks off it, the record becomes the failover rule's `surge` and its trim takes over
   (Swarm's delayed replacements have no node yet, so exactly they are dropped).
-- Every node comes back to no suspicion while Swarm still calls it ready: a false alarm,
+- Every node comes back to no suspicion while Swarm has not given it up: a false alarm,
   back to the operator's count. Swarm's scale-down picks among the nodes with the most
   tasks of the service and cannot be told which task to drop: where a node holding an
   original ties with a node holding a surged task, the trim may stop the original (the
@@ -36,6 +36,7 @@ from controller.core.capacity import observe_room, stopped_by
 from controller.core.constraints import ConstraintError, node_filter, parse_constraint
 from controller.core.context import PlanContext, RuleOutput
 from controller.core.decisions import Decision, Outcome
+from controller.core.health.suspicion import SWARM_UNDECIDED
 from controller.core.model import Service, ServiceMode, Task, TaskState
 from controller.core.replicas import (
     SPECULATE,
@@ -164,7 +165,7 @@ def _follow(
     subject = f"service {service.name}"
     nodes = speculated_nodes(record)
     by_id = ctx.snapshot.node_by_id
-    down = [n for n in nodes if n not in by_id or not by_id[n].is_ready]
+    down = [n for n in nodes if n not in by_id or by_id[n].state not in SWARM_UNDECIDED]
     if down:
         held = [t for t in ctx.snapshot.tasks_of(service.id) if t.node_id in down]
         names = ", ".join(by_id[n].hostname if n in by_id else n for n in down)

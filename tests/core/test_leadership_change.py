@@ -1,0 +1,89 @@
+"""A Raft leadership change: Swarm calls every node `unknown` until it reports to the new
+leader, and marks the silent ones down after the grace. Unknown is neither gone nor back:
+no loss, no exit, no return, until a node is really marked down."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from controller.core.actions import SetReplicas
+from controller.core.memory import Memory
+from controller.core.model import ClusterSnapshot, NodeState, Service, Task
+from controller.core.outside_inputs import LivenessSignal
+from controller.core.plan import Plan, plan
+from controller.policy import Policy
+
+from .builders import MANAGED, node, running, service, snapshot
+
+U, D = NodeState.UNKNOWN, NodeState.DOWN
+
+
+def cluster(
+    services: list[Service], tasks: list[Task], states: dict[int, NodeState]
+) -> ClusterSnapshot:
+    nodes = [node(i, manager=i <= 3, state=states.get(i, NodeState.READY)) for i in range(1, 6)]
+    return snapshot(nodes, services, tasks)
+
+
+def run(snap: ClusterSnapshot, memory: Memory, now: float) -> Plan:
+    return plan(snapshot=snap, policy=Policy.default(), memory=memory, now=now)
+
+
+def web_and_db() -> tuple[list[Service], list[Task]]:
+    web = service("web", replicas=4, labels=MANAGED)
+    db = service("db", replicas=1, labels={**MANAGED, "placement.failover-mode": "confirmed"})
+    return [web, db], [*(running(web, i, i) for i in (1, 2, 3, 4)), running(db, 3, 1)]
+
+
+def at_rest() -> tuple[list[Service], list[Task], Memory]:
+    services, tasks = web_and_db()
+    memory = Memory()
+    for now in (100.0, 101.0):
+        memory = run(cluster(services, tasks, {}), memory, now).memory
+    return services, tasks, memory
+
+
+def replicas_written(result: Plan) -> dict[str, int]:
+    return {a.service_name: a.replicas for a in result.actions if isinstance(a, SetReplicas)}
+
+
+def test_nodes_unknown_after_a_leadership_change_are_no_loss() -> None:
+    services, tasks, memory = at_rest()
+    unknown = run(cluster(services, tasks, {1: U, 3: U, 4: U, 5: U}), memory, 110.0)
+    assert replicas_written(unknown) == {}, unknown.decisions
+    back = run(cluster(services, tasks, {1: U}), unknown.memory, 112.0)
+    assert replicas_written(back) == {}, back.decisions
+    # Their ready-since is kept: nothing counts as a return (failback, rebalance joins).
+    assert back.memory.node_ready_since == memory.node_ready_since
+    assert not back.memory.node_downs
+
+
+def test_an_unknown_node_marked_down_later_is_the_loss_it_held() -> None:
+    services, tasks, memory = at_rest()
+    unknown = run(cluster(services, tasks, {1: U, 3: U, 4: U}), memory, 110.0)
+    back = run(cluster(services, tasks, {1: U}), unknown.memory, 112.0)
+    left = [t for t in tasks if t.node_id != "n1"]
+    down = run(cluster(services, left, {1: D}), back.memory, 125.0)
+    assert replicas_written(down) == {"web": 5}  # node-1 held one task of web, none of db
+
+
+def test_a_leadership_change_is_no_ungraceful_exit() -> None:
+    services, tasks, memory = at_rest()
+    for now in (110.0, 200.0, 300.0):  # three elections within the hour
+        memory = run(cluster(services, tasks, {i: U for i in range(1, 6)}), memory, now).memory
+        memory = run(cluster(services, tasks, {}), memory, now + 2).memory
+    assert not memory.health.exits
+
+
+def test_a_dead_old_leader_still_unknown_is_suspected_and_surged_for() -> None:
+    services, tasks, memory = at_rest()
+    gone = (
+        LivenessSignal("n1", "probe", False, 109.0, "refused"),
+        LivenessSignal("n1", "indirect", False, 109.0, "unreachable from node-2"),
+    )
+    snap = replace(cluster(services, tasks, {1: U}), liveness=gone)
+    result = run(snap, memory, 112.0)
+    assert replicas_written(result) == {"web": 5}, result.decisions
+    assert any(
+        d.outcome == "suspect" and "while Swarm says unknown" in d.reason for d in result.decisions
+    )
