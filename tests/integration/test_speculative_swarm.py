@@ -2,8 +2,9 @@
 
 The heartbeat is the point: with the default 5 s one Swarm marks a dead node down only
 after 11 to 15 s, while the gossip peers and a TCP probe say so within seconds. node-1 is
-the only manager and is never failed; the controller runs in a thread of the test and
-probes node addresses from node-1's network namespace, as it would running there.
+the only manager and is never failed; in the first tests the controller runs in a thread
+of the test and probes node addresses from node-1's network namespace, as it would
+running there.
 Timings are printed, not asserted (bench/detection_signals.py measures the signals).
 
 - A 2 s network blip on a worker: one signal (the probe) is lost, no suspicion follows,
@@ -14,6 +15,11 @@ Timings are printed, not asserted (bench/detection_signals.py measures the signa
   desired.
 - A cut healed after the suspicion but before Swarm's down (a false alarm): the surge is
   trimmed and every original task still runs.
+- As deployed, with an agent on every node and the controller a process on a manager:
+  the other nodes' agents make the second signal (indirect probes) before gossip drops a
+  killed node; a 2 s blip restarts nothing, and a surge it may cause is trimmed.
+- On a second sandbox of three managers, the Raft leader's node is killed: the
+  controller on another manager still fails over, once Raft has a leader again.
 """
 
 from __future__ import annotations
@@ -23,9 +29,11 @@ import threading
 import time
 from collections.abc import Iterator
 from datetime import datetime
+from pathlib import Path
 
 import docker
 import pytest
+import requests
 
 from controller.core.replicas import BASE_LABEL
 from controller.runtime.health_inputs import HealthConfig
@@ -160,11 +168,11 @@ class DownWatch:
         return self.at
 
 
-def settled(client: docker.DockerClient) -> bool:
+def settled(client: docker.DockerClient, desired: int = REPLICAS) -> bool:
     """Exactly the desired count, in the spec and running, and no replica record."""
     replicas, labels = spec_of(client)
     running = sum(len(v) for v in task_ids_by_node(client, "web").values())
-    return replicas == REPLICAS and BASE_LABEL not in labels and running == REPLICAS
+    return replicas == desired and BASE_LABEL not in labels and running == desired
 
 
 def spec_of(client: docker.DockerClient) -> tuple[int, dict[str, str]]:
@@ -210,12 +218,11 @@ def test_a_killed_dockerd_s_replicas_run_elsewhere_before_swarm_marks_it_down(
             adopted(ctl, client)
             killed, watch = time.monotonic(), DownWatch(sandbox.manager_host, victim)
             sandbox.fail(victim, "crash")
-
-            def elsewhere() -> bool:
-                placed = task_ids_by_node(client, "web")
-                return sum(len(v) for h, v in placed.items() if h != victim) >= REPLICAS
-
-            wait_until(elsewhere, 60, f"{REPLICAS} replicas running off {victim}")
+            wait_until(
+                lambda: running_off(client, victim) >= REPLICAS,
+                60,
+                f"{REPLICAS} replicas running off {victim}",
+            )
             replaced = time.monotonic() - killed
             down_at = watch.wait()
             print(f"\nreplicas elsewhere {replaced:.1f} s after the kill")
@@ -243,12 +250,11 @@ def test_a_cut_worker_fails_over_early_and_after_the_heal_the_count_is_exact(
             adopted(ctl, client)
             cut, watch = time.monotonic(), DownWatch(sandbox.manager_host, victim)
             sandbox.fail(victim, "partition")
-
-            def elsewhere() -> bool:
-                placed = task_ids_by_node(client, "web")
-                return sum(len(v) for h, v in placed.items() if h != victim) >= REPLICAS
-
-            wait_until(elsewhere, 60, f"{REPLICAS} replicas running off {victim}")
+            wait_until(
+                lambda: running_off(client, victim) >= REPLICAS,
+                60,
+                f"{REPLICAS} replicas running off {victim}",
+            )
             replaced = time.monotonic() - cut
             down_at = watch.wait()
             print(f"\ncut: replicas elsewhere {replaced:.1f} s after the cut")
@@ -298,19 +304,18 @@ def gossip_lists_all(client: docker.DockerClient, sandbox: Sandbox) -> bool:
     return all(h in names or sandbox.state.node(h).ip in names for h in sandbox.nodes)
 
 
-def test_other_nodes_agents_make_the_second_signal_before_gossip_drops_the_node(
-    default_heartbeat: Sandbox, tmp_path
-) -> None:  # type: ignore[no-untyped-def]
-    # The deployment's shape: an agent on every node, on that node's address, and the
-    # controller a process on the manager, so probes and agent calls leave from there.
-    sandbox = default_heartbeat
+@contextlib.contextmanager
+def agents_and_controller(sandbox: Sandbox, tmp_path, on: str = "node-1") -> Iterator[Path]:  # type: ignore[no-untyped-def]
+    """The deployment's shape: an agent on every node, on that node's address, and the
+    controller a process on manager `on` (its engine, its network namespace), so probes
+    and agent calls leave from there. Yields the controller's log once web is adopted
+    and every agent has reported (they are vantage points then)."""
     secret = tmp_path / "agent-secret"
     secret.write_text("indirect-probe-secret\n")
     policy = tmp_path / "policy.yaml"
     policy.write_text(POLICY)
     log = tmp_path / "controller.log"
-    with clean_client(sandbox) as client, node_agents(sandbox, secret, tmp_path) as agents:
-        victim, _ = start_web(sandbox, client)
+    with node_agents(sandbox, secret, tmp_path) as agents:
         process = python_process(
             "run",
             "--policy",
@@ -322,41 +327,169 @@ def test_other_nodes_agents_make_the_second_signal_before_gossip_drops_the_node(
             str(secret),
             "--agent-interval",
             "1",
-            env={"DOCKER_HOST": sandbox.manager_host},
+            env={"DOCKER_HOST": sandbox.docker_host(on)},
             log=log,
-            netns=str(netns_path(sandbox.state.node("node-1").netns)),
+            netns=str(netns_path(sandbox.state.node(on).netns)),
         )
         try:
-            wait_until(
-                lambda: (
-                    log.read_text().count("rule=agents") == 0 and "outcome=adopt" in log.read_text()
-                ),
-                60,
-                "web adopted",
-            )
-            time.sleep(4)  # every agent reported once: they are vantage points now
+            wait_until(lambda: "outcome=adopt" in log.read_text(), 60, "web adopted")
+            time.sleep(4)  # every agent reported once
+            yield log
+        finally:
+            stop(process)
+
+
+def running_off(client: docker.DockerClient, victim: str) -> int:
+    """Running tasks of web on nodes other than `victim`."""
+    return sum(len(v) for h, v in task_ids_by_node(client, "web").items() if h != victim)
+
+
+def suspicion(log: str) -> str:
+    return next((line for line in log.splitlines() if "outcome=suspect" in line), "")
+
+
+def test_other_nodes_agents_make_the_second_signal_before_gossip_drops_the_node(
+    default_heartbeat: Sandbox, tmp_path
+) -> None:  # type: ignore[no-untyped-def]
+    sandbox = default_heartbeat
+    with clean_client(sandbox) as client:
+        victim, _ = start_web(sandbox, client)
+        with agents_and_controller(sandbox, tmp_path) as log:
             # Gossip may still be re-admitting a node an earlier test cut: the check below
             # means something only if gossip lists every node when the kill comes.
             wait_until(lambda: gossip_lists_all(client, sandbox), 90, "every node in gossip")
             killed, watch = time.monotonic(), DownWatch(sandbox.manager_host, victim)
             sandbox.fail(victim, "crash")
-
-            def elsewhere() -> bool:
-                placed = task_ids_by_node(client, "web")
-                return sum(len(v) for h, v in placed.items() if h != victim) >= REPLICAS
-
-            wait_until(elsewhere, 60, f"{REPLICAS} replicas running off {victim}")
+            wait_until(
+                lambda: running_off(client, victim) >= REPLICAS,
+                60,
+                f"{REPLICAS} replicas running off {victim}",
+            )
             replaced = time.monotonic() - killed
             down_at = watch.wait()
             text = log.read_text()
-            suspect = next((line for line in text.splitlines() if "outcome=suspect" in line), "")
             print(f"\nagents as vantage points: replicas elsewhere {replaced:.1f} s after the kill")
-            print(suspect)
+            print(suspicion(text))
             # The second signal is the other nodes' agents, not gossip: the suspicion
             # names them, and came before gossip could have dropped the node.
-            assert "indirect: unreachable from" in suspect, text[-4000:]
-            assert "gossip:" not in suspect, suspect
+            assert "indirect: unreachable from" in suspicion(text), text[-4000:]
+            assert "gossip:" not in suspicion(text), suspicion(text)
             assert speculated_at(text) < down_at, text[-4000:]
             wait_until(lambda: settled(client), 60, "web back to exactly 3, its record gone")
-        finally:
-            stop(process)
+
+
+def test_with_agents_a_network_blip_restarts_nothing_and_any_surge_is_trimmed(
+    default_heartbeat: Sandbox, tmp_path
+) -> None:  # type: ignore[no-untyped-def]
+    # With agents a blip is seen from every side at once, so it may well be suspected:
+    # then it costs a surge and its trim, never a restart.
+    sandbox = default_heartbeat
+    with clean_client(sandbox) as client:
+        victim, _ = start_web(sandbox, client)
+        with agents_and_controller(sandbox, tmp_path) as log:
+            before = task_ids_by_node(client, "web")
+            with RunningSampler(sandbox.manager_host, "web") as sampler:
+                sandbox.fail(victim, "partition")
+                time.sleep(2.0)
+                sandbox.restore(victim)
+                healed = time.monotonic()
+                time.sleep(4.0)  # a suspicion from the blip's last probes is logged by now
+                wait_until(lambda: settled(client), 60, "web back to exactly 3, no record")
+                trimmed = time.monotonic() - healed
+            text = log.read_text()
+            assert node_state(client, victim) == "ready", text[-3000:]
+            assert task_ids_by_node(client, "web") == before, history(client)
+            assert sampler.minimum >= REPLICAS, sampler.samples
+            if "outcome=speculate" in text:
+                assert "false alarm" in text, text[-4000:]
+                cost = text.split("false alarm cost ", 1)[1].split(")", 1)[0]
+                print(f"\nblip with agents: suspected, trimmed {trimmed:.1f} s after the heal, "
+                      f"false alarm cost {cost}")  # fmt: skip
+            else:
+                print("\nblip with agents: not suspected, nothing surged")
+
+
+@pytest.fixture(scope="module")
+def three_managers() -> Iterator[Sandbox]:
+    from tests.conftest import require_swarm_host, sandbox_name  # noqa: PLC0415
+
+    require_swarm_host()
+    name = sandbox_name("raft")
+    sandbox = Sandbox.up(SandboxSpec(name=name, nodes=5, managers=3, heartbeat_seconds=None))
+    try:
+        yield sandbox
+    finally:
+        left = teardown_sandbox(name)
+        assert not left, f"sandbox teardown left things behind: {left.describe()}"
+
+
+def unpin(client: docker.DockerClient, name: str) -> None:
+    """Drop a service's constraints: Swarm leaves running tasks where they are."""
+    attrs = client.api.inspect_service(name)
+    spec = attrs["Spec"]
+    spec["TaskTemplate"]["Placement"]["Constraints"] = []
+    url = client.api._url("/services/{0}/update", attrs["ID"])
+    client.api._result(
+        client.api._post_json(url, data=spec, params={"version": attrs["Version"]["Index"]})
+    )
+
+
+def test_the_raft_leader_s_node_dies_and_a_controller_on_another_manager_fails_over(
+    three_managers: Sandbox, tmp_path
+) -> None:  # type: ignore[no-untyped-def]
+    sandbox = three_managers
+    leader = next(n["hostname"] for n in sandbox.node_info() if n["leader"])
+    on = next(h for h in sandbox.nodes[:3] if h != leader)
+    spare = sandbox.nodes[-1]
+    # One task on every node but the spare (so the leader's node holds one), then free to
+    # run anywhere: the spare is the free node a speculative surge needs.
+    replicas = len(sandbox.nodes) - 1
+    sandbox.create_service("web", replicas=replicas, constraints=[f"node.hostname!={spare}"])
+    sandbox.wait_services_running(["web"], timeout=60)
+    client = docker.DockerClient(base_url=sandbox.docker_host(on), version="auto", timeout=10)
+
+    def answered(read):  # type: ignore[no-untyped-def]
+        # No leader while Raft elects one: the managers refuse reads for a while.
+        try:
+            return read()
+        except (docker.errors.DockerException, requests.RequestException):
+            return None  # docker-py lets a read timeout through as requests' own
+
+    try:
+        wait_until(
+            lambda: len(task_ids_by_node(client, "web")) == replicas, 60, "one task per node"
+        )
+        unpin(client, "web")
+        with agents_and_controller(sandbox, tmp_path, on=on) as log:
+            killed = time.monotonic()
+            sandbox.fail(leader, "crash")
+            wait_until(
+                lambda: answered(lambda: running_off(client, leader) >= replicas),
+                90,
+                f"{replicas} replicas running off {leader}",
+            )
+            replaced = time.monotonic() - killed
+            elected = next(n["hostname"] for n in sandbox.node_info() if n["leader"])
+            text = log.read_text()
+            print(f"\nRaft leader {leader} killed; {elected} leads now; the controller on "
+                  f"{on}: replicas elsewhere {replaced:.1f} s after the kill")  # fmt: skip
+            print(suspicion(text))
+            assert elected != leader
+            # Suspected while Swarm calls it unknown (the new leader's view until the
+            # grace runs out), and surged for before Swarm marked it down.
+            assert "while Swarm says unknown" in suspicion(text), text[-4000:]
+            assert "outcome=speculate" in text, text[-4000:]
+            wait_until(
+                lambda: answered(lambda: node_state(client, leader) == "down"),
+                90,
+                f"Swarm marks {leader} down",
+            )
+            wait_until(
+                lambda: answered(lambda: settled(client, replicas)),
+                60,
+                f"web back to exactly {replicas}, its record gone",
+            )
+            # The other nodes' own unknown spell after the election was no loss.
+            assert "lost with a node" not in text.split("outcome=speculate", 1)[0], text[-4000:]
+    finally:
+        client.close()
