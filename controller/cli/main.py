@@ -45,6 +45,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
+    if not (sys.argv[1:] if argv is None else argv):
+        parser.print_help()  # asked for nothing: what there is to ask, as docker does
+        return 0
     args = parser.parse_args(argv)
     handler = getattr(args, "handler", None)
     if handler is None:

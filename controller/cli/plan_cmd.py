@@ -27,6 +27,9 @@ from controller.core.decisions import Decision, Outcome
 from controller.core.records_mirror import RECORDS_CONFIG
 from controller.runtime.dry_run import DryRun
 
+# `plan --exit-code`: there would be writes (as `terraform plan -detailed-exitcode`).
+EXIT_CHANGES = 2
+
 
 def register(subparsers: Any) -> None:
     parser: argparse.ArgumentParser = subparsers.add_parser(
@@ -40,6 +43,11 @@ def register(subparsers: Any) -> None:
     )
     add_policy_argument(parser)
     parser.add_argument("--json", action="store_true", help="print JSON for machines")
+    parser.add_argument(
+        "--exit-code",
+        action="store_true",
+        help=f"exit {EXIT_CHANGES} when the plan has writes, 0 when it has none (for CI)",
+    )
     parser.set_defaults(handler=run)
 
 
@@ -52,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(plan_document(dry), indent=2, sort_keys=True))
     else:
         print(render_plan(dry))
-    return EXIT_OK
+    return EXIT_CHANGES if args.exit_code and dry.plan.actions else EXIT_OK
 
 
 def _subject(action: Action, hosts: Mapping[str, str]) -> str:

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from controller.adapters.policy_file import PolicyFileError, load_policy_file
+from controller.adapters.policy_file import PolicyFileError, load_policy_file, load_policy_text
 from controller.cli.env_options import add_policy_argument
 from controller.policy import Policy, ResolvedService, render_policy_schema, resolve_service
 
@@ -33,7 +33,9 @@ def register(subparsers: Any) -> None:
         description="Validate policy files. Exit 0 when all are valid, 2 otherwise; every "
         "problem is printed to stderr as FILE:LINE:COLUMN: PATH = VALUE: EXPECTED.",
     )
-    check.add_argument("files", nargs="+", type=Path, metavar="FILE")
+    check.add_argument(
+        "files", nargs="+", type=Path, metavar="FILE", help="a policy file, or - for standard input"
+    )
     check.set_defaults(handler=run_check)
 
     schema = commands.add_parser(
@@ -63,13 +65,16 @@ def run_check(args: argparse.Namespace) -> int:
     code = EXIT_OK
     for path in args.files:
         try:
-            loaded = load_policy_file(path)
+            if str(path) == "-":
+                name, policy = "<stdin>", load_policy_text(sys.stdin.read(), source="<stdin>")
+            else:
+                name, policy = str(path), load_policy_file(path).policy
         except PolicyFileError as exc:
             for line in exc.errors:
                 print(line, file=sys.stderr)
             code = EXIT_INVALID
         else:
-            print(f"{path}: ok ({loaded.policy.describe()})")
+            print(f"{name}: ok ({policy.describe()})")
     return code
 
 

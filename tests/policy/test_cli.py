@@ -171,3 +171,16 @@ def test_check_and_schema_never_import_docker() -> None:
         "assert 'docker' not in sys.modules, 'docker was imported'\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT, capture_output=True)
+
+
+def test_check_reads_standard_input_for_a_dash(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import io  # noqa: PLC0415
+
+    monkeypatch.setattr(sys, "stdin", io.StringIO("apiVersion: placement/v1\n"))
+    assert run("policy", "check", "-") == 0
+    assert capsys.readouterr().out == f"<stdin>: ok ({SUMMARY})\n"
+    monkeypatch.setattr(sys, "stdin", io.StringIO("apiVersion: placement/v1\nbogus: 1\n"))
+    assert run("policy", "check", "-") == 2
+    assert capsys.readouterr().err.startswith("<stdin>:2:")
