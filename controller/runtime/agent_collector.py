@@ -57,6 +57,9 @@ class AgentCollector:
         self.stale_after = 3 * interval + timeout
         self._lock = threading.Lock()
         self._seen: dict[str, _Seen] = {}  # address -> latest
+        # Address -> the node its task runs on, as Swarm says (discovered agents only): a
+        # report is believed only for that node, whatever node id it claims.
+        self._runs_on: dict[str, str] = {}
         self.polls = 0
 
     async def run(self) -> None:
@@ -71,7 +74,10 @@ class AgentCollector:
         if self._discover is None:
             return list(self._addresses)
         try:
-            return sorted(set(self._discover().values()) | set(self._addresses))
+            found = self._discover()
+            with self._lock:
+                self._runs_on = {address: node_id for node_id, address in found.items()}
+            return sorted(set(found.values()) | set(self._addresses))
         except AgentError as exc:
             log.warning("agent discovery: %s", exc)
             return list(self._addresses)
@@ -114,8 +120,20 @@ class AgentCollector:
         return {
             address: (s.report.node_id, s.report.hostname)
             for address, s in seen.items()
-            if s.report is not None and now - s.at <= self.stale_after
+            if s.report is not None
+            and now - s.at <= self.stale_after
+            and self._impostor(address, s.report) is None
         }
+
+    def _impostor(self, address: str, report: AgentReport) -> str | None:
+        """Why a report is not believed: its agent's task runs on another node than the
+        one it names (a discovered agent; a listed address is the operator's word)."""
+        runs_on = self._runs_on.get(address)
+        if runs_on is None or runs_on == report.node_id:
+            return None
+        return (
+            f"reports for node {report.node_id} but its task runs on node {runs_on}: not believed"
+        )
 
     @property
     def secret(self) -> str:
@@ -143,6 +161,9 @@ class AgentCollector:
                 unavailable.append(SourceStatus("agent", name, entry.problem))
                 continue
             if report is None or not fresh or report.node_id not in known:
+                continue
+            if (why := self._impostor(address, report)) is not None:
+                unavailable.append(SourceStatus("agent", name, why))
                 continue
             node_usage = report.node_usage()
             if node_usage is not None:

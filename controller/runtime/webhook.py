@@ -30,7 +30,7 @@ from typing import Any, Literal
 import anyio
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from controller.core.model import ClusterSnapshot
+from controller.core.model import ClusterSnapshot, Node, NodeState
 from controller.core.outside_inputs import HealthReport, HealthState
 from controller.runtime.health_store import HealthStore
 from controller.runtime.http_replies import JsonHandler, bearer_matches
@@ -136,11 +136,7 @@ class WebhookServer:
         snapshot = self.latest()
         if snapshot is None:
             raise _RequestError(503, "no cluster observed yet: try again in a moment")
-        node = snapshot.node_by_hostname.get(post.node) or snapshot.node_by_id.get(post.node)
-        if node is None:
-            raise _RequestError(
-                404, f"unknown node {post.node!r}: not a hostname or ID of this swarm"
-            )
+        node = _resolve(snapshot, post.node)
         now = self.clock()
         report = HealthReport(node.id, HealthState(post.state), SOURCE, now + post.ttl, post.reason)
         self.store.put(report)
@@ -225,3 +221,25 @@ class _Handler(JsonHandler):
         self._fail(_RequestError(405, f"{self.command} is not allowed: POST or GET /v1/health"))
 
     do_PUT = do_DELETE = do_PATCH = _not_allowed  # noqa: N815
+
+
+def _resolve(snapshot: ClusterSnapshot, name: str) -> Node:
+    """The node a report names. A node that left and rejoined stays listed, down, next to
+    its new self under the same hostname: the one Swarm does not call down is meant. Two
+    live nodes of one name cannot be told apart: the report must name the ID."""
+    if name in snapshot.node_by_id:
+        return snapshot.node_by_id[name]
+    named = [n for n in snapshot.nodes if n.hostname == name]
+    live = [n for n in named if n.state is not NodeState.DOWN]
+    if len(named) == 1:
+        return named[0]
+    if len(live) == 1:
+        return live[0]
+    if not named:
+        raise _RequestError(404, f"unknown node {name!r}: not a hostname or ID of this swarm")
+    ids = ", ".join(sorted(n.id for n in named))
+    raise _RequestError(
+        409,
+        f"hostname {name!r} names {len(named)} nodes ({ids}), "
+        f"{'none' if not live else len(live)} of them not down: post the node ID instead",
+    )

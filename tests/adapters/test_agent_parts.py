@@ -261,6 +261,23 @@ def test_reports_of_nodes_not_in_the_swarm_are_ignored() -> None:
         agent.stop()
 
 
+@pytest.mark.parametrize(("runs_on", "believed"), [("n2", True), ("n1", False)])
+def test_a_discovered_agent_is_believed_only_for_the_node_its_task_runs_on(
+    fake: FakeAgent, runs_on: str, believed: bool
+) -> None:
+    # The report says node n2; Swarm says the agent's task runs on `runs_on`.
+    collector = AgentCollector(
+        secret="s", discover=lambda: {runs_on: fake.url}, clock=lambda: 1000.0
+    )
+    collector.poll_once()
+    got = collector.inputs(SNAP, 1001.0)
+    assert bool(got.usage) is believed and bool(got.events) is believed
+    assert bool(collector.vantage_points()) is believed
+    if not believed:
+        (status,) = got.unavailable
+        assert "reports for node n2 but its task runs on node n1" in status.problem
+
+
 class _ElectingManager:
     """A manager amid a Raft election: the tasks call times out (a requests error)."""
 

@@ -5,11 +5,12 @@ from __future__ import annotations
 import http.client
 import json
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
 import pytest
 
-from controller.core.model import ClusterSnapshot
+from controller.core.model import ClusterSnapshot, NodeState
 from controller.core.outside_inputs import HealthReport, HealthState
 from controller.runtime.health_store import HealthStore
 from controller.runtime.webhook import WebhookServer
@@ -87,6 +88,21 @@ def test_a_good_report_is_taken_by_hostname_or_id(hook: Harness) -> None:
     assert hook.store.live(NOW) == (HealthReport("n2", HealthState.OK, "webhook", NOW + 600, ""),)
     status, listing, _ = hook.request("GET")
     assert status == 200 and listing["reports"][0]["hostname"] == "node-2"
+
+
+def test_a_hostname_shared_with_a_stale_down_entry_means_the_live_node(hook: Harness) -> None:
+    # node-2 left and rejoined: its old entry stays listed, down, under the same name.
+    stale = replace(node(2, state=NodeState.DOWN), id="n2-old")
+    hook.snapshot = snapshot([node(1, manager=True), stale, node(2)], [])
+    status, answer, _ = hook.request("POST", GOOD)
+    assert status == 202 and answer["node"] == "n2"
+    # Two live nodes of one name cannot be told apart: refused, the ID asked for.
+    twin = replace(node(2), id="n2-twin")
+    hook.snapshot = snapshot([node(1, manager=True), twin, node(2)], [])
+    status, answer, _ = hook.request("POST", GOOD)
+    assert status == 409 and "names 2 nodes (n2, n2-twin)" in answer["error"]
+    assert "post the node ID" in answer["error"]
+    assert hook.request("POST", {**GOOD, "node": "n2-twin"})[0] == 202
 
 
 def test_a_standby_keeps_the_report_and_says_it_is_the_standby(hook: Harness) -> None:
