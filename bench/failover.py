@@ -1,6 +1,6 @@
 """Failover and failback times: native Swarm next to the controller's steering modes.
 
-    python bench/failover.py [--heartbeat 1|default] [--repeat 1] [--fault crash|cut]
+    python bench/failover.py [--heartbeat 1|default] [--repeat 1] [--fault crash|cut|leader]
 
 One 4-node sandbox (node-1 is the manager and is never failed). For each case a
 one-replica service runs on node-2; node-2's dockerd is killed; failover is the time from
@@ -22,6 +22,11 @@ gone: the gossip peers and a TCP probe, bench/detection_signals.py); and specula
 with node agents, whose indirect probes from the other nodes are the second signal.
 The controller runs with --liveness inside node-1's network namespace, as it would on
 that manager; each agent runs in its node's namespace, on its address.
+
+`--fault leader`: three managers and two workers; a service with one task on each node
+but the last worker; the Raft leader's dockerd is killed, and the controller runs on
+another manager (its engine, its namespace). Native Swarm against speculative with
+agents; the time until a manager answers again (Raft has a new leader) is printed too.
 """
 
 from __future__ import annotations
@@ -38,6 +43,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import docker
+import requests
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -158,25 +164,70 @@ def _agents(sandbox: Sandbox, secret: Path) -> Iterator[list[str]]:
             process.wait(timeout=20)
 
 
+def _answered(read):  # type: ignore[no-untyped-def]
+    """`read()`, or None while no manager answers (Raft electing a leader)."""
+    try:
+        return read()
+    except (docker.errors.DockerException, requests.RequestException):
+        return None  # docker-py lets a read timeout through as requests' own
+
+
+def _unpin(client: docker.DockerClient, name: str) -> None:
+    """Drop a service's constraints: Swarm leaves running tasks where they are."""
+    attrs = client.api.inspect_service(name)
+    spec = attrs["Spec"]
+    spec["TaskTemplate"]["Placement"]["Constraints"] = []
+    url = client.api._url("/services/{0}/update", attrs["ID"])
+    client.api._result(
+        client.api._post_json(url, data=spec, params={"version": attrs["Version"]["Index"]})
+    )
+
+
+def _all_ready(client: docker.DockerClient) -> bool:
+    return all(n["Status"]["State"] == "ready" for n in client.api.nodes())
+
+
+def _leader(sandbox: Sandbox) -> str:
+    return next(n["hostname"] for n in sandbox.node_info() if n["leader"])
+
+
 def _from_kill_case(
     sandbox: Sandbox,
-    client: docker.DockerClient,
     mode: str | None,
     n: int,
     agents: tuple[list[str], Path] | None = None,
     fault: str = "crash",
-) -> float:
-    """Seconds from the kill of a worker to FROM_KILL_REPLICAS running off it."""
+) -> tuple[float, float | None]:
+    """Seconds from the kill of a node to its replicas running off it, and (for the
+    Raft leader) to a manager answering again. A worker holding one of 3 replicas is
+    failed; with `fault` leader, the Raft leader's node, holding one of one-per-node,
+    and the controller and the measurement use another manager."""
+    leader_case = fault == "leader"
     name = f"fk-{(mode or 'native')[:4]}{'-ag' if agents else ''}-{n}"
+    on = next(h for h in sandbox.nodes if h != _leader(sandbox)) if leader_case else "node-1"
+    replicas = len(sandbox.nodes) - 1 if leader_case else FROM_KILL_REPLICAS
+    client = docker.DockerClient(base_url=sandbox.docker_host(on), version="auto", timeout=10)
     controller = None
     labels = {"placement.managed": "true", "placement.failover-mode": mode} if mode else {}
-    sandbox.create_service(name, replicas=FROM_KILL_REPLICAS, labels=labels)
-    _until(lambda: sum(_hosts(client, name).values()) == FROM_KILL_REPLICAS, 60, f"{name} running")
+    # The leader case: one task on every node but the last (a worker), so the leader's
+    # node holds one and a free node is left; the constraint goes once they run.
+    pin = [f"node.hostname!={sandbox.nodes[-1]}"] if leader_case else []
+    if leader_case:  # every node back from the last run, or the tasks will not spread
+        _until(lambda: _answered(lambda: _all_ready(client)), 120, "every node ready")
+    sandbox.create_service(name, replicas=replicas, labels=labels, constraints=pin)
+
+    def running() -> bool:
+        hosts = _hosts(client, name)
+        return (len(hosts) if leader_case else sum(hosts.values())) == replicas
+
+    _until(running, 60, f"{name} running, one per node" if leader_case else f"{name} running")
+    if pin:
+        _unpin(client, name)
     if mode is not None:
         policy = Path(tempfile.mkdtemp()) / "policy.yaml"
         policy.write_text("apiVersion: placement/v1\n")
-        netns = f"/run/netns/{sandbox.state.node('node-1').netns}"
-        env = {**os.environ, "DOCKER_HOST": sandbox.manager_host}
+        netns = f"/run/netns/{sandbox.state.node(on).netns}"
+        env = {**os.environ, "DOCKER_HOST": sandbox.docker_host(on)}
         command = [sys.executable, "-m", "controller", "run", "--policy", str(policy)]
         if agents is not None:
             urls, secret = agents
@@ -190,47 +241,75 @@ def _from_kill_case(
         )
         # Adopted, at rest, every node seen alive by gossip and probe, agents reporting.
         time.sleep(5)
-    victim = next(h for h in sorted(_hosts(client, name)) if h != "node-1")
+    if leader_case:
+        victim = _leader(sandbox)
+    else:
+        victim = next(h for h in sorted(_hosts(client, name)) if h != "node-1")
+    fault = "crash" if leader_case else fault
+    answering: list[float] = []
     try:
         killed = time.monotonic()
         sandbox.fail(victim, fault)
-        moved = _until(
-            lambda: (
-                sum(c for h, c in _hosts(client, name).items() if h != victim) >= FROM_KILL_REPLICAS
-            ),
-            90,
-            f"{name} off {victim}",
-        )
+
+        def moved() -> bool:
+            hosts = _answered(lambda: _hosts(client, name))
+            if hosts is not None and not answering:
+                answering.append(time.monotonic())
+            return hosts is not None and sum(c for h, c in hosts.items() if h != victim) >= replicas
+
+        at = _until(moved, 90, f"{name} off {victim}")
         sandbox.restore(victim)
-        _until(lambda: _node_state(client, victim) == "ready", 60, f"{victim} ready")
-        return moved - killed
+        _until(
+            lambda: _answered(lambda: _node_state(client, victim)) == "ready",
+            90,
+            f"{victim} ready",
+        )
+        return at - killed, (answering[0] - killed if leader_case else None)
     finally:
         if controller is not None:
             controller.terminate()
             controller.wait(timeout=20)
-        client.api.remove_service(name)
+        _answered(lambda: client.api.remove_service(name))
+        client.close()
 
 
 def _from_kill(repeat: int, fault: str) -> int:
-    spec = SandboxSpec(name=f"bench-fk-{os.getpid()}", nodes=4, heartbeat_seconds=None)
+    leader = fault == "leader"
+    spec = SandboxSpec(
+        name=f"bench-fk-{os.getpid()}",
+        nodes=5 if leader else 4,
+        managers=3 if leader else 1,
+        heartbeat_seconds=None,
+    )
     results: dict[str, list[float]] = {}
+    answered: list[float] = []
     secret = Path(tempfile.mkdtemp()) / "agent-secret"
     secret.write_text("failover-bench\n")
+    cases = ("native Swarm", "confirmed", "speculative", AGENTS_CASE)
+    if fault == "leader":
+        cases = ("native Swarm", AGENTS_CASE)
     with Sandbox.up(spec) as sandbox, _agents(sandbox, secret) as urls:
-        client = docker.DockerClient(base_url=sandbox.manager_host, version="auto")
         for n in range(repeat):
-            for case in ("native Swarm", "confirmed", "speculative", AGENTS_CASE):
+            for case in cases:
                 mode = None if case == "native Swarm" else case.split(",")[0]
                 with_agents = (urls, secret) if case == AGENTS_CASE else None
-                took = _from_kill_case(sandbox, client, mode, n, with_agents, fault)
+                took, election = _from_kill_case(sandbox, mode, n, with_agents, fault)
                 results.setdefault(case, []).append(took)
+                if election is not None:
+                    answered.append(election)
                 print(f"run {n + 1} {case}: {took:.2f} s", flush=True)
+        client = sandbox.client()
         version = client.version().get("Version", "?")
         client.close()
     native = statistics.median(results["native Swarm"])
     print(f"dockerd {version}, Swarm's default heartbeat, {repeat} run(s) each, medians;")
-    what = "kill" if fault == "crash" else "cut"
-    print(f"seconds from the {what} to {FROM_KILL_REPLICAS} replicas running off the worker")
+    what = {"crash": "kill of a worker", "partition": "cut of a worker"}.get(
+        fault, "kill of the Raft leader's node"
+    )
+    print(f"seconds from the {what} to its replicas running on other nodes")
+    if answered:
+        print(f"a manager answered again (a new Raft leader) {statistics.median(answered):.2f} s")
+        print("after the kill (median of every run)")
     print(f"{'case':<22}{'failover s':>12}{'vs native':>11}")
     for case, runs in results.items():
         fo = statistics.median(runs)
@@ -246,13 +325,14 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument(
         "--fault",
-        choices=("crash", "cut"),
+        choices=("crash", "cut", "leader"),
         default="crash",
-        help="with --heartbeat default: dockerd SIGKILLed, or the node's link cut",
+        help="with --heartbeat default: a worker's dockerd SIGKILLed, its link cut, or the "
+        "Raft leader's dockerd SIGKILLed (three managers)",
     )
     args = parser.parse_args()
     if args.heartbeat == "default":
-        return _from_kill(args.repeat, "partition" if args.fault == "cut" else "crash")
+        return _from_kill(args.repeat, {"cut": "partition"}.get(args.fault, args.fault))
     args.heartbeat = float(args.heartbeat)
     spec = SandboxSpec(name=f"bench-fo-{os.getpid()}", nodes=4, heartbeat_seconds=args.heartbeat)
     results: dict[str, list[tuple[float, float | None]]] = {}

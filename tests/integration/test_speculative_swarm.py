@@ -134,12 +134,16 @@ def history(client: docker.DockerClient) -> str:
     )
 
 
+def stamp(line: str) -> float:
+    """Epoch seconds of a decision line of the controller's log."""
+    return datetime.fromisoformat(line.split("time=", 1)[1].split(" ", 1)[0]).timestamp()
+
+
 def speculated_at(log: str) -> float:
     """Epoch seconds of the first speculative surge decision in the controller's log."""
     for line in log.splitlines():
         if "rule=speculative" in line and "outcome=speculate" in line:
-            stamp = line.split("time=", 1)[1].split(" ", 1)[0]
-            return datetime.fromisoformat(stamp).timestamp()
+            return stamp(line)
     raise AssertionError(f"no speculative surge in the log:\n{log[-3000:]}")
 
 
@@ -339,9 +343,9 @@ def agents_and_controller(sandbox: Sandbox, tmp_path, on: str = "node-1") -> Ite
             stop(process)
 
 
-def running_off(client: docker.DockerClient, victim: str) -> int:
-    """Running tasks of web on nodes other than `victim`."""
-    return sum(len(v) for h, v in task_ids_by_node(client, "web").items() if h != victim)
+def running_off(client: docker.DockerClient, victim: str, service: str = "web") -> int:
+    """Running tasks of `service` on nodes other than `victim`."""
+    return sum(len(v) for h, v in task_ids_by_node(client, service).items() if h != victim)
 
 
 def suspicion(log: str) -> str:
@@ -354,11 +358,15 @@ def test_other_nodes_agents_make_the_second_signal_before_gossip_drops_the_node(
     sandbox = default_heartbeat
     with clean_client(sandbox) as client:
         victim, _ = start_web(sandbox, client)
+        # A confirmed service beside it, one task per node: it waits for Swarm's down.
+        sandbox.create_service("db", replicas=4, labels={"placement.failover-mode": "confirmed"})
+        wait_until(lambda: len(task_ids_by_node(client, "db")) == 4, 60, "db on every node")
         with agents_and_controller(sandbox, tmp_path) as log:
             # Gossip may still be re-admitting a node an earlier test cut: the check below
             # means something only if gossip lists every node when the kill comes.
             wait_until(lambda: gossip_lists_all(client, sandbox), 90, "every node in gossip")
             killed, watch = time.monotonic(), DownWatch(sandbox.manager_host, victim)
+            killed_at = time.time()
             sandbox.fail(victim, "crash")
             wait_until(
                 lambda: running_off(client, victim) >= REPLICAS,
@@ -376,6 +384,15 @@ def test_other_nodes_agents_make_the_second_signal_before_gossip_drops_the_node(
             assert "gossip:" not in suspicion(text), suspicion(text)
             assert speculated_at(text) < down_at, text[-4000:]
             wait_until(lambda: settled(client), 60, "web back to exactly 3, its record gone")
+            # The confirmed service was left alone on the suspicion, and failed over once
+            # Swarm marked the node down, as without the controller's suspicion.
+            db = [line for line in text.splitlines() if 'subject="service db"' in line]
+            waited = [line for line in db if killed_at <= stamp(line) < down_at]
+            assert any("failover-mode confirmed" in line for line in waited), text[-4000:]
+            assert not any("outcome=speculate" in line for line in db), db
+            wait_until(
+                lambda: running_off(client, victim, "db") == 4, 60, "db's 4 running elsewhere"
+            )
 
 
 def test_with_agents_a_network_blip_restarts_nothing_and_any_surge_is_trimmed(
