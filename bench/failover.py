@@ -172,17 +172,6 @@ def _answered(read):  # type: ignore[no-untyped-def]
         return None  # docker-py lets a read timeout through as requests' own
 
 
-def _unpin(client: docker.DockerClient, name: str) -> None:
-    """Drop a service's constraints: Swarm leaves running tasks where they are."""
-    attrs = client.api.inspect_service(name)
-    spec = attrs["Spec"]
-    spec["TaskTemplate"]["Placement"]["Constraints"] = []
-    url = client.api._url("/services/{0}/update", attrs["ID"])
-    client.api._result(
-        client.api._post_json(url, data=spec, params={"version": attrs["Version"]["Index"]})
-    )
-
-
 def _all_ready(client: docker.DockerClient) -> bool:
     return all(n["Status"]["State"] == "ready" for n in client.api.nodes())
 
@@ -222,7 +211,7 @@ def _from_kill_case(
 
     _until(running, 60, f"{name} running, one per node" if leader_case else f"{name} running")
     if pin:
-        _unpin(client, name)
+        sandbox.set_constraints(name)
     if mode is not None:
         policy = Path(tempfile.mkdtemp()) / "policy.yaml"
         policy.write_text("apiVersion: placement/v1\n")

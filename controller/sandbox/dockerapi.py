@@ -158,6 +158,20 @@ def create_service(
     return str(result["ID"])
 
 
+def set_service_constraints(api: DockerApi, name: str, constraints: list[str]) -> None:
+    """Replace a service's placement constraints, sending back its whole spec (Swarm
+    leaves a running task where it is when it still meets the new constraints)."""
+
+    def update() -> None:
+        attrs = api.inspect_service(name)
+        spec = attrs["Spec"]
+        spec["TaskTemplate"].setdefault("Placement", {})["Constraints"] = constraints
+        url = api._url("/services/{0}/update", attrs["ID"])
+        api._result(api._post_json(url, data=spec, params={"version": attrs["Version"]["Index"]}))
+
+    _call(f"constrain service {name}", update)
+
+
 def list_services(api: DockerApi) -> list[Attrs]:
     services: list[Attrs] = _call("docker service ls", api.services)
     return services

@@ -253,6 +253,14 @@ class Sandbox:
         finally:
             api.close()
 
+    def set_constraints(self, name: str, constraints: Sequence[str] = ()) -> None:
+        """Replace a service's placement constraints (none: free to run anywhere)."""
+        api = dockerapi.api_client(self.manager_host)
+        try:
+            dockerapi.set_service_constraints(api, name, list(constraints))
+        finally:
+            api.close()
+
     def wait_services_running(self, names: Iterable[str], *, timeout: float = 60.0) -> None:
         """Wait until each named service runs as many tasks as it wants."""
         wanted = set(names)

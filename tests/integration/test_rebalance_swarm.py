@@ -196,16 +196,6 @@ def _create_reserving(swarm, name: str, cpus: float, *, labels: dict[str, str]) 
         c.close()
 
 
-def _unpin(client: docker.DockerClient, name: str) -> None:
-    attrs = client.api.inspect_service(name)
-    spec = attrs["Spec"]
-    spec["TaskTemplate"]["Placement"]["Constraints"] = []
-    url = client.api._url("/services/{0}/update", attrs["ID"])
-    client.api._result(
-        client.api._post_json(url, data=spec, params={"version": attrs["Version"]["Index"]})
-    )
-
-
 def _reserved_share(client: docker.DockerClient, hostname: str) -> float:
     """Reserved CPU on a node as a fraction of its CPUs, from what runs there."""
     node = next(n for n in client.api.nodes() if n["Description"]["Hostname"] == hostname)
@@ -229,7 +219,7 @@ def test_load_moves_off_a_hot_node_until_it_is_under_the_threshold(swarm, client
         wait_until(lambda n=name: running_by_node(client, n) == {"node-1": 1}, 60, f"{name}")
     ids = {name: running_task_ids(client, name) for name in movers}
     for name in movers:
-        _unpin(client, name)
+        swarm.set_constraints(name)
     assert {n: running_task_ids(client, n) for n in movers} == ids, "unpinning moved a task"
     assert abs(_reserved_share(client, "node-1") - 0.775) < 0.01
 

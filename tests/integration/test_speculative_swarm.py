@@ -64,18 +64,25 @@ controller:
 REPLICAS = 3
 
 
-@pytest.fixture(scope="module")
-def default_heartbeat() -> Iterator[Sandbox]:
+@contextlib.contextmanager
+def default_heartbeat_sandbox(prefix: str, nodes: int, managers: int) -> Iterator[Sandbox]:
     from tests.conftest import require_swarm_host, sandbox_name  # noqa: PLC0415
 
     require_swarm_host()
-    name = sandbox_name("spec")
-    sandbox = Sandbox.up(SandboxSpec(name=name, nodes=4, managers=1, heartbeat_seconds=None))
+    name = sandbox_name(prefix)
+    spec = SandboxSpec(name=name, nodes=nodes, managers=managers, heartbeat_seconds=None)
+    sandbox = Sandbox.up(spec)
     try:
         yield sandbox
     finally:
         left = teardown_sandbox(name)
         assert not left, f"sandbox teardown left things behind: {left.describe()}"
+
+
+@pytest.fixture(scope="module")
+def default_heartbeat() -> Iterator[Sandbox]:
+    with default_heartbeat_sandbox("spec", nodes=4, managers=1) as sandbox:
+        yield sandbox
 
 
 def node_state(client: docker.DockerClient, hostname: str) -> str:
@@ -428,27 +435,8 @@ def test_with_agents_a_network_blip_restarts_nothing_and_any_surge_is_trimmed(
 
 @pytest.fixture(scope="module")
 def three_managers() -> Iterator[Sandbox]:
-    from tests.conftest import require_swarm_host, sandbox_name  # noqa: PLC0415
-
-    require_swarm_host()
-    name = sandbox_name("raft")
-    sandbox = Sandbox.up(SandboxSpec(name=name, nodes=5, managers=3, heartbeat_seconds=None))
-    try:
+    with default_heartbeat_sandbox("raft", nodes=5, managers=3) as sandbox:
         yield sandbox
-    finally:
-        left = teardown_sandbox(name)
-        assert not left, f"sandbox teardown left things behind: {left.describe()}"
-
-
-def unpin(client: docker.DockerClient, name: str) -> None:
-    """Drop a service's constraints: Swarm leaves running tasks where they are."""
-    attrs = client.api.inspect_service(name)
-    spec = attrs["Spec"]
-    spec["TaskTemplate"]["Placement"]["Constraints"] = []
-    url = client.api._url("/services/{0}/update", attrs["ID"])
-    client.api._result(
-        client.api._post_json(url, data=spec, params={"version": attrs["Version"]["Index"]})
-    )
 
 
 def test_the_raft_leader_s_node_dies_and_a_controller_on_another_manager_fails_over(
@@ -476,7 +464,7 @@ def test_the_raft_leader_s_node_dies_and_a_controller_on_another_manager_fails_o
         wait_until(
             lambda: len(task_ids_by_node(client, "web")) == replicas, 60, "one task per node"
         )
-        unpin(client, "web")
+        sandbox.set_constraints("web")
         with agents_and_controller(sandbox, tmp_path, on=on) as log:
             killed = time.monotonic()
             sandbox.fail(leader, "crash")
