@@ -58,6 +58,7 @@ class Code(StrEnum):
     """A stable tag for a kind of decision, so counting it (metrics) never reads the reason."""
 
     FAILBACK = "failback"  # an owners move back onto a preferred owner
+    FALSE_ALARM = "false-alarm"  # a speculative surge trimmed: the node was alive
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +70,9 @@ class Decision:
     # The write the decision produced. Left out of the hash: actions hold dicts.
     action: Action | None = field(default=None, hash=False)
     code: Code | None = None
+    # What the decision cost in replicas run for nothing (a false alarm's surged
+    # replicas times how long they stood), for a metric; not part of what is logged.
+    extra_replica_seconds: float = field(default=0.0, compare=False)
 
     @property
     def action_text(self) -> str | None:

@@ -174,6 +174,17 @@ class Metrics:
             "(core/health/suspicion), counted once per suspicion.",
             registry=r,
         )
+        self.false_alarms = Counter(
+            "placement_false_alarms",
+            "Speculative surges trimmed back because the suspected node was alive.",
+            registry=r,
+        )
+        self.false_alarm_replica_seconds = Counter(
+            "placement_false_alarm_replica_seconds",
+            "Replica-seconds the surges of false alarms ran for nothing (their cost; "
+            "an upper bound, counted from the surge's write).",
+            registry=r,
+        )
         r.register(_StateCollector(policy, lease, agents))
         self._previous: set[LoggedDecision] = set()  # compared as the log shows them
         self._suspected: set[str] = set()  # subjects suspected in the last leader cycle
@@ -206,6 +217,14 @@ class Metrics:
         suspected = {d.subject for d in decisions if (d.rule, d.outcome) == SUSPECT}
         self.suspicions.inc(len(suspected - self._suspected))
         self._suspected = suspected
+        for trim in decisions:
+            if (
+                trim.code is Code.FALSE_ALARM
+                and trim.action is not None
+                and trim.action in executed
+            ):
+                self.false_alarms.inc()
+                self.false_alarm_replica_seconds.inc(trim.extra_replica_seconds)
         for action in executed:
             self.actions.labels(action.kind).inc()
         for action in failed:

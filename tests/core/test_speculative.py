@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from controller.core.actions import SetReplicas
+from controller.core.decisions import Code
 from controller.core.memory import Memory
 from controller.core.model import ClusterSnapshot, NodeState, Service, Task, TaskState
 from controller.core.outside_inputs import LivenessSignal
@@ -188,6 +189,7 @@ def test_a_false_alarm_trims_back_and_swarm_drops_exactly_the_surged_task() -> N
     assert note.outcome == "trim" and "exactly the surged" in note.reason
     # Surged at 102 by one replica, trimmed at 106.
     assert "false alarm cost 4 replica-seconds" in note.reason
+    assert note.code is Code.FALSE_ALARM and note.extra_replica_seconds == 4.0  # the metric's
 
 
 def test_a_false_alarm_trim_that_may_drop_an_original_names_it_for_the_budgets() -> None:

@@ -35,7 +35,7 @@ from controller.core.actions import Action
 from controller.core.capacity import observe_room, stopped_by
 from controller.core.constraints import ConstraintError, node_filter, parse_constraint
 from controller.core.context import PlanContext, RuleOutput
-from controller.core.decisions import Decision, Outcome
+from controller.core.decisions import Code, Decision, Outcome
 from controller.core.health.suspicion import SWARM_UNDECIDED
 from controller.core.model import Service, ServiceMode, Task, TaskState
 from controller.core.replicas import (
@@ -204,7 +204,8 @@ def _follow(
     names = ", ".join(by_id[n].hostname for n in nodes if n in by_id)
     # What the false alarm cost: the surged replicas' time, an upper bound (they start
     # a moment after the write).
-    cost = f" (false alarm cost {extra_replica_seconds(record, ctx.now):.0f} replica-seconds)"
+    extra = extra_replica_seconds(record, ctx.now)
+    cost = f" (false alarm cost {extra:.0f} replica-seconds)"
     if drops_only_surged(
         ctx.snapshot.tasks_of(service.id), base=base, surged=record.written - base
     ):
@@ -214,6 +215,8 @@ def _follow(
             Outcome.TRIM,
             f"false alarm: {names} no longer suspected and still ready: back to {base}; "
             "Swarm drops exactly the surged tasks (each alone on its node, highest slots)" + cost,
+            code=Code.FALSE_ALARM,
+            extra_replica_seconds=extra,
         )
     evicts = stopped_by(ctx.snapshot, service, base)
     risk = (
@@ -226,6 +229,8 @@ def _follow(
         subject,
         Outcome.TRIM,
         f"false alarm: {names} no longer suspected and still ready: back to {base}{risk}" + cost,
+        code=Code.FALSE_ALARM,
+        extra_replica_seconds=extra,
     )
 
 
