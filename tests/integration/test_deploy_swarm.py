@@ -71,6 +71,8 @@ def stack(make_sandbox, tmp_path) -> Iterator[tuple[Sandbox, dict[str, str]]]:  
         # template on the node, so each replica mounts its own manager's socket.
         "PLACEMENT_DOCKER_SOCKET": f"{sandbox.state.dir}/{{{{.Node.Hostname}}}}/docker.sock",
         "PLACEMENT_LEASE_LIFETIME": str(LIFETIME),
+        # Each replica of a rolling update is watched this long before the next goes.
+        "PLACEMENT_UPDATE_MONITOR": "5s",
         "PLACEMENT_POLICY_FILE": str(policy),
         "PLACEMENT_POLICY_VERSION": "1",
         # The sandbox's nodes share this host's /proc: agents sum their containers instead.

@@ -17,6 +17,8 @@ from pathlib import Path
 import docker
 import pytest
 
+from controller.adapters.attrs import timestamp_from_attrs
+from controller.core.health.assess import RETURN_GRACE_SECONDS
 from controller.core.health.node_marks import PAUSED, QUARANTINE_UNTIL, health_key
 from controller.core.labels import deny_label, steering_constraint
 from controller.runtime.health_inputs import HealthConfig
@@ -390,12 +392,20 @@ def test_bad_input_is_rejected_and_the_controller_is_unaffected_then_degraded_wo
     print(ctl.out.getvalue())
 
 
+def _ready_for(client: docker.DockerClient, hostname: str) -> float:
+    """Seconds since Swarm last changed the node (its status or spec)."""
+    node = next(n for n in client.api.nodes() if n["Description"]["Hostname"] == hostname)
+    return time.time() - timestamp_from_attrs(node["UpdatedAt"])
+
+
 def test_a_service_failing_on_one_node_is_moved_off_it(four, client, policy) -> None:  # type: ignore[no-untyped-def]
     flaky = _name("flaky")
     labels = {"placement.managed": "true", "placement.failover-threshold": "2/10m"}
     with ControllerThread(four.manager_host, policy=policy) as ctl:
         ctl.wait_cycles(2)
-        time.sleep(30)  # failures in the first 30 s after a node turned ready are its return's
+        # Failures in the first 30 s after a node turned ready are its return's: wait until
+        # node-3 has been ready that long (the controller dates it from Swarm's UpdatedAt).
+        time.sleep(max(0.0, RETURN_GRACE_SECONDS + 1 - _ready_for(client, "node-3")))
         create_service(
             client,
             flaky,

@@ -24,7 +24,7 @@ pytestmark = pytest.mark.swarm
 
 NANOSECONDS = 1_000_000_000
 REPLICAS = 4
-WATCH_SECONDS = 20.0  # how long each paused rollout is watched
+WATCH_SECONDS = 10.0  # how long each paused rollout is watched (about ten cycles)
 
 
 def _create(sandbox: Sandbox, name: str) -> None:
