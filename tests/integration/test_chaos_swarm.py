@@ -77,9 +77,9 @@ def test_with_the_controller_no_service_is_worse_off_than_with_swarm_alone(
         assert run["converged_after"] is not None, report
         assert run["converged_after"] <= CONVERGE_LIMIT, report
 
-    # The do-no-harm targets proper. They do not all hold yet (docs/chaos.md, "Where the
-    # controller still loses"): a miss is reported as an expected failure with what
-    # missed, never passed over in silence, and the test passes once they all hold.
+    # The do-no-harm targets proper. They do not hold in every run yet (docs/chaos.md,
+    # "Results" and "The measurement's noise"): a miss is reported as an expected failure
+    # with what missed, never passed over in silence, and the test passes once they hold.
     overruns = {
         s.name: ctl["services"][s.name]["overruns"]
         for s in SERVICES
