@@ -147,10 +147,8 @@ class Rehearsal:
 
     def __init__(self, say: Callable[[str], None]) -> None:
         self._say = say
-        self.would: list[Action] = []
 
     def __call__(self, action: Action) -> None:
-        self.would.append(action)
         self._say(f"dry-run: would {describe(action)}")
 
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 
 from controller.core.counts import active_placement
 from controller.core.exit_history import HealthMemory
-from controller.core.model import ClusterSnapshot, NodeState
+from controller.core.model import ClusterSnapshot
 from controller.core.replicas import HOLD, OPERATION_LABEL, SINCE_LABEL, SURGE
 from controller.policy import ResolvedService
 
@@ -69,11 +69,7 @@ class Memory:
         # to the new leader, and marks the silent ones down after the grace period: a
         # node ready before and unknown now has neither come back nor gone. It keeps its
         # ready-since and its tasks, and only a later `down` makes it a loss.
-        pending = {
-            n.id
-            for n in snapshot.nodes
-            if n.state is NodeState.UNKNOWN and n.id in self.node_ready_since
-        }
+        pending = snapshot.unknown_among(self.node_ready_since)
         ready_since = {n: self.node_ready_since[n] for n in pending}
         for node in snapshot.nodes:
             if not node.is_ready:

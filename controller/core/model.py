@@ -6,7 +6,7 @@ seconds), so rules never touch Docker's JSON.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from functools import cached_property
@@ -240,6 +240,13 @@ class ClusterSnapshot:
     @cached_property
     def node_by_id(self) -> Mapping[str, Node]:
         return {n.id: n for n in self.nodes}
+
+    def unknown_among(self, ids: Iterable[str]) -> set[str]:
+        """Those of `ids` Swarm calls `unknown`: after a Raft leadership change, a node is
+        unknown until it reports to the new leader (or is marked down after the grace),
+        neither gone nor back."""
+        wanted = set(ids)
+        return {n.id for n in self.nodes if n.state is NodeState.UNKNOWN and n.id in wanted}
 
     @cached_property
     def node_by_hostname(self) -> Mapping[str, Node]:

@@ -129,11 +129,7 @@ def track_exits(
     }
     before = memory.ready_since
     # Unknown after a leadership change is no exit (yet): it keeps its ready-since.
-    pending = {
-        n.id
-        for n in snapshot.nodes
-        if before is not None and n.id in before and n.state is NodeState.UNKNOWN
-    }
+    pending = snapshot.unknown_among(before or ())
     if before is not None:
         for node in snapshot.nodes:
             if (
