@@ -24,7 +24,7 @@ from controller.cli.swarm_access import (
     dry_plan,
     load_policy,
 )
-from controller.core.explain import Explanation, Past, explain_service
+from controller.core.explain import Explanation, Past, explain_service, explanation_document
 
 RECENT = 20
 
@@ -142,41 +142,3 @@ def render_explanation(found: Explanation, *, with_log: bool) -> str:
         if not found.recent:
             lines.append("  none about this service")
     return "\n".join(lines)
-
-
-def explanation_document(found: Explanation) -> dict[str, Any]:
-    settings = found.settings
-    return {
-        "service": {"id": found.service.id, "name": found.service.name},
-        "managed": settings is not None and settings.settings.managed,
-        "record": found.record,
-        "settings": [
-            {"setting": name, "value": value, "source": source}
-            for name, value, source in (settings.setting_rows() if settings else [])
-        ],
-        "constraints": [{"constraint": c, "whose": w} for c, w in found.constraints],
-        "replicas": [
-            {
-                "task": r.task.id,
-                "slot": r.task.slot,
-                "node": r.node,
-                "state": r.task.state.value,
-                "reasons": list(r.reasons),
-                "arrived": (
-                    {"time": r.arrived.time, **r.arrived.decision.as_dict()} if r.arrived else None
-                ),
-            }
-            for r in found.replicas
-        ],
-        "pending": [
-            {
-                "task": p.task.id,
-                "slot": p.task.slot,
-                "swarm": p.swarm,
-                "nodes": {host: list(refusals) for host, refusals in p.nodes},
-            }
-            for p in found.pending
-        ],
-        "now": [d.as_dict() for d in found.now],
-        "recent": [{"time": p.time, **p.decision.as_dict()} for p in found.recent],
-    }

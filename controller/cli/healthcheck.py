@@ -3,24 +3,42 @@
 Asks the running controller's own endpoint (PLACEMENT_HTTP, or the address given: the
 agent's, say) and exits 0 on 200, 1 otherwise. Standard library only: it starts in a few
 milliseconds, every few seconds.
+
+With PLACEMENT_TLS_CERT_FILE set the server speaks only TLS, so the probe does too. It
+asks its own process on loopback, whose name the certificate need not carry, so it does
+not verify the server's certificate; under mutual TLS (PLACEMENT_TLS_CLIENT_CA_FILE) it
+presents the server's own certificate and key as its client certificate.
 """
 
 from __future__ import annotations
 
 import os
+import ssl
 import sys
 import urllib.error
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 DEFAULT_ADDRESS = ":9464"
 ANY_HOST = ("", "0.0.0.0", "::", "[::]")  # listen addresses: probe on loopback
 
 
-def probe_url(address: str, path: str) -> str:
+def probe_url(address: str, path: str, *, tls: bool = False) -> str:
     host, _, port = address.rpartition(":")
     host = "127.0.0.1" if host in ANY_HOST else host
-    return f"http://{host}:{port}/{path}"
+    return f"{'https' if tls else 'http'}://{host}:{port}/{path}"
+
+
+def tls_context(env: Mapping[str, str]) -> ssl.SSLContext | None:
+    cert, key = env.get("PLACEMENT_TLS_CERT_FILE"), env.get("PLACEMENT_TLS_KEY_FILE")
+    if not cert:
+        return None
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE  # its own process, on loopback (see above)
+    if env.get("PLACEMENT_TLS_CLIENT_CA_FILE") and key:
+        context.load_cert_chain(cert, key)
+    return context
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -30,9 +48,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("usage: swarm-placement-probe [healthz|readyz] [HOST:PORT]", file=sys.stderr)
         return 2
     address = args[1] if len(args) > 1 else os.environ.get("PLACEMENT_HTTP") or DEFAULT_ADDRESS
-    url = probe_url(address, path)
     try:
-        with urllib.request.urlopen(url, timeout=3) as reply:
+        context = tls_context(os.environ)
+    except (OSError, ssl.SSLError) as exc:
+        print(f"cannot load the TLS certificate: {exc}", file=sys.stderr)
+        return 1
+    url = probe_url(address, path, tls=context is not None)
+    try:
+        with urllib.request.urlopen(url, timeout=3, context=context) as reply:
             print(reply.read().decode().strip())
             return 0
     except urllib.error.HTTPError as exc:

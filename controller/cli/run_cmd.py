@@ -6,6 +6,7 @@ import argparse
 import logging
 import os
 import socket
+import ssl
 import sys
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,7 @@ from controller.adapters.docker_api import DockerUnavailableError, NotAManagerEr
 from controller.adapters.policy_file import PolicyFileError
 from controller.cli.env_options import option, switch
 from controller.cli.health_opts import add_health_arguments, health_config
-from controller.runtime.endpoints import parse_address
+from controller.runtime.http_server import TlsFiles, parse_address
 from controller.runtime.lease_keeper import DEFAULT_LIFETIME_SECONDS, LeaseConfig
 from controller.runtime.loop import Controller, RunConfig
 from controller.runtime.policy_source import PolicySource
@@ -116,7 +117,10 @@ def register(subparsers: Any) -> None:
         "--http",
         env="HTTP",
         metavar="HOST:PORT",
-        help="serve /healthz, /readyz and /metrics here (e.g. :9464); off by default",
+        help=(
+            "serve /healthz, /readyz, /metrics and the web view /ui here (e.g. :9464); "
+            "off by default"
+        ),
     )
     option(
         ha,
@@ -125,6 +129,44 @@ def register(subparsers: Any) -> None:
         type=Path,
         metavar="FILE",
         help="a file (a Docker secret) whose token /metrics requires as a bearer token",
+    )
+    web = parser.add_argument_group(
+        "HTTP server",
+        "One server answers every path (--http, and --health-listen for the webhook). With a "
+        "certificate and key it speaks only TLS; with a client CA too, it wants every "
+        "client's certificate (mutual TLS).",
+    )
+    option(
+        web,
+        "--tls-cert-file",
+        env="TLS_CERT_FILE",
+        type=Path,
+        metavar="FILE",
+        help="the server's certificate chain (PEM), e.g. a Docker secret",
+    )
+    option(
+        web,
+        "--tls-key-file",
+        env="TLS_KEY_FILE",
+        type=Path,
+        metavar="FILE",
+        help="the server's private key (PEM)",
+    )
+    option(
+        web,
+        "--tls-client-ca-file",
+        env="TLS_CLIENT_CA_FILE",
+        type=Path,
+        metavar="FILE",
+        help="require client certificates signed by this CA (PEM)",
+    )
+    switch(web, "--no-ui", env="NO_UI", help="do not serve the web view at /ui")
+    option(
+        web,
+        "--trace-url",
+        env="TRACE_URL",
+        metavar="URL",
+        help="a trace in your tracing UI, {trace_id} in it: the web view links decisions there",
     )
     add_health_arguments(parser)
     parser.set_defaults(handler=run)
@@ -153,6 +195,12 @@ def _service_options(args: argparse.Namespace) -> dict[str, Any]:
         )
     if args.http:
         out["http"] = parse_address(str(args.http))
+    out["tls"] = tls_files(args)
+    out["ui"] = not args.no_ui
+    if args.trace_url:
+        if "{trace_id}" not in args.trace_url:
+            raise ValueError(f"--trace-url {args.trace_url!r} has no {{trace_id}} in it")
+        out["trace_url"] = str(args.trace_url)
     if args.metrics_token_file:
         try:
             token = Path(args.metrics_token_file).read_text().strip()
@@ -162,6 +210,20 @@ def _service_options(args: argparse.Namespace) -> dict[str, Any]:
             raise ValueError(f"the metrics token file {args.metrics_token_file} is empty")
         out["metrics_token"] = token
     return out
+
+
+def tls_files(args: argparse.Namespace) -> TlsFiles | None:
+    cert, key, ca = args.tls_cert_file, args.tls_key_file, args.tls_client_ca_file
+    if cert is None and key is None:
+        if ca is not None:
+            raise ValueError("--tls-client-ca-file needs --tls-cert-file and --tls-key-file")
+        return None
+    if cert is None or key is None:
+        raise ValueError("TLS needs both --tls-cert-file and --tls-key-file")
+    for what, path in (("certificate", cert), ("key", key), ("client CA", ca)):
+        if path is not None and not Path(path).is_file():
+            raise ValueError(f"the TLS {what} file {path} does not exist")
+    return TlsFiles(Path(cert), Path(key), Path(ca) if ca is not None else None)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -193,6 +255,9 @@ def run(args: argparse.Namespace) -> int:
     )
     try:
         controller = Controller(config, policy)
+    except ssl.SSLError as exc:
+        print(f"run: cannot use the TLS certificate and key: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     except OSError as exc:
         where = f"{args.http} or {args.health_listen}" if args.health_listen else args.http
         print(f"run: cannot listen on {where}: {exc}", file=sys.stderr)

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from controller.core.constraints import ConstraintError, parse_constraint
 from controller.core.counts import is_active
@@ -287,3 +288,42 @@ def explain_service(
         now=now,
         recent=recent,
     )
+
+
+def explanation_document(found: Explanation) -> dict[str, Any]:
+    """The explanation as JSON (`explain --json`, the web view)."""
+    settings = found.settings
+    return {
+        "service": {"id": found.service.id, "name": found.service.name},
+        "managed": settings is not None and settings.settings.managed,
+        "record": found.record,
+        "settings": [
+            {"setting": name, "value": value, "source": source}
+            for name, value, source in (settings.setting_rows() if settings else [])
+        ],
+        "constraints": [{"constraint": c, "whose": w} for c, w in found.constraints],
+        "replicas": [
+            {
+                "task": r.task.id,
+                "slot": r.task.slot,
+                "node": r.node,
+                "state": r.task.state.value,
+                "reasons": list(r.reasons),
+                "arrived": (
+                    {"time": r.arrived.time, **r.arrived.decision.as_dict()} if r.arrived else None
+                ),
+            }
+            for r in found.replicas
+        ],
+        "pending": [
+            {
+                "task": p.task.id,
+                "slot": p.task.slot,
+                "swarm": p.swarm,
+                "nodes": {host: list(refusals) for host, refusals in p.nodes},
+            }
+            for p in found.pending
+        ],
+        "now": [d.as_dict() for d in found.now],
+        "recent": [{"time": p.time, **p.decision.as_dict()} for p in found.recent],
+    }

@@ -1,9 +1,8 @@
-"""/healthz, /readyz and /metrics over HTTP, served beside the reconcile loop.
+"""/healthz, /readyz and /metrics, routes of the process's HTTP server (http_server.py).
 
-The server is the standard library's WSGI server in a thread of its own (threads per
-request, so a slow scraper blocks no probe); prometheus_client renders /metrics. The
-answers come from a `Health` record the loop keeps up to date, never from the Docker API,
-so a probe costs nothing and cannot hang on the engine.
+prometheus_client renders /metrics. The answers come from a `Health` record the loop
+keeps up to date, never from the Docker API, so a probe costs nothing and cannot hang on
+the engine.
 
 - /healthz: the process works: its event loop ticks and no cycle is stuck. Swarm restarts
   a task that fails this (the stack's healthcheck).
@@ -13,30 +12,21 @@ so a probe costs nothing and cannot hang on the engine.
 
 from __future__ import annotations
 
-import hmac
-import json
-import logging
-import socketserver
-import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
-from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
-import anyio
-import anyio.to_thread
-from prometheus_client import make_wsgi_app
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
 
+from controller.runtime.http_replies import bearer_matches, unauthorized
 from controller.runtime.lease_keeper import LeaseKeeper
 from controller.runtime.metrics import Metrics
 
-log = logging.getLogger(__name__)
-
 LOOP_STALE_SECONDS = 10.0  # the loop ticks every second; ten missed ticks means stuck
 CYCLE_STUCK_SECONDS = 120.0  # longer than any cycle with its retries and timeouts
-
-StartResponse = Callable[..., Any]
 
 
 @dataclass
@@ -74,82 +64,26 @@ class Health:
         return True, "leader" if reason is None else f"standby: {reason}"
 
 
-class _QuietHandler(WSGIRequestHandler):
-    def log_message(self, format: str, *args: Any) -> None:
-        log.debug("http: " + format, *args)
-
-
-class _ThreadingServer(socketserver.ThreadingMixIn, WSGIServer):
-    daemon_threads = True
-    allow_reuse_address = True
-
-
-def make_app(
+def probe_routes(
     health: Health,
     metrics: Metrics,
     *,
     token: str | None = None,
     clock: Callable[[], float] = time.monotonic,
-) -> Callable[[dict[str, Any], StartResponse], Iterable[bytes]]:
-    """The WSGI app. With a token, /metrics wants `Authorization: Bearer TOKEN`."""
-    metrics_app = make_wsgi_app(metrics.registry)
+) -> list[Route]:
+    """/healthz, /readyz and /metrics. With a token, /metrics wants `Bearer TOKEN`."""
 
-    def reply(start: StartResponse, code: str, body: dict[str, Any]) -> list[bytes]:
-        data = (json.dumps(body) + "\n").encode()
-        start(code, [("Content-Type", "application/json"), ("Content-Length", str(len(data)))])
-        return [data]
+    async def probe(request: Request) -> Response:
+        ok, why = (health.alive if request.url.path == "/healthz" else health.ready)(clock())
+        return JSONResponse({"ok": ok, "status": why}, status_code=200 if ok else 503)
 
-    def app(environ: dict[str, Any], start: StartResponse) -> Iterable[bytes]:
-        path = environ.get("PATH_INFO", "")
-        if environ.get("REQUEST_METHOD") not in ("GET", "HEAD"):
-            return reply(start, "405 Method Not Allowed", {"error": "only GET"})
-        if path in ("/healthz", "/readyz"):
-            ok, why = (health.alive if path == "/healthz" else health.ready)(clock())
-            code = "200 OK" if ok else "503 Service Unavailable"
-            return reply(start, code, {"ok": ok, "status": why})
-        if path == "/metrics":
-            if token is not None:
-                given = environ.get("HTTP_AUTHORIZATION", "")
-                if not hmac.compare_digest(given.encode(), f"Bearer {token}".encode()):
-                    return reply(start, "401 Unauthorized", {"error": "bearer token required"})
-            return metrics_app(environ, start)  # type: ignore[no-any-return]
-        return reply(start, "404 Not Found", {"error": f"no such path {path}"})
+    async def scrape(request: Request) -> Response:
+        if token is not None and not bearer_matches(request.headers.get("authorization"), token):
+            return unauthorized("bearer token required")
+        return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)
 
-    return app
-
-
-def parse_address(text: str) -> tuple[str, int]:
-    """`HOST:PORT`, `:PORT` or `PORT`; raises ValueError with what was wrong."""
-    host, _, port = text.rpartition(":")
-    try:
-        number = int(port)
-    except ValueError:
-        raise ValueError(f"invalid address {text!r}: expected HOST:PORT, e.g. :9464") from None
-    if not 0 <= number <= 65535:
-        raise ValueError(f"invalid port {number} in {text!r}")
-    return host.strip("[]") or "0.0.0.0", number
-
-
-class EndpointServer:
-    """Binds at construction (a taken port fails the start at once), serves in `run()`."""
-
-    def __init__(self, address: tuple[str, int], app: Callable[..., Iterable[bytes]]) -> None:
-        self._server = make_server(
-            address[0], address[1], app, server_class=_ThreadingServer, handler_class=_QuietHandler
-        )
-        self._thread: threading.Thread | None = None
-
-    @property
-    def port(self) -> int:
-        return int(self._server.server_address[1])
-
-    async def run(self) -> None:
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, name="placement-http", daemon=True
-        )
-        self._thread.start()
-        try:
-            await anyio.sleep_forever()
-        finally:
-            self._server.shutdown()
-            self._server.server_close()
+    return [
+        Route("/healthz", probe, methods=["GET", "HEAD"]),
+        Route("/readyz", probe, methods=["GET", "HEAD"]),
+        Route("/metrics", scrape, methods=["GET", "HEAD"]),
+    ]

@@ -1,5 +1,6 @@
-"""What the agent's and the health webhook's HTTP servers share: JSON replies with a
-length, bearer tokens compared in constant time, a socket timeout, and quiet logs."""
+"""What the HTTP routes share: JSON error replies, bearer tokens compared in constant
+time, the 401 challenge; and the agent's standard-library handler (a socket timeout,
+quiet logs)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,10 @@ import logging
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 
+from starlette.responses import JSONResponse
+
 log = logging.getLogger(__name__)
+REALM = "swarm-placement"
 
 
 def bearer_matches(header: str | None, token: str) -> bool:
@@ -18,6 +22,16 @@ def bearer_matches(header: str | None, token: str) -> bool:
     return scheme.lower() == "bearer" and hmac.compare_digest(
         given.strip().encode(), token.encode()
     )
+
+
+def problem(status: int, message: str, **extra: Any) -> JSONResponse:
+    """An error answer: `{"error": message, ...}`, with the challenge on a 401."""
+    headers = {"WWW-Authenticate": f'Bearer realm="{REALM}"'} if status == 401 else None
+    return JSONResponse({"error": message, **extra}, status_code=status, headers=headers)
+
+
+def unauthorized(message: str) -> JSONResponse:
+    return problem(401, message)
 
 
 class JsonHandler(BaseHTTPRequestHandler):

@@ -47,8 +47,10 @@ from controller.adapters.tcp_probe import tcp_connects
 from controller.adapters.writes import Executor, Rehearsal, docker_executor
 from controller.core.decisions import Decision
 from controller.runtime.cycle_trigger import Trigger
-from controller.runtime.endpoints import EndpointServer, Health, make_app
+from controller.runtime.endpoints import Health, probe_routes
 from controller.runtime.health_inputs import HealthConfig, build_inputs
+from controller.runtime.http_app import make_app
+from controller.runtime.http_server import HttpServer, TlsFiles
 from controller.runtime.lease_keeper import LeaseConfig, LeaseKeeper, fenced
 from controller.runtime.liveness import LivenessGatherer
 from controller.runtime.metrics import Metrics
@@ -63,7 +65,8 @@ from controller.runtime.tracing import (
     make_tracer_provider,
 )
 from controller.runtime.watcher import EventWatcher
-from controller.runtime.webhook import WebhookServer
+from controller.runtime.web_view import WebView, role_of
+from controller.runtime.webhook import HealthApi
 
 log = logging.getLogger(__name__)
 
@@ -80,9 +83,12 @@ class RunConfig:
     exporter: Exporter = "none"
     log_format: LogFormat = "logfmt"
     lease: LeaseConfig | None = None  # None: a single instance, always the writer
-    http: tuple[str, int] | None = None  # where /healthz, /readyz and /metrics listen
+    http: tuple[str, int] | None = None  # where the HTTP server listens (http_app.py)
     metrics_token: str | None = None  # with it, /metrics wants this bearer token
     health: HealthConfig | None = None  # webhook, placement plugins, node agents
+    tls: TlsFiles | None = None  # the HTTP server's certificate (and client CA)
+    ui: bool = True  # the web view at /ui
+    trace_url: str | None = None  # a trace in the OTLP backend's UI, {trace_id} in it
 
 
 def _cycle_failure(exc: Exception) -> tuple[str, str]:
@@ -136,15 +142,27 @@ class Controller:
         )
         self.metrics = Metrics(policy, self.lease, agents=self._agents_reporting)
         self.health = Health(started=time.monotonic(), loop_beat=time.monotonic(), lease=self.lease)
-        # Bound now, so a taken port fails the start instead of a task later.
-        self.endpoints = (
-            EndpointServer(
-                config.http, make_app(self.health, self.metrics, token=config.metrics_token)
-            )
-            if config.http is not None
-            else None
-        )
-        self.webhook = self._make_webhook()
+        self.view = WebView(trace_url=config.trace_url, clock=clock) if config.ui else None
+        # Bound now, so a taken port or a bad certificate fails the start at once.
+        self.server = self._make_server()
+
+    def _make_server(self) -> HttpServer | None:
+        """One server for everything HTTP, on the --http address and, for stacks that
+        post health to their own port, the webhook's (the same app on both)."""
+        health = self.config.health
+        addresses = [
+            a for a in (self.config.http, health.webhook if health else None) if a is not None
+        ]
+        if not addresses:
+            return None
+        routes = probe_routes(self.health, self.metrics, token=self.config.metrics_token)
+        webhook = self._make_webhook()
+        if webhook is not None:
+            routes += webhook.routes()
+        if self.view is not None:
+            routes += self.view.routes()
+        app = make_app(routes, home="/ui" if self.view is not None else None)
+        return HttpServer(addresses, app, tls=self.config.tls)
 
     def _make_liveness(self) -> LivenessGatherer:
         health = self.config.health or HealthConfig()
@@ -180,16 +198,16 @@ class Controller:
             on_acquire=lambda: self.trigger.fire("lease:acquired"),
         )
 
-    def _make_webhook(self) -> WebhookServer | None:
+    def _make_webhook(self) -> HealthApi | None:
         health, inputs = self.config.health, self.inputs
         if health is None or inputs is None or health.webhook is None:
             return None
-        return WebhookServer(
-            health.webhook,
+        return HealthApi(
             token=health.webhook_token,
             store=inputs.store,
             latest=inputs.latest,
-            on_report=lambda report: self._fire_from_thread(f"health:{report.state.value}"),
+            # A route of the server in the event loop: the trigger is fired directly.
+            on_report=lambda report: self.trigger.fire(f"health:{report.state.value}"),
             clock=self._clock,
             max_body=health.webhook_max_body,
             role=lambda: "leader" if self.lease is None or self.lease.holds() else "standby",
@@ -256,11 +274,9 @@ class Controller:
                 async with anyio.create_task_group() as tg:
                     # Probes answer from the start, also while the engine is still away.
                     tg.start_soon(self._heartbeat)
-                    if self.endpoints is not None:
-                        tg.start_soon(self.endpoints.run)
                     # The webhook too: until the first observation it answers 503.
-                    if self.webhook is not None:
-                        tg.start_soon(self.webhook.run)
+                    if self.server is not None:
+                        tg.start_soon(self.server.run)
                     await self._run()
                     tg.cancel_scope.cancel()
         except BaseExceptionGroup as group:
@@ -337,6 +353,8 @@ class Controller:
                 self.trigger.fire("retry")
                 continue
             self._record(result, time.monotonic() - started)
+            if self.view is not None:
+                self.view.update(result, self.policy(), role_of(result.standby))
             backoff = 0.5
             if result.wants_another:
                 self.trigger.fire("conflict")

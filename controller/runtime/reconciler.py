@@ -49,6 +49,8 @@ class CycleResult:
     conflict: str | None = None
     standby: str | None = None  # why this replica planned but wrote nothing (the lease)
     snapshot: ClusterSnapshot | None = None  # what the plan was made from (plan, explain)
+    logged: list[Decision] = field(default_factory=list)  # new in the log this cycle
+    trace_id: str | None = None  # the cycle's trace, for links to an OTLP backend
 
     @property
     def wants_another(self) -> bool:
@@ -114,14 +116,19 @@ class Reconciler:
                     record_decision(plan_span, decision)
             self.memory = result.memory
             self.planned = result.decisions
-            cycle = CycleResult(plan=result, standby=self._standby(), snapshot=snapshot)
+            cycle = CycleResult(
+                plan=result,
+                standby=self._standby(),
+                snapshot=snapshot,
+                trace_id=format(span.get_span_context().trace_id, "032x"),
+            )
             if cycle.standby is not None:
                 span.set_attribute("placement.standby", cycle.standby)
                 return cycle
             order = execution_order(result.actions, result.decisions)
             held = self._held(order, now)
             cycle.outcomes.extend(_held_decision(a, r) for a, r in held.values())
-            self._log.write(cycle.decisions, now=now)
+            cycle.logged = self._log.write(cycle.decisions, now=now)
             with self._tracer.start_as_current_span("execute") as execute_span:
                 execute_span.set_attribute("placement.dry_run", self._dry_run)
                 for action in order:
@@ -132,7 +139,7 @@ class Reconciler:
                 for decision in cycle.outcomes:
                     record_decision(execute_span, decision)
             if cycle.failed:  # logged now, with the plan's (already logged) to keep it deduplicated
-                self._log.write(cycle.decisions, now=now)
+                cycle.logged += self._log.write(cycle.decisions, now=now)
             if cycle.conflict:
                 span.set_attribute("placement.conflict", cycle.conflict)
             return cycle

@@ -85,8 +85,10 @@ class DecisionLog:
         # Compared as logged: the same line is the same decision to whoever reads the log.
         self._previous: set[LoggedDecision] = set()
 
-    def write(self, decisions: Iterable[Decision], *, now: float) -> None:
+    def write(self, decisions: Iterable[Decision], *, now: float) -> list[Decision]:
+        """Log the new decisions; returns them (what the web view's timeline shows)."""
         current = set()
+        written = []
         stamp = datetime.fromtimestamp(now, UTC).isoformat(timespec="milliseconds")
         for decision in decisions:
             logged = decision.logged()
@@ -94,8 +96,10 @@ class DecisionLog:
             if logged in self._previous:
                 continue
             self._out.write(self.format(decision, stamp) + "\n")
+            written.append(decision)
         self._out.flush()
         self._previous = current
+        return written
 
     def note(self, text: str, *, now: float) -> None:
         stamp = datetime.fromtimestamp(now, UTC).isoformat(timespec="milliseconds")

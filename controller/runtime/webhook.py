@@ -9,33 +9,34 @@
 `node` is a hostname or a node ID; `ttl` (seconds, default 600, at most 7 days) is how
 long the word stands without being repeated. Answers are JSON: 202 with what was taken,
 or an error with `{"error": "..."}`: 401 (no or wrong token), 404 (unknown node or path),
-405, 411 (no Content-Length), 413 (body over the limit), 415 (not JSON), 400 (not
-parseable JSON), 422 (fields wrong, each named), 503 (no cluster observed yet).
-`GET /v1/health` (same token) lists the live reports.
+405, 408 (the body came too slowly), 411 (no Content-Length), 413 (body over the
+limit), 415 (not JSON), 400 (not parseable JSON), 422 (fields wrong, each named), 503
+(no cluster observed yet). `GET /v1/health` (same token) lists the live reports.
 
-The server is the standard library's, one thread per request with a socket timeout, so
-a slow or hostile client holds one thread and nothing of the reconcile loop; a report
+It is a route of the process's HTTP server (http_server.py): a slow or hostile client
+holds one connection for seconds at most and nothing of the reconcile loop; a report
 only fires the loop's trigger.
 """
 
 from __future__ import annotations
 
 import json
-import logging
-import threading
 from collections.abc import Callable
-from http.server import ThreadingHTTPServer
 from typing import Any, Literal
 
 import anyio
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
 
 from controller.core.model import ClusterSnapshot, Node, NodeState
 from controller.core.outside_inputs import HealthReport, HealthState
 from controller.runtime.health_store import HealthStore
-from controller.runtime.http_replies import JsonHandler, bearer_matches
+from controller.runtime.http_replies import bearer_matches, problem
 
-log = logging.getLogger(__name__)
+PATH = "/v1/health"
+BODY_SECONDS = 10.0
 
 DEFAULT_MAX_BODY = 16 * 1024
 DEFAULT_TTL_SECONDS = 600.0
@@ -60,12 +61,11 @@ class _RequestError(Exception):
         self.status, self.message, self.extra = status, message, extra
 
 
-class WebhookServer:
-    """Binds at construction (a taken port fails the start), serves in `run()`."""
+class HealthApi:
+    """The webhook's logic; `routes()` puts it on the process's HTTP server."""
 
     def __init__(
         self,
-        address: tuple[str, int],
         *,
         token: str,
         store: HealthStore,
@@ -79,35 +79,49 @@ class WebhookServer:
             raise ValueError("the health webhook needs a token")
         self.token, self.store, self.latest, self.role = token, store, latest, role
         self.on_report, self.clock, self.max_body = on_report, clock, max_body
-        handler = type("Handler", (_Handler,), {"app": self})
-        self._server = ThreadingHTTPServer(address, handler)
-        self._server.daemon_threads = True
-        self._thread: threading.Thread | None = None
 
-    @property
-    def port(self) -> int:
-        return int(self._server.server_address[1])
+    def routes(self) -> list[Route]:
+        return [Route(PATH, self._serve, methods=["GET", "HEAD", "POST", "PUT", "DELETE", "PATCH"])]
 
-    def start(self) -> None:
-        self._thread = threading.Thread(
-            target=self._server.serve_forever,
-            kwargs={"poll_interval": 0.1},
-            name="placement-webhook",
-            daemon=True,
-        )
-        self._thread.start()
-
-    def close(self) -> None:
-        if self._thread is not None:
-            self._server.shutdown()
-        self._server.server_close()
-
-    async def run(self) -> None:
-        self.start()
+    async def _serve(self, request: Request) -> Response:
         try:
-            await anyio.sleep_forever()
-        finally:
-            self.close()
+            if request.method not in ("GET", "HEAD", "POST"):
+                raise _RequestError(405, f"{request.method} is not allowed: POST or GET {PATH}")
+            self.authorize(request.headers.get("authorization"))
+            if request.method == "POST":
+                return JSONResponse(self.accept(await self._body(request)), status_code=202)
+            return JSONResponse(self.listing())
+        except _RequestError as problem_:
+            return problem(problem_.status, problem_.message, **problem_.extra)
+
+    async def _body(self, request: Request) -> bytes:
+        """The body, once its declared length and type are acceptable; read with a cap and
+        a deadline, so a slow or lying client holds one connection for seconds at most."""
+        if "chunked" in request.headers.get("transfer-encoding", "").lower():
+            raise _RequestError(411, "chunked bodies are not accepted: send Content-Length")
+        raw = request.headers.get("content-length")
+        if raw is None:
+            raise _RequestError(411, "Content-Length is required")
+        try:
+            length = int(raw)
+        except ValueError:
+            raise _RequestError(400, "Content-Length is not a number") from None
+        if length < 0:
+            raise _RequestError(400, "Content-Length is negative")
+        if length > self.max_body:
+            raise _RequestError(413, f"body of {length} bytes is over the {self.max_body} limit")
+        kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
+        if kind != "application/json":
+            raise _RequestError(415, "Content-Type must be application/json")
+        body = bytearray()
+        with anyio.move_on_after(BODY_SECONDS) as scope:
+            async for chunk in request.stream():
+                body += chunk
+                if len(body) > length:
+                    raise _RequestError(400, "the body is longer than its Content-Length")
+        if scope.cancelled_caught:
+            raise _RequestError(408, f"the body did not arrive within {BODY_SECONDS:g} s")
+        return bytes(body)
 
     # --- the API ------------------------------------------------------------------------
 
@@ -165,62 +179,6 @@ class WebhookServer:
                 for r in self.store.live(self.clock())
             ]
         }
-
-
-class _Handler(JsonHandler):
-    app: WebhookServer
-    server_version = realm = "swarm-placement"
-
-    def _fail(self, problem: _RequestError) -> None:
-        self.reply(problem.status, {"error": problem.message, **problem.extra})
-
-    def _body(self) -> bytes:
-        if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
-            raise _RequestError(411, "chunked bodies are not accepted: send Content-Length")
-        raw = self.headers.get("Content-Length")
-        if raw is None:
-            raise _RequestError(411, "Content-Length is required")
-        try:
-            length = int(raw)
-        except ValueError:
-            raise _RequestError(400, "Content-Length is not a number") from None
-        if length < 0:
-            raise _RequestError(400, "Content-Length is negative")
-        if length > self.app.max_body:
-            self.close_connection = True  # the body is never read
-            raise _RequestError(
-                413, f"body of {length} bytes is over the {self.app.max_body} limit"
-            )
-        kind = self.headers.get("Content-Type", "").split(";")[0].strip().lower()
-        if kind != "application/json":
-            raise _RequestError(415, "Content-Type must be application/json")
-        return self.rfile.read(length)
-
-    def do_POST(self) -> None:
-        try:
-            if self.path.split("?")[0] != "/v1/health":
-                raise _RequestError(404, f"no such path {self.path}")
-            self.app.authorize(self.headers.get("Authorization"))
-            self.reply(202, self.app.accept(self._body()))
-        except _RequestError as problem:
-            self._fail(problem)
-        except Exception:  # never let one request take the server down
-            log.exception("webhook request failed")
-            self._fail(_RequestError(500, "internal error"))
-
-    def do_GET(self) -> None:
-        try:
-            if self.path.split("?")[0] != "/v1/health":
-                raise _RequestError(404, f"no such path {self.path}")
-            self.app.authorize(self.headers.get("Authorization"))
-            self.reply(200, self.app.listing())
-        except _RequestError as problem:
-            self._fail(problem)
-
-    def _not_allowed(self) -> None:
-        self._fail(_RequestError(405, f"{self.command} is not allowed: POST or GET /v1/health"))
-
-    do_PUT = do_DELETE = do_PATCH = _not_allowed  # noqa: N815
 
 
 def _resolve(snapshot: ClusterSnapshot, name: str) -> Node:

@@ -7,20 +7,15 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterator
 
-import anyio
-import anyio.from_thread
 import pytest
 
-from controller.runtime.endpoints import (
-    CYCLE_STUCK_SECONDS,
-    EndpointServer,
-    Health,
-    make_app,
-    parse_address,
-)
+from controller.runtime.endpoints import CYCLE_STUCK_SECONDS, Health, probe_routes
+from controller.runtime.http_app import make_app
+from controller.runtime.http_server import HttpServer, parse_address
 from controller.runtime.lease_keeper import LeaseConfig, LeaseKeeper
 from controller.runtime.metrics import Metrics
 from controller.runtime.policy_source import PolicySource
+from tests.runtime.serving import serving
 
 
 class Clock:
@@ -47,14 +42,9 @@ def served() -> Iterator[tuple[str, Health, Clock]]:
     clock = Clock()
     health = Health(started=clock.now, loop_beat=clock.now)
     metrics = Metrics(PolicySource(None), lease=None)
-    server = EndpointServer(
-        ("127.0.0.1", 0), make_app(health, metrics, token="s3cret", clock=clock)
-    )
-
-    with anyio.from_thread.start_blocking_portal() as portal:
-        running = portal.start_task_soon(server.run)
+    app = make_app(probe_routes(health, metrics, token="s3cret", clock=clock))
+    with serving(HttpServer([("127.0.0.1", 0)], app)) as server:
         yield f"http://127.0.0.1:{server.port}", health, clock
-        running.cancel()
 
 
 def test_health_follows_the_loop_and_the_cycles(served) -> None:  # type: ignore[no-untyped-def]
@@ -65,7 +55,8 @@ def test_health_follows_the_loop_and_the_cycles(served) -> None:  # type: ignore
     health.cycles_done = 1
     assert _get(f"{url}/readyz")[0] == 200
     health.last_error = "the Docker engine is unreachable: boom"
-    assert _get(f"{url}/readyz") == (503, '{"ok": false, "status": "' + health.last_error + '"}\n')
+    code, body = _get(f"{url}/readyz")
+    assert (code, json.loads(body)) == (503, {"ok": False, "status": health.last_error})
     health.last_error = None
     health.cycle_started = clock.now
     clock.now += CYCLE_STUCK_SECONDS + 1

@@ -13,8 +13,11 @@ import pytest
 from controller.core.model import ClusterSnapshot, NodeState
 from controller.core.outside_inputs import HealthReport, HealthState
 from controller.runtime.health_store import HealthStore
-from controller.runtime.webhook import WebhookServer
+from controller.runtime.http_app import make_app
+from controller.runtime.http_server import HttpServer
+from controller.runtime.webhook import HealthApi
 from tests.core.builders import node, snapshot
+from tests.runtime.serving import serving
 
 TOKEN = "t0ken"
 NOW = 1000.0
@@ -26,8 +29,7 @@ class Harness:
         self.role = "leader"
         self.seen: list[HealthReport] = []
         self.snapshot: ClusterSnapshot | None = snapshot([node(1, manager=True), node(2)], [])
-        self.server = WebhookServer(
-            ("127.0.0.1", 0),
+        self.api = HealthApi(
             token=TOKEN,
             store=self.store,
             latest=lambda: self.snapshot,
@@ -36,6 +38,7 @@ class Harness:
             max_body=256,
             role=lambda: self.role,
         )
+        self.server = HttpServer([("127.0.0.1", 0)], make_app(self.api.routes()))
 
     def request(
         self,
@@ -56,7 +59,11 @@ class Harness:
             conn.request(method, path, body=data, headers=sent)
             response = conn.getresponse()
             text = response.read()
-            return response.status, json.loads(text) if text else {}, dict(response.getheaders())
+            return (
+                response.status,
+                json.loads(text) if text else {},
+                {k.lower(): v for k, v in response.getheaders()},
+            )
         finally:
             conn.close()
 
@@ -64,9 +71,8 @@ class Harness:
 @pytest.fixture
 def hook() -> Iterator[Harness]:
     harness = Harness()
-    harness.server.start()
-    yield harness
-    harness.server.close()
+    with serving(harness.server):
+        yield harness
 
 
 GOOD = {"node": "node-2", "state": "failed", "reason": "disk gone", "ttl": 30}
@@ -138,7 +144,7 @@ def test_bad_requests_are_refused_with_a_reason(
     assert got == status, (what, answer)
     assert says in answer["error"]
     if status == 401:
-        assert headers["WWW-Authenticate"].startswith("Bearer")
+        assert headers["www-authenticate"].startswith("Bearer")
     assert not hook.seen and not hook.store.live(NOW)
 
 
@@ -186,8 +192,7 @@ def test_the_store_forgets_lapsed_reports() -> None:
 
 def test_a_token_is_required() -> None:
     with pytest.raises(ValueError, match="token"):
-        WebhookServer(
-            ("127.0.0.1", 0),
+        HealthApi(
             token="",
             store=HealthStore(),
             latest=lambda: None,

@@ -1,0 +1,168 @@
+"""What the web view shows, as one JSON document built from the last cycle.
+
+Nodes grouped by fault domain, each with its state, the controller's marks on it and the
+tasks it runs; pending tasks with Swarm's reason and the filter that refuses each node;
+every service with its owners, settings and explanation (core/explain.py); the recent
+decisions. Built from what the cycle already holds, never from the Docker API.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from controller.core.counts import is_active
+from controller.core.decisions import Decision, Outcome
+from controller.core.explain import explain_service, explanation_document
+from controller.core.health.node_marks import (
+    PAUSED,
+    QUARANTINE_UNTIL,
+    read_health_records,
+)
+from controller.core.labels import DENY_LABEL_PREFIX, DENY_VALUE
+from controller.core.model import ClusterSnapshot, Node
+from controller.core.placement.candidates import domain_of, expand_owner_list
+from controller.core.plan import Plan
+from controller.policy import Policy
+
+
+@dataclass(frozen=True, slots=True)
+class Logged:
+    """A decision as the timeline keeps it: when it was logged, and in which trace."""
+
+    time: float
+    decision: Decision
+    trace_id: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "time": _iso(self.time),
+            **self.decision.as_dict(),
+            "trace_id": self.trace_id,
+        }
+
+
+def _iso(seconds: float) -> str:
+    return datetime.fromtimestamp(seconds, UTC).isoformat(timespec="seconds")
+
+
+def node_marks(node: Node, decisions: Sequence[Decision], now: float) -> list[str]:
+    """What the controller holds on the node, read from the labels it keeps there (so a
+    restarted controller shows the same) and, for suspicion, from this cycle."""
+    marks = []
+    if PAUSED in node.labels:
+        marks.append("paused by the controller")
+    try:
+        until = float(node.labels.get(QUARANTINE_UNTIL, "nan"))
+    except ValueError:
+        until = math.nan
+    if until > now:
+        marks.append("quarantined")
+    for record in read_health_records(node.labels):
+        if record.until > now:
+            marks.append(f"{record.state.value} ({record.source})")
+    denied = sorted(
+        key.removeprefix(DENY_LABEL_PREFIX)
+        for key, value in node.labels.items()
+        if key.startswith(DENY_LABEL_PREFIX) and value == DENY_VALUE
+    )
+    if denied:
+        marks.append("denies " + ", ".join(denied))
+    subject = f"node {node.hostname}"
+    if any(d.subject == subject and d.outcome is Outcome.SUSPECT for d in decisions):
+        marks.append("suspected")
+    return marks
+
+
+def view_document(
+    *,
+    snapshot: ClusterSnapshot,
+    plan: Plan,
+    policy: Policy,
+    timeline: Sequence[Logged],
+    role: str,
+    now: float,
+    trace_url: str | None = None,
+) -> dict[str, Any]:
+    services = snapshot.service_by_id
+    level = next(iter(policy.fault_domains), None)
+    nodes = sorted(snapshot.nodes, key=lambda n: (domain_of(n, level, policy), n.hostname))
+    tasks_on: dict[str, list[dict[str, Any]]] = {n.id: [] for n in nodes}
+    for task in sorted(snapshot.tasks, key=lambda t: (t.service_id, t.slot)):
+        if task.node_id in tasks_on and is_active(task) and task.service_id in services:
+            tasks_on[task.node_id].append(
+                {
+                    "service": services[task.service_id].name,
+                    "slot": task.slot,
+                    "state": task.state.value,
+                    "id": task.id,
+                }
+            )
+    domains: dict[str, list[dict[str, Any]]] = {}
+    for node in nodes:
+        domains.setdefault(domain_of(node, level, policy), []).append(
+            {
+                "id": node.id,
+                "hostname": node.hostname,
+                "role": node.role.value,
+                "leader": node.leader,
+                "state": node.state.value,
+                "availability": node.availability.value,
+                "marks": node_marks(node, plan.decisions, now),
+                "tasks": tasks_on[node.id],
+            }
+        )
+    return {
+        "time": _iso(now),
+        "role": role,
+        "fault_domain_level": level,
+        "trace_url": trace_url,
+        "domains": [{"name": name, "nodes": members} for name, members in domains.items()],
+        "services": _services(snapshot, plan, policy),
+        "decisions": [entry.as_dict() for entry in reversed(timeline)],
+    }
+
+
+def _hostnames(ids: Sequence[str], snapshot: ClusterSnapshot) -> list[str]:
+    return [snapshot.node_by_id[i].hostname for i in ids if i in snapshot.node_by_id]
+
+
+def _services(snapshot: ClusterSnapshot, plan: Plan, policy: Policy) -> list[dict[str, Any]]:
+    resolved: Mapping[str, Any] = plan.resolved
+    out = []
+    for service in sorted(snapshot.services, key=lambda s: s.name):
+        found = explain_service(
+            service,
+            snapshot=snapshot,
+            policy=policy,
+            resolved=plan.resolved,
+            decisions=plan.decisions,
+        )
+        settings = resolved.get(service.id)
+        preferred: list[str] = []
+        possible: list[str] = []
+        if settings is not None:
+            preferred = _hostnames(
+                expand_owner_list(settings.settings.preferred_nodes, snapshot.nodes, policy.groups),
+                snapshot,
+            )
+            possible = _hostnames(
+                expand_owner_list(settings.settings.possible_nodes, snapshot.nodes, policy.groups),
+                snapshot,
+            )
+        running = sum(1 for t in snapshot.tasks_of(service.id) if t.is_running)
+        out.append(
+            {
+                **explanation_document(found),
+                "mode": service.mode.value,
+                "replicas": service.replicas,
+                "running": running,
+                "active": sum(1 for t in snapshot.tasks_of(service.id) if is_active(t)),
+                "preferred": preferred,
+                "possible": possible,
+            }
+        )
+    return out

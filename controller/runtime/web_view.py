@@ -1,0 +1,148 @@
+"""The live web view at /ui: one static page, its state as JSON, and an event stream.
+
+The page (runtime/ui/) is plain HTML, CSS and JavaScript shipped in the package: no CDN
+and no build step, so it works on an air-gapped swarm. It reads `/ui/state` once, then
+`/ui/events` (server-sent events) pushes the new state after every cycle; the page never
+reloads. The document is built only when someone looks (view_document.py), once per
+cycle however many pages are open, and off the event loop.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import deque
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from importlib import resources
+
+import anyio
+import anyio.to_thread
+from starlette.requests import Request
+from starlette.responses import Response, StreamingResponse
+from starlette.routing import Route
+
+from controller.policy import Policy
+from controller.runtime.http_replies import problem
+from controller.runtime.reconciler import CycleResult
+from controller.runtime.view_document import Logged, view_document
+
+TIMELINE = 500  # decisions the timeline keeps
+MAX_STREAMS = 16  # open event streams; more would starve the probes of connections
+KEEPALIVE_SECONDS = 15.0
+STATIC = {
+    "/ui": ("index.html", "text/html; charset=utf-8"),
+    "/ui/app.js": ("app.js", "text/javascript; charset=utf-8"),
+    "/ui/app.css": ("app.css", "text/css; charset=utf-8"),
+}
+# Everything the page loads is its own: no script or style from anywhere else.
+SECURITY_HEADERS = {
+    "Content-Security-Policy": (
+        "default-src 'self'; script-src 'self'; style-src 'self'; "
+        "img-src 'self' data:; connect-src 'self'; frame-ancestors 'none'"
+    ),
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+}
+
+
+@dataclass(frozen=True)
+class _Cycle:
+    result: CycleResult
+    policy: Policy
+    role: str
+    now: float
+
+
+class WebView:
+    def __init__(self, *, trace_url: str | None = None, clock: Callable[[], float] = time.time):
+        self._trace_url = trace_url
+        self._clock = clock
+        self._timeline: deque[Logged] = deque(maxlen=TIMELINE)
+        self._last: _Cycle | None = None
+        self.version = 0
+        self._built: tuple[int, bytes] | None = None
+        self._changed = anyio.Event()
+        self._streams = 0
+
+    def update(self, result: CycleResult, policy: Policy, role: str) -> None:
+        """After each cycle, in the event loop: remember it and wake the open streams."""
+        now = self._clock()
+        self._timeline.extend(Logged(now, d, result.trace_id) for d in result.logged)
+        if result.snapshot is not None:
+            self._last = _Cycle(result, policy, role, now)
+        self.version += 1
+        self._changed.set()
+        self._changed = anyio.Event()
+
+    def _build(self, last: _Cycle, timeline: tuple[Logged, ...]) -> bytes:
+        assert last.result.snapshot is not None
+        document = view_document(
+            snapshot=last.result.snapshot,
+            plan=last.result.plan,
+            policy=last.policy,
+            timeline=timeline,
+            role=last.role,
+            now=last.now,
+            trace_url=self._trace_url,
+        )
+        return json.dumps(document, default=str).encode()
+
+    async def state(self) -> bytes | None:
+        version, last = self.version, self._last
+        if last is None:
+            return None
+        if self._built is None or self._built[0] != version:
+            body = await anyio.to_thread.run_sync(self._build, last, tuple(self._timeline))
+            self._built = (version, body)
+        return self._built[1]
+
+    def routes(self) -> list[Route]:
+        return [
+            *(Route(path, self._static, methods=["GET", "HEAD"]) for path in STATIC),
+            Route("/ui/", self._static, methods=["GET", "HEAD"]),
+            Route("/ui/state", self._state, methods=["GET", "HEAD"]),
+            Route("/ui/events", self._events, methods=["GET"]),
+        ]
+
+    async def _static(self, request: Request) -> Response:
+        name, media = STATIC.get(request.url.path.rstrip("/"), STATIC["/ui"])
+        body = resources.files("controller.runtime").joinpath("ui", name).read_bytes()
+        return Response(body, media_type=media, headers=SECURITY_HEADERS)
+
+    async def _state(self, request: Request) -> Response:
+        body = await self.state()
+        if body is None:
+            return problem(503, "no cycle has completed yet: try again in a moment")
+        return Response(body, media_type="application/json", headers={"Cache-Control": "no-store"})
+
+    async def _events(self, request: Request) -> Response:
+        if self._streams >= MAX_STREAMS:
+            return problem(503, f"{MAX_STREAMS} views are open already")
+        return StreamingResponse(
+            self._stream(),
+            media_type="text/event-stream",
+            headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
+        )
+
+    async def _stream(self) -> AsyncIterator[bytes]:
+        self._streams += 1
+        try:
+            sent = -1
+            while True:
+                if self.version != sent:
+                    sent = self.version
+                    body = await self.state()
+                    if body is not None:
+                        yield b"event: state\ndata: " + body + b"\n\n"
+                changed = self._changed
+                with anyio.move_on_after(KEEPALIVE_SECONDS) as waited:
+                    await changed.wait()
+                if waited.cancelled_caught:
+                    yield b": keepalive\n\n"  # proxies keep an idle stream open
+        finally:
+            self._streams -= 1
+
+
+def role_of(standby: str | None) -> str:
+    return "leader" if standby is None else f"standby: {standby}"
