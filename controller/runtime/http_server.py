@@ -73,7 +73,9 @@ class HttpServer:
         *,
         tls: TlsFiles | None = None,
         max_connections: int = MAX_CONNECTIONS,
+        on_stop: Callable[[], None] = lambda: None,
     ) -> None:
+        self._on_stop = on_stop  # ends what streams (the web view's events) first
         # The same address twice (--http and --health-listen alike) is one socket.
         unique = [a for i, a in enumerate(addresses) if a[1] == 0 or a not in addresses[:i]]
         self._sockets: list[socket.socket] = []
@@ -134,6 +136,7 @@ class HttpServer:
             try:
                 await anyio.sleep_forever()
             finally:
+                self._on_stop()
                 self._server.should_exit = True
                 with anyio.CancelScope(shield=True):
                     await done.wait()

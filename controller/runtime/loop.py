@@ -162,7 +162,8 @@ class Controller:
         if self.view is not None:
             routes += self.view.routes()
         app = make_app(routes, home="/ui" if self.view is not None else None)
-        return HttpServer(addresses, app, tls=self.config.tls)
+        on_stop = self.view.close if self.view is not None else lambda: None
+        return HttpServer(addresses, app, tls=self.config.tls, on_stop=on_stop)
 
     def _make_liveness(self) -> LivenessGatherer:
         health = self.config.health or HealthConfig()

@@ -158,7 +158,7 @@ def _services(snapshot: ClusterSnapshot, plan: Plan, policy: Policy) -> list[dic
             {
                 **explanation_document(found),
                 "mode": service.mode.value,
-                "replicas": service.replicas,
+                "desired": service.replicas,
                 "running": running,
                 "active": sum(1 for t in snapshot.tasks_of(service.id) if is_active(t)),
                 "preferred": preferred,

@@ -64,6 +64,7 @@ class WebView:
         self._built: tuple[int, bytes] | None = None
         self._changed = anyio.Event()
         self._streams = 0
+        self._closed = False
 
     def update(self, result: CycleResult, policy: Policy, role: str) -> None:
         """After each cycle, in the event loop: remember it and wake the open streams."""
@@ -74,6 +75,11 @@ class WebView:
         self.version += 1
         self._changed.set()
         self._changed = anyio.Event()
+
+    def close(self) -> None:
+        """The server stops: end the open streams (browsers reconnect to the next one)."""
+        self._closed = True
+        self._changed.set()
 
     def _build(self, last: _Cycle, timeline: tuple[Logged, ...]) -> bytes:
         assert last.result.snapshot is not None
@@ -129,7 +135,7 @@ class WebView:
         self._streams += 1
         try:
             sent = -1
-            while True:
+            while not self._closed:
                 if self.version != sent:
                     sent = self.version
                     body = await self.state()
@@ -138,7 +144,7 @@ class WebView:
                 changed = self._changed
                 with anyio.move_on_after(KEEPALIVE_SECONDS) as waited:
                     await changed.wait()
-                if waited.cancelled_caught:
+                if waited.cancelled_caught and not self._closed:
                     yield b": keepalive\n\n"  # proxies keep an idle stream open
         finally:
             self._streams -= 1

@@ -43,6 +43,7 @@ class ControllerThread:
         lease: LeaseConfig | None = None,
         lease_store: Callable[[], LeaseStore] | None = None,
         health: HealthConfig | None = None,
+        http: tuple[str, int] | None = None,
     ) -> None:
         self.out = io.StringIO()
         self.docker_host = docker_host
@@ -62,6 +63,7 @@ class ControllerThread:
                 resync_seconds=resync,
                 lease=lease,
                 health=health,
+                http=http,
             ),
             PolicySource(policy),
             out=self.out,

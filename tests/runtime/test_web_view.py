@@ -96,7 +96,7 @@ def test_the_document_groups_nodes_by_fault_domain_with_marks_tasks_and_owners()
     ]
     web = next(s for s in doc["services"] if s["service"]["name"] == "web")
     assert (web["preferred"], web["possible"]) == (["node-2"], ["node-1", "node-2"])
-    assert (web["replicas"], web["running"], web["managed"]) == (3, 2, True)
+    assert (web["desired"], web["running"], web["managed"]) == (3, 2, True)
     assert web["pending"][0]["swarm"].startswith("no suitable node")
     assert set(web["pending"][0]["nodes"]) == {"node-1", "node-2", "node-3"}
     assert {

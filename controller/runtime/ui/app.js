@@ -146,8 +146,8 @@ function renderServices(state) {
   const body = document.querySelector("#services tbody");
   body.replaceChildren(
     ...state.services.map((s) => {
-      const want = s.replicas === null ? "global" : String(s.replicas);
-      const short = s.replicas !== null && s.running < s.replicas;
+      const want = s.desired === null ? "global" : String(s.desired);
+      const short = s.desired !== null && s.running < s.desired;
       return el(
         "tr",
         { "data-service": s.service.name, class: view.selected === s.service.name ? "selected" : null },
@@ -280,6 +280,7 @@ function connect() {
   });
 }
 
-document.getElementById("filters").addEventListener("input", () => view.state && renderDecisions(view.state));
+for (const kind of ["input", "change"])
+  document.getElementById("filters").addEventListener(kind, () => view.state && renderDecisions(view.state));
 document.getElementById("filters").addEventListener("submit", (e) => e.preventDefault());
 connect();

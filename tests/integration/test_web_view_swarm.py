@@ -1,0 +1,151 @@
+"""The web view in a real browser on a real swarm: a node dies, the page follows.
+
+Headless Chromium from Debian's packages, driven by Selenium through Debian's matching
+chromedriver. The page is opened once; the test then kills a node and waits for the page
+to show it down and its task on another node, and checks the page never reloaded (a
+marker set in the page's window would be gone).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+
+import docker
+import pytest
+from selenium import webdriver
+from selenium.common.exceptions import WebDriverException
+from selenium.webdriver.chrome.service import Service as DriverService
+from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
+from selenium.webdriver.support.ui import WebDriverWait
+
+from tests.conftest import in_ci
+from tests.integration.support import ControllerThread, clean_swarm, running_by_node, wait_until
+
+pytestmark = [pytest.mark.swarm, pytest.mark.slow]
+
+CHROMIUM, DRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
+POLICY = """\
+apiVersion: placement/v1
+nodes:
+  fault-domains: {rack: rack}
+controller: {resync-interval: 1s, move-cooldown: 2s}
+"""
+
+
+@pytest.fixture
+def client(swarm) -> Iterator[docker.DockerClient]:  # type: ignore[no-untyped-def]
+    c = docker.DockerClient(base_url=swarm.manager_host, version="auto", timeout=30)
+    clean_swarm(c)
+    yield c
+    clean_swarm(c)
+    c.close()
+
+
+@pytest.fixture
+def browser(tmp_path: Path) -> Iterator[webdriver.Chrome]:
+    if not (os.path.exists(CHROMIUM) and os.path.exists(DRIVER)):
+        message = "Debian's chromium and chromium-driver are needed for the browser test"
+        if in_ci():
+            pytest.fail(message, pytrace=False)
+        pytest.skip(message)
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-dev-shm-usage",
+        "--window-size=1400,1000",
+        f"--user-data-dir={tmp_path / 'profile'}",
+    ):
+        options.add_argument(flag)
+    driver = webdriver.Chrome(options=options, service=DriverService(DRIVER))
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _node_card(driver: webdriver.Chrome, host: str):  # type: ignore[no-untyped-def]
+    return driver.find_element(By.CSS_SELECTOR, f'article[data-node="{host}"]')
+
+
+def _hosts_of(driver: webdriver.Chrome, service: str) -> set[str]:
+    chips = driver.find_elements(By.CSS_SELECTOR, f'article[data-node] [data-service="{service}"]')
+    found = set()
+    for chip in chips:
+        try:
+            found.add(chip.find_element(By.XPATH, "ancestor::article").get_attribute("data-node"))
+        except WebDriverException:  # re-rendered under us: the next poll reads it again
+            continue
+    return found  # type: ignore[return-value]
+
+
+def test_the_page_shows_a_node_going_down_and_its_task_moving_without_a_reload(
+    swarm,
+    client: docker.DockerClient,
+    browser: webdriver.Chrome,
+    tmp_path: Path,  # type: ignore[no-untyped-def]
+) -> None:
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(POLICY)
+    db = "uidb"
+    swarm.create_service(
+        db,
+        labels={
+            "placement.managed": "true",
+            "placement.preferred-nodes": "node-3,node-2",
+            "placement.failback": "never",
+        },
+    )
+    swarm.create_service(
+        "uiweb", replicas=3, labels={"placement.managed": "true", "placement.spread": "rack"}
+    )
+    port = _free_port()
+    with ControllerThread(swarm.manager_host, policy=policy, http=("127.0.0.1", port)) as ctl:
+        wait_until(lambda: running_by_node(client, db) == {"node-3": 1}, 60, "db on node-3")
+        browser.get(f"http://127.0.0.1:{port}/ui")
+        wait = WebDriverWait(browser, 60, poll_frequency=0.25)
+        wait.until(lambda d: _hosts_of(d, db) == {"node-3"})
+        assert "live" in browser.find_element(By.ID, "status").text
+        browser.execute_script("window.stillTheSamePage = true;")
+
+        swarm.fail("node-3", "crash")
+        try:
+            wait.until(lambda d: _node_card(d, "node-3").get_attribute("data-state") == "down")
+            wait.until(lambda d: _hosts_of(d, db) and "node-3" not in _hosts_of(d, db))
+            assert browser.execute_script("return window.stillTheSamePage === true;")
+            assert "down" in _node_card(browser, "node-3").text
+
+            # The decisions say why, filterable by service; the service's explanation opens
+            # from the keyboard.
+            Select = webdriver.support.ui.Select  # noqa: N806
+            Select(browser.find_element(By.ID, "f-service")).select_by_value(db)
+            rows = browser.find_elements(By.CSS_SELECTOR, "#decisions tbody tr")
+            assert rows and all(f"service {db}" in r.text for r in rows)
+            button = browser.find_element(
+                By.CSS_SELECTOR, f'#services tr[data-service="{db}"] button'
+            )
+            button.send_keys(Keys.ENTER)
+            wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "#detail h3"))
+            assert "preferred-nodes" in browser.find_element(By.ID, "detail").text
+
+            shot = tmp_path / "web-view.png"
+            browser.save_screenshot(str(shot))
+            assert shot.stat().st_size > 10_000
+            keep = os.environ.get("PLACEMENT_SCREENSHOT")
+            if keep:
+                shutil.copyfile(shot, keep)
+        finally:
+            swarm.restore("node-3")
+        print(ctl.out.getvalue())
