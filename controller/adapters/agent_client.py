@@ -7,6 +7,7 @@ the controller must share with it.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
@@ -23,10 +24,13 @@ class AgentError(RetryableError, RuntimeError):
     """The agent could not be reached or answered something unusable."""
 
 
-def fetch_report(address: str, *, secret: str, timeout: float) -> AgentReport:
+def fetch_report(
+    address: str, *, secret: str, timeout: float, ca: Path | None = None
+) -> AgentReport:
+    """One agent's report; `ca`: the agents speak TLS with certificates it signed."""
     try:
         answer = call_json(
-            Endpoint(address),
+            Endpoint(address, ca),
             "GET",
             "/v1/report",
             timeout=timeout,
@@ -42,11 +46,13 @@ def fetch_report(address: str, *, secret: str, timeout: float) -> AgentReport:
         raise AgentError(f"unusable report: {where}: {first['msg']}") from None
 
 
-def probe_via(agent: str, address: str, *, secret: str, timeout: float) -> bool:
+def probe_via(
+    agent: str, address: str, *, secret: str, timeout: float, ca: Path | None = None
+) -> bool:
     """Whether the agent at `agent` reaches `address`'s gossip port (runtime/agent.py)."""
     try:
         answer = call_json(
-            Endpoint(agent),
+            Endpoint(agent, ca),
             "GET",
             f"/v1/probe?{urlencode({'address': address})}",
             timeout=timeout,
@@ -60,8 +66,10 @@ def probe_via(agent: str, address: str, *, secret: str, timeout: float) -> bool:
     return reachable
 
 
-def addresses_from_tasks(tasks: list[dict[str, Any]], port: int) -> dict[str, str]:
-    """Node id -> http://ADDRESS:PORT of each running task (first non-ingress network)."""
+def addresses_from_tasks(
+    tasks: list[dict[str, Any]], port: int, scheme: str = "http"
+) -> dict[str, str]:
+    """Node id -> SCHEME://ADDRESS:PORT of each running task (first non-ingress network)."""
     out: dict[str, str] = {}
     for task in tasks:
         if (task.get("Status") or {}).get("State") != "running" or not task.get("NodeID"):
@@ -73,15 +81,17 @@ def addresses_from_tasks(tasks: list[dict[str, Any]], port: int) -> dict[str, st
             addresses = attachment.get("Addresses") or []
             if addresses:
                 host = str(addresses[0]).split("/")[0]
-                out[str(task["NodeID"])] = f"http://{host}:{port}"
+                out[str(task["NodeID"])] = f"{scheme}://{host}:{port}"
                 break
     return out
 
 
-def discover_agents(client: docker.DockerClient, service: str, port: int) -> dict[str, str]:
+def discover_agents(
+    client: docker.DockerClient, service: str, port: int, scheme: str = "http"
+) -> dict[str, str]:
     try:
         tasks = client.api.tasks(filters={"service": service, "desired-state": "running"})
     except (docker.errors.DockerException, requests.RequestException) as exc:
         # A manager amid a Raft election times out (requests' error, not Docker's).
         raise AgentError(f"cannot list the tasks of {service}: {exc}") from exc
-    return addresses_from_tasks(tasks, port)
+    return addresses_from_tasks(tasks, port, scheme)

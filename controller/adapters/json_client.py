@@ -1,4 +1,5 @@
-"""A small JSON-over-HTTP client for plugins and agents: unix sockets or TCP, bounded.
+"""A small JSON-over-HTTP client for plugins and agents (httpx): unix sockets, TCP or
+TLS, bounded.
 
 Every call has a deadline for connecting and for each read, and a cap on the answer's
 size, so a plugin or agent that hangs or floods costs a bounded time and memory. Anything
@@ -8,12 +9,14 @@ Docker plugins put their error in `{"Err": "..."}`, which is reported as such.
 
 from __future__ import annotations
 
-import http.client
 import json
-import socket
+import ssl
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
+
+import httpx
 
 from controller.adapters.errors import RetryableError
 
@@ -24,35 +27,42 @@ class HttpJsonError(RetryableError, RuntimeError):
     """The peer could not be reached, or answered something unusable."""
 
 
-class _UnixConnection(http.client.HTTPConnection):
-    def __init__(self, path: str, timeout: float) -> None:
-        super().__init__("localhost", timeout=timeout)
-        self._path = path
-
-    def connect(self) -> None:
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        sock.settimeout(self.timeout)
-        try:
-            sock.connect(self._path)
-        except OSError:
-            sock.close()
-            raise
-        self.sock = sock
+def tls_context(ca: Path) -> ssl.SSLContext:
+    """Trust only this CA. Peers are addressed by overlay IPs that no certificate can
+    name ahead of time, so the name is not checked: the CA's signature, and the shared
+    secret each request carries, say who answers."""
+    context = ssl.create_default_context(cafile=str(ca))
+    context.check_hostname = False
+    return context
 
 
 @dataclass(frozen=True, slots=True)
 class Endpoint:
-    """`unix:///run/docker/plugins/x.sock`, `tcp://host:port` or `http://host:port`."""
+    """`unix:///run/docker/plugins/x.sock`, `tcp://host:port`, `http://host:port` or
+    `https://host:port` (with `ca`, the CA its certificate must chain to)."""
 
     address: str
+    ca: Path | None = None
 
-    def connection(self, timeout: float) -> http.client.HTTPConnection:
+    def client(self, timeout: float) -> tuple[httpx.Client, str]:
+        """A client for one call, and the base URL to ask."""
         parts = urlsplit(self.address)
+        limits = httpx.Timeout(timeout)
+        # No proxy from the environment: agents and plugins are reached directly.
         if parts.scheme == "unix":
-            return _UnixConnection(parts.path, timeout)
+            transport = httpx.HTTPTransport(uds=parts.path, retries=0)
+            return httpx.Client(
+                transport=transport, timeout=limits, trust_env=False
+            ), "http://localhost"
         if parts.scheme in ("tcp", "http") and parts.hostname:
-            return http.client.HTTPConnection(parts.hostname, parts.port or 80, timeout=timeout)
-        raise HttpJsonError(f"unsupported address {self.address!r} (unix://, tcp:// or http://)")
+            return httpx.Client(timeout=limits, trust_env=False), f"http://{parts.netloc}"
+        if parts.scheme == "https" and parts.hostname:
+            verify: ssl.SSLContext | bool = tls_context(self.ca) if self.ca else True
+            client = httpx.Client(timeout=limits, verify=verify, trust_env=False)
+            return client, f"https://{parts.netloc}"
+        raise HttpJsonError(
+            f"unsupported address {self.address!r} (unix://, tcp://, http:// or https://)"
+        )
 
 
 def call_json(
@@ -70,17 +80,19 @@ def call_json(
     sent = {"Accept": content_type, **(headers or {})}
     if data is not None:
         sent["Content-Type"] = content_type
-    conn = endpoint.connection(timeout)
+    client, base = endpoint.client(timeout)
     try:
-        conn.request(method, path, body=data, headers=sent)
-        response = conn.getresponse()
-        raw = response.read(MAX_ANSWER_BYTES + 1)
-    except TimeoutError as exc:
+        with client, client.stream(method, base + path, content=data, headers=sent) as response:
+            raw = b""
+            for chunk in response.iter_bytes():
+                raw += chunk
+                if len(raw) > MAX_ANSWER_BYTES:
+                    break
+            status = response.status_code
+    except httpx.TimeoutException as exc:
         raise HttpJsonError(f"no answer within {timeout:g} s") from exc
-    except (OSError, http.client.HTTPException) as exc:
-        raise HttpJsonError(f"cannot reach {endpoint.address}: {exc}") from exc
-    finally:
-        conn.close()
+    except (httpx.HTTPError, OSError) as exc:
+        raise HttpJsonError(f"cannot reach {endpoint.address}: {_words(exc)}") from exc
     if len(raw) > MAX_ANSWER_BYTES:
         raise HttpJsonError(f"answer larger than {MAX_ANSWER_BYTES} bytes")
     try:
@@ -88,14 +100,21 @@ def call_json(
     except (UnicodeDecodeError, ValueError):
         answer = None
     err = answer.get("Err") if isinstance(answer, dict) else None
-    if not 200 <= response.status < 300:
+    if not 200 <= status < 300:
         why = err if isinstance(err, str) and err else _snippet(raw)
-        raise HttpJsonError(f"HTTP {response.status} from {path}: {why}")
+        raise HttpJsonError(f"HTTP {status} from {path}: {why}")
     if not isinstance(answer, dict):
         raise HttpJsonError(f"{path} answered something that is not a JSON object: {_snippet(raw)}")
     if isinstance(err, str) and err:
         raise HttpJsonError(f"{path} failed: {err}")
     return answer
+
+
+def _words(exc: BaseException) -> str:
+    """The innermost reason, one line (not a library's repr)."""
+    while exc.__context__ is not None and not str(exc):
+        exc = exc.__context__
+    return str(exc) or type(exc).__name__
 
 
 def _snippet(raw: bytes) -> str:

@@ -29,6 +29,7 @@ from controller.adapters.docker_api import (
     update_config_spec,
 )
 from controller.core.lease import (
+    HOLDER_LABEL,
     LEASE_LABELS,
     LeaseLabelError,
     LeaseRecord,
@@ -100,3 +101,16 @@ class ConfigLeaseStore:
         update_config_spec(
             self._client, read.config_id, read.version, spec_with_lease(read.spec, record)
         )
+
+
+def find_leases(client: docker.DockerClient) -> list[tuple[str, LeaseRecord | None, str | None]]:
+    """Every config that carries a lease: (name, record, problem), by name."""
+    found = []
+    for attrs in client.api.configs(filters={"label": HOLDER_LABEL}):
+        spec = attrs.get("Spec") or {}
+        try:
+            record, problem = record_from_labels(spec.get("Labels") or {}), None
+        except LeaseLabelError as exc:
+            record, problem = None, str(exc)
+        found.append((str(spec.get("Name", "")), record, problem))
+    return sorted(found, key=lambda f: f[0])

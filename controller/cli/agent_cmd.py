@@ -6,6 +6,7 @@ import argparse
 import contextlib
 import logging
 import signal
+import ssl
 import sys
 import threading
 from pathlib import Path
@@ -13,6 +14,7 @@ from typing import Any
 
 from controller.cli.env_options import option
 from controller.cli.health_opts import parse_listen, read_secret
+from controller.cli.tls_opts import add_tls_options, tls_files
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
@@ -81,6 +83,7 @@ def register(subparsers: Any) -> None:
         metavar="SECONDS",
         help="usage is averaged over this long (60)",
     )
+    add_tls_options(agent, client_ca=False)
     agent.set_defaults(handler=run_agent)
 
     plugin: argparse.ArgumentParser = subparsers.add_parser(
@@ -123,10 +126,14 @@ def run_agent(args: argparse.Namespace) -> int:
             proc=args.proc,
             interval=args.interval,
             window=args.window,
+            tls=tls_files(args),
         )
         agent = Agent(config, connect)
     except ValueError as exc:
         print(f"agent: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except ssl.SSLError as exc:
+        print(f"agent: cannot use the TLS certificate and key: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except (ProbeError, OSError, RuntimeError) as exc:
         print(f"agent: {exc}", file=sys.stderr)

@@ -140,6 +140,20 @@ def add_health_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="SECONDS",
         help="how often the agents are polled (5)",
     )
+    option(
+        group,
+        "--agent-ca-file",
+        env="AGENT_CA_FILE",
+        type=Path,
+        metavar="FILE",
+        help="the agents speak TLS: trust certificates this CA signed (PEM)",
+    )
+
+
+def _agent_ca(path: Path | None) -> Path | None:
+    if path is not None and not Path(path).is_file():
+        raise ValueError(f"the agents' CA file {path} does not exist")
+    return Path(path) if path is not None else None
 
 
 def read_secret(path: Path, what: str) -> str:
@@ -205,5 +219,6 @@ def health_config(args: argparse.Namespace) -> HealthConfig | None:
         agent_port=args.agent_port,
         agent_secret=secret,
         agent_interval=args.agent_interval,
+        agent_ca=_agent_ca(args.agent_ca_file),
         liveness=args.liveness,
     )

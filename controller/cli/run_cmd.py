@@ -17,7 +17,8 @@ from controller.adapters.docker_api import DockerUnavailableError, NotAManagerEr
 from controller.adapters.policy_file import PolicyFileError
 from controller.cli.env_options import option, switch
 from controller.cli.health_opts import add_health_arguments, health_config
-from controller.runtime.http_server import TlsFiles, parse_address
+from controller.cli.tls_opts import tls_files
+from controller.runtime.http_server import parse_address
 from controller.runtime.lease_keeper import DEFAULT_LIFETIME_SECONDS, LeaseConfig
 from controller.runtime.loop import Controller, RunConfig
 from controller.runtime.policy_source import PolicySource
@@ -210,20 +211,6 @@ def _service_options(args: argparse.Namespace) -> dict[str, Any]:
             raise ValueError(f"the metrics token file {args.metrics_token_file} is empty")
         out["metrics_token"] = token
     return out
-
-
-def tls_files(args: argparse.Namespace) -> TlsFiles | None:
-    cert, key, ca = args.tls_cert_file, args.tls_key_file, args.tls_client_ca_file
-    if cert is None and key is None:
-        if ca is not None:
-            raise ValueError("--tls-client-ca-file needs --tls-cert-file and --tls-key-file")
-        return None
-    if cert is None or key is None:
-        raise ValueError("TLS needs both --tls-cert-file and --tls-key-file")
-    for what, path in (("certificate", cert), ("key", key), ("client CA", ca)):
-        if path is not None and not Path(path).is_file():
-            raise ValueError(f"the TLS {what} file {path} does not exist")
-    return TlsFiles(Path(cert), Path(key), Path(ca) if ca is not None else None)
 
 
 def run(args: argparse.Namespace) -> int:

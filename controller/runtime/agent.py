@@ -1,8 +1,9 @@
 """The node agent: one per node, with the local Docker socket, reporting over HTTP.
 
-Two threads measure (usage every `interval`, container events as they come) and one
-HTTP server answers `GET /v1/report` to whoever holds the shared secret (a Docker secret
-in a stack) and `GET /healthz` to anyone. The agent decides nothing: it reports, and the
+Two threads measure (usage every `interval`, container events as they come) and the
+process's HTTP server (http_server.py; TLS with a certificate) answers `GET /v1/report`
+to whoever holds the shared secret (a Docker secret in a stack) and `GET /healthz` to
+anyone. The agent decides nothing: it reports, and the
 controller weighs what it says. A controller that cannot reach an agent goes on without
 its numbers; an agent is no judge of its node's liveness.
 
@@ -21,10 +22,14 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Literal
-from urllib.parse import parse_qs, urlsplit
+
+import anyio
+import anyio.to_thread
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
 
 from controller.adapters.agent_probe import (
     ContainerEvent,
@@ -40,7 +45,9 @@ from controller.adapters.agent_probe import (
 from controller.adapters.agent_report import AgentEvent, AgentReport, AgentService, AgentUsage
 from controller.adapters.docker_api import ENGINE_ERRORS, EngineClient
 from controller.adapters.tcp_probe import GOSSIP_PORT, tcp_connects
-from controller.runtime.http_replies import JsonHandler, bearer_matches
+from controller.runtime.http_app import make_app
+from controller.runtime.http_replies import bearer_matches, problem, unauthorized
+from controller.runtime.http_server import HttpServer, TlsFiles
 
 log = logging.getLogger(__name__)
 # A container-events stream that breaks: the engine away, its socket, a bad event.
@@ -50,6 +57,7 @@ UsageSource = Literal["host", "containers"]
 MAX_EVENTS = 2000
 # An indirect probe answers within this (a cut link times out, a dead dockerd refuses).
 PROBE_TIMEOUT = 0.5
+STOP_POLL_SECONDS = 0.2
 
 
 @dataclass(frozen=True)
@@ -61,6 +69,7 @@ class AgentConfig:
     interval: float = 5.0  # seconds between usage samples
     window: float = 60.0  # usage is averaged over this long
     keep_events: float = 3600.0  # events are reported for this long
+    tls: TlsFiles | None = None  # with it, the agent speaks only TLS
 
 
 class Agent:
@@ -80,32 +89,35 @@ class Agent:
         self._samples: deque[tuple[float, float, float]] = deque()
         self._events: deque[ContainerEvent] = deque(maxlen=MAX_EVENTS)
         self._stop = threading.Event()
-        handler = type("Handler", (_Handler,), {"agent": self})
-        self._server = ThreadingHTTPServer(config.listen, handler)
-        self._server.daemon_threads = True
+        self._server = HttpServer([config.listen], make_app(self.routes()), tls=config.tls)
         self.last_problem: str | None = None
 
     @property
     def port(self) -> int:
-        return int(self._server.server_address[1])
+        return self._server.port
 
-    def serve_forever(self) -> None:
-        """Measure and serve until stop() (or a signal in the main thread)."""
-        threads = [
-            threading.Thread(target=self._sample_loop, name="agent-usage", daemon=True),
-            threading.Thread(target=self._event_loop, name="agent-events", daemon=True),
-        ]
-        for thread in threads:
-            thread.start()
+    def serve_forever(self, *, measure: bool = True) -> None:
+        """Measure and serve until stop(), from any thread or a signal handler."""
+        if measure:
+            for target, name in ((self._sample_loop, "usage"), (self._event_loop, "events")):
+                threading.Thread(target=target, name=f"agent-{name}", daemon=True).start()
         try:
-            self._server.serve_forever()
+            anyio.run(self._serve)
         finally:
             self._stop.set()
-            self._server.server_close()
+            self._server.close()
+
+    async def _serve(self) -> None:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self._server.run)
+            # A flag, not a call into the loop: stop() may come from a signal handler
+            # running on the loop's own thread.
+            while not self._stop.is_set():
+                await anyio.sleep(STOP_POLL_SECONDS)
+            tg.cancel_scope.cancel()
 
     def stop(self) -> None:
         self._stop.set()
-        self._server.shutdown()
 
     # --- measuring ----------------------------------------------------------------------
 
@@ -211,38 +223,37 @@ class Agent:
             ],
         ).model_dump(mode="json")
 
+    # --- serving ------------------------------------------------------------------------
 
-class _Handler(JsonHandler):
-    agent: Agent
-    server_version = realm = "swarm-placement-agent"
+    def routes(self) -> list[Route]:
+        return [
+            Route("/healthz", self._healthz, methods=["GET", "HEAD"]),
+            Route("/v1/report", self._report, methods=["GET"]),
+            Route("/v1/probe", self._probe, methods=["GET"]),
+        ]
 
-    def do_GET(self) -> None:
-        path = self.path.split("?")[0]
-        if path == "/healthz":
-            self.reply(200, {"ok": True, "node": self.agent.node.hostname})
-            return
-        if path not in ("/v1/report", "/v1/probe"):
-            self.reply(404, {"error": f"no such path {path}"})
-            return
-        if not bearer_matches(self.headers.get("Authorization"), self.agent.config.secret):
-            self.reply(401, {"error": "missing or wrong bearer token"})
-            return
-        if path == "/v1/probe":
-            self._probe()
-            return
-        try:
-            self.reply(200, self.agent.report())
+    async def _healthz(self, request: Request) -> Response:
+        return JSONResponse({"ok": True, "node": self.node.hostname})
+
+    def _authorized(self, request: Request) -> bool:
+        return bearer_matches(request.headers.get("authorization"), self.config.secret)
+
+    async def _report(self, request: Request) -> Response:
+        if not self._authorized(request):
+            return unauthorized("missing or wrong bearer token")
+        try:  # it asks the local engine: off the loop
+            return JSONResponse(await anyio.to_thread.run_sync(self.report))
         except Exception:  # one bad report must not take the agent down
             log.exception("report failed")
-            self.reply(500, {"error": "internal error"})
+            return problem(500, "internal error")
 
-    def _probe(self) -> None:
-        query = parse_qs(urlsplit(self.path).query)
-        addresses = query.get("address", [])
+    async def _probe(self, request: Request) -> Response:
+        if not self._authorized(request):
+            return unauthorized("missing or wrong bearer token")
+        addresses = request.query_params.getlist("address")
         if len(addresses) != 1:
-            self.reply(400, {"error": "address: give exactly one, e.g. ?address=10.0.0.5"})
-            return
+            return problem(400, "address: give exactly one, e.g. ?address=10.0.0.5")
         try:
-            self.reply(200, self.agent.probe(addresses[0]))
+            return JSONResponse(await anyio.to_thread.run_sync(self.probe, addresses[0]))
         except ValueError:
-            self.reply(400, {"error": f"address: {addresses[0]!r} is not an IP address"})
+            return problem(400, f"address: {addresses[0]!r} is not an IP address")

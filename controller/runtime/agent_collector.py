@@ -13,6 +13,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import anyio
 import anyio.to_thread
@@ -49,10 +50,12 @@ class AgentCollector:
         interval: float = 5.0,
         timeout: float = 2.0,
         clock: Callable[[], float] = time.time,
+        ca: Path | None = None,
     ) -> None:
         if not secret:
             raise ValueError("collecting from agents needs the shared secret")
         self._secret, self._addresses, self._discover = secret, tuple(addresses), discover
+        self.ca = ca  # the agents speak TLS with certificates this CA signed
         self.interval, self.timeout, self._clock = interval, timeout, clock
         self.stale_after = 3 * interval + timeout
         self._lock = threading.Lock()
@@ -88,7 +91,9 @@ class AgentCollector:
 
         def one(address: str) -> None:
             try:
-                results[address] = fetch_report(address, secret=self._secret, timeout=self.timeout)
+                results[address] = fetch_report(
+                    address, secret=self._secret, timeout=self.timeout, ca=self.ca
+                )
             except AgentError as exc:
                 results[address] = str(exc)
 

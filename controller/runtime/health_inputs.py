@@ -11,6 +11,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 from controller.core.model import ClusterSnapshot
 from controller.runtime.agent_collector import AgentCollector
@@ -80,6 +81,7 @@ class HealthConfig:
     agent_secret: str = ""
     agent_interval: float = 5.0
     agent_timeout: float = 2.0
+    agent_ca: Path | None = None  # agents speak TLS, with certificates this CA signed
     # Fast liveness signals (gossip peers, TCP probes) for suspicion and speculative
     # failover; `liveness_connect` replaces the plain TCP connect (tests, embedding).
     liveness: bool = False
@@ -89,7 +91,7 @@ class HealthConfig:
 
 def build_inputs(
     config: HealthConfig,
-    discover: Callable[[str, int], Mapping[str, str]] | None = None,
+    discover: Callable[[str, int, str], Mapping[str, str]] | None = None,
     liveness: Callable[[], LivenessGatherer] | None = None,
 ) -> HealthInputs:
     """The inputs a configuration asks for; `discover(service, port)` finds agents,
@@ -108,7 +110,7 @@ def build_inputs(
     if config.agents or config.agent_service:
         service = config.agent_service
         finder = (
-            (lambda: discover(service, config.agent_port))
+            (lambda: discover(service, config.agent_port, "https" if config.agent_ca else "http"))
             if service is not None and discover is not None
             else None
         )
@@ -118,6 +120,7 @@ def build_inputs(
             discover=finder,
             interval=config.agent_interval,
             timeout=config.agent_timeout,
+            ca=config.agent_ca,
         )
     gatherer = liveness() if config.liveness and liveness is not None else None
     if gatherer is not None and agents is not None:

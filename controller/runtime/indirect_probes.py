@@ -48,7 +48,11 @@ class IndirectProbes:
             # An agent that does not answer says nothing about the node.
             with contextlib.suppress(AgentError):
                 answers[name] = self._probe(
-                    url, address, secret=self._agents.secret, timeout=self.timeout
+                    url,
+                    address,
+                    secret=self._agents.secret,
+                    timeout=self.timeout,
+                    ca=self._agents.ca,
                 )
 
         threads = [threading.Thread(target=ask, args=p, daemon=True) for p in points]

@@ -214,13 +214,13 @@ class Controller:
             role=lambda: "leader" if self.lease is None or self.lease.holds() else "standby",
         )
 
-    def _discover_agents(self, service: str, port: int) -> dict[str, str]:
+    def _discover_agents(self, service: str, port: int, scheme: str) -> dict[str, str]:
         try:
             client = self._client_factory()
         except ENGINE_ERRORS as exc:
             raise AgentError(f"cannot reach the Docker engine: {exc}") from exc
         try:
-            return discover_agents(client, service, port)
+            return discover_agents(client, service, port, scheme)
         finally:
             client.close()
 

@@ -102,6 +102,11 @@ def test_an_agent_on_every_node_reachable_by_the_controllers(
     assert args.usage == "host" and str(args.proc) == env["PLACEMENT_AGENT_PROC"]
 
 
+def test_the_stacks_network_is_encrypted() -> None:
+    network = _load("compose.yaml")["networks"]["placement"]
+    assert network["driver"] == "overlay" and "encrypted" in network["driver_opts"]
+
+
 def test_the_stacks_sample_policy_is_valid_and_opt_in() -> None:
     config = _load("compose.yaml")["configs"]["policy"]
     default = re.search(r":-([^}]*)\}", config["file"])

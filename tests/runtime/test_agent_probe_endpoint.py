@@ -33,13 +33,14 @@ def agent_url(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
         monkeypatch.setattr(agent_module, "GOSSIP_PORT", port)
         client = type("Client", (), {"api": _Engine()})()
         agent = Agent(AgentConfig(listen=("127.0.0.1", 0), secret=SECRET), lambda: client)
-        thread = threading.Thread(target=agent._server.serve_forever, daemon=True)
+        thread = threading.Thread(target=agent.serve_forever, kwargs={"measure": False})
         thread.start()
         try:
             yield f"http://127.0.0.1:{agent.port}"
         finally:
-            agent._server.shutdown()
-            agent._server.server_close()
+            agent.stop()
+            thread.join(timeout=10)
+            assert not thread.is_alive(), "the agent did not stop"
 
 
 def test_the_agent_says_whether_it_reaches_an_address(agent_url: str) -> None:

@@ -11,6 +11,7 @@ from controller.runtime.indirect_probes import IndirectProbes
 
 class Agents:
     secret = "s3cret"
+    ca = None
 
     def __init__(self, points: dict[str, tuple[str, str]]) -> None:
         self.points = points
@@ -28,7 +29,7 @@ POINTS = {
 
 
 def prober(answers: dict[str, bool | None], asked: list[str]):  # type: ignore[no-untyped-def]
-    def probe(agent: str, address: str, *, secret: str, timeout: float) -> bool:
+    def probe(agent: str, address: str, *, secret: str, timeout: float, ca: object) -> bool:
         assert secret == "s3cret" and address == "10.0.0.2"
         asked.append(agent)
         answer = answers.get(agent)
