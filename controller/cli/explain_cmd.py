@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import sys
 from pathlib import Path
 from typing import Any, TextIO
 
 from controller.adapters.decision_log import read_decisions
 from controller.cli.env_options import add_policy_argument
+from controller.cli.output import add_output_option, emit
 from controller.cli.swarm_access import (
     EXIT_OK,
     EXIT_USAGE,
@@ -50,7 +50,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--recent", type=int, default=RECENT, metavar="N", help="logged decisions to show"
     )
-    parser.add_argument("--json", action="store_true", help="print JSON for machines")
+    add_output_option(parser, json_flag=True)
     parser.set_defaults(handler=run)
 
 
@@ -90,10 +90,11 @@ def run(args: argparse.Namespace) -> int:
     )
     recent = found.recent[-args.recent :] if args.recent > 0 else ()
     found = dataclasses.replace(found, recent=tuple(recent))
-    if args.json:
-        print(json.dumps(explanation_document(found), indent=2, sort_keys=True, default=str))
-    else:
-        print(render_explanation(found, with_log=args.log is not None))
+    emit(
+        args,
+        explanation_document(found),
+        lambda: render_explanation(found, with_log=args.log is not None),
+    )
     return EXIT_OK
 
 

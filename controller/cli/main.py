@@ -21,6 +21,7 @@ COMMAND_MODULES = (
     "controller.cli.start_cmd",
     "controller.cli.release_cmd",
     "controller.cli.plan_cmd",
+    "controller.cli.status_cmd",
     "controller.cli.explain_cmd",
     "controller.cli.snapshot_cmd",
     "controller.cli.simulate_cmd",

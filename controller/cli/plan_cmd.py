@@ -2,19 +2,20 @@
 
 One observation and one plan, through the same reconciler `run` uses (in dry-run
 mode): every action with the rule and the reasons behind it, then what the guards held
-back. `--json` prints the same for machines, with each action's exact fields.
+back. `-o json` (or `--json`) and `-o yaml` print the same for machines, with each
+action's exact fields.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
 from controller.cli.env_options import add_policy_argument
+from controller.cli.output import add_output_option, emit
 from controller.cli.render import change
 from controller.cli.swarm_access import (
     EXIT_OK,
@@ -42,7 +43,7 @@ def register(subparsers: Any) -> None:
         ),
     )
     add_policy_argument(parser)
-    parser.add_argument("--json", action="store_true", help="print JSON for machines")
+    add_output_option(parser, json_flag=True)
     parser.add_argument(
         "--exit-code",
         action="store_true",
@@ -56,10 +57,7 @@ def run(args: argparse.Namespace) -> int:
         dry = dry_plan(load_policy(args.policy, "plan"), "plan")
     except CommandError as exc:
         return exc.report()
-    if args.json:
-        print(json.dumps(plan_document(dry), indent=2, sort_keys=True))
-    else:
-        print(render_plan(dry))
+    emit(args, plan_document(dry), lambda: render_plan(dry))
     return EXIT_CHANGES if args.exit_code and dry.plan.actions else EXIT_OK
 
 

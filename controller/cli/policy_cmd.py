@@ -51,7 +51,9 @@ def register(subparsers: Any) -> None:
         description="Read a service from the swarm at DOCKER_HOST, merge the policy file and "
         "its placement.* labels, and print each setting with its source.",
     )
-    show.add_argument("--service", required=True, metavar="NAME", help="service name or ID")
+    show.add_argument("service", nargs="?", metavar="SERVICE", help="service name or ID")
+    # The older spelling, kept so scripts written for it go on working.
+    show.add_argument("--service", dest="service_option", help=argparse.SUPPRESS)
     add_policy_argument(show)
     show.set_defaults(handler=run_show)
 
@@ -99,6 +101,10 @@ def format_resolved(resolved: ResolvedService, *, policy_name: str) -> str:
 
 
 def run_show(args: argparse.Namespace) -> int:
+    name = args.service or args.service_option
+    if not name:
+        print("policy show: name the service: policy show SERVICE", file=sys.stderr)
+        return EXIT_INVALID
     if args.policy is None:
         policy, policy_name = Policy.default(), "none (built-in defaults)"
     else:
@@ -121,7 +127,7 @@ def run_show(args: argparse.Namespace) -> int:
     try:
         client = connect()
         try:
-            service = inspect_service_labels(client, args.service)
+            service = inspect_service_labels(client, name)
         finally:
             client.close()
     except (

@@ -8,7 +8,6 @@ node changes, placements, decisions and writes, then the placement before and af
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -16,6 +15,7 @@ from typing import Any
 
 from controller.adapters.snapshot_file import LoadedSnapshot, SnapshotFileError, load_snapshot
 from controller.cli.env_options import add_policy_argument
+from controller.cli.output import add_output_option, emit
 from controller.cli.render import change
 from controller.cli.swarm_access import EXIT_OK, EXIT_USAGE, CommandError
 from controller.cli.swarm_access import load_policy as _load_policy
@@ -47,7 +47,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--snapshot", type=Path, required=True, metavar="FILE")
     add_policy_argument(parser)
     parser.add_argument("--scenario", required=True, metavar="STEPS")
-    parser.add_argument("--json", action="store_true", help="print JSON for machines")
+    add_output_option(parser, json_flag=True)
     parser.add_argument(
         "--tick", type=float, default=DEFAULT_TICK, metavar="SECONDS", help="time step"
     )
@@ -100,10 +100,11 @@ def run(args: argparse.Namespace) -> int:
         tick=args.tick,
         resync=args.resync,
     )
-    if args.json:
-        print(json.dumps(simulation_document(result, heartbeat), indent=2, sort_keys=True))
-    else:
-        print(render_simulation(result, loaded, heartbeat))
+    emit(
+        args,
+        simulation_document(result, heartbeat),
+        lambda: render_simulation(result, loaded, heartbeat),
+    )
     return EXIT_OK
 
 

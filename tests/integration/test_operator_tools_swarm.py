@@ -215,3 +215,40 @@ def test_policy_show_reads_a_live_service_and_names_each_source(  # type: ignore
     capsys.readouterr()
     assert main(["policy", "show", "--service", broken, "--policy", str(policy)]) == 1
     assert 'label placement.priority="urgent": expected high' in capsys.readouterr().err
+
+
+def test_status_shows_the_lease_and_the_managed_services_as_table_json_and_yaml(  # type: ignore[no-untyped-def]
+    swarm, client, policy, capsys
+) -> None:
+    from ruamel.yaml import YAML  # noqa: PLC0415
+
+    from controller.runtime.lease_keeper import LeaseConfig  # noqa: PLC0415
+
+    web, idle = _name("sweb"), _name("sidle")
+    swarm.create_service(web, labels={**MANAGED, "placement.preferred-nodes": "node-3"})
+    swarm.create_service(idle)
+    lease = LeaseConfig(name=_name("status-lease"), holder="status-test", lifetime=5.0)
+    log = Path(policy).with_name("controller.log")
+    with ControllerThread(swarm.manager_host, policy=policy, lease=lease) as ctl:
+        wait_until(lambda: running_by_node(client, web) == {"node-3": 1}, 60, f"{web} on node-3")
+        leading = json.loads(_cli(capsys, "status", "--policy", str(policy), "-o", "json"))
+        log.write_text(ctl.out.getvalue())
+    (found,) = [x for x in leading["leases"] if x["name"] == lease.name]
+    assert found["holder"] == "status-test" and found["term"] >= 1
+
+    argv = ["status", "--policy", str(policy), "--log", str(log)]
+    document = json.loads(_cli(capsys, *argv, "-o", "json"))
+    (found,) = [x for x in document["leases"] if x["name"] == lease.name]
+    # Stopped cleanly: the holder released the lease, keeping its term.
+    assert found["holder"] == "" and found["term"] >= 1 and found["problem"] is None
+    services = {s["name"]: s for s in document["services"]}
+    assert services[web]["state"] in ("placed", "steered") and services[web]["running"] == 1
+    assert idle not in services and document["unmanaged"] >= 1
+    assert any(d["subject"] == f"service {web}" for d in document["decisions"])
+
+    table = _cli(capsys, *argv)
+    assert re.search(rf"^{lease.name}\s+\(released\)\s+{found['term']}\s", table, re.M), table
+    assert re.search(rf"^{web}\s+(placed|steered)\s+1/1", table, re.M), table
+    assert f"[owners] service {web}: move" in table, table
+    as_yaml = YAML(typ="safe").load(_cli(capsys, *argv, "-o", "yaml"))
+    assert as_yaml == json.loads(_cli(capsys, *argv, "-o", "json"))

@@ -130,21 +130,21 @@ def test_show_merges_file_and_labels(fake_docker: None, capsys: pytest.CaptureFi
 def test_show_without_a_policy_uses_the_defaults(
     fake_docker: None, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert run("policy", "show", "--service", "db") == 0
+    assert run("policy", "show", "db") == 0
     out = capsys.readouterr().out
     assert "policy: none (built-in defaults)" in out
     assert "managed" in out and "default" in out
 
 
 def test_show_reports_label_errors(fake_docker: None, capsys: pytest.CaptureFixture[str]) -> None:
-    assert run("policy", "show", "--service", "broken") == 1
+    assert run("policy", "show", "broken") == 1
     out, err = capsys.readouterr()
     assert "unmanaged until they are fixed" in out
     assert 'label placement.priority="urgent": expected high' in err
 
 
 def test_show_unknown_service(fake_docker: None, capsys: pytest.CaptureFixture[str]) -> None:
-    assert run("policy", "show", "--service", "nope") == 1
+    assert run("policy", "show", "nope") == 1
     assert capsys.readouterr().err == "swarm-placement policy show: no service named 'nope'\n"
 
 
@@ -153,7 +153,7 @@ def test_show_with_a_bad_policy_file(
 ) -> None:
     path = tmp_path / "p.yaml"
     path.write_text("apiVersion: nope\n")
-    assert run("policy", "show", "--service", "db", "--policy", str(path)) == 2
+    assert run("policy", "show", "db", "--policy", str(path)) == 2
     assert capsys.readouterr().err == f'{path}:1:13: apiVersion = "nope": expected placement/v1\n'
 
 
