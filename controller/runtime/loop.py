@@ -140,7 +140,9 @@ class Controller:
             if config.health is not None
             else None
         )
-        self.metrics = Metrics(policy, self.lease, agents=self._agents_reporting)
+        self.metrics = Metrics(
+            policy, self.lease, agents=self._agents_reporting, plugin_failures=self._plugin_failures
+        )
         self.health = Health(started=time.monotonic(), loop_beat=time.monotonic(), lease=self.lease)
         self.view = WebView(trace_url=config.trace_url, clock=clock) if config.ui else None
         # Bound now, so a taken port or a bad certificate fails the start at once.
@@ -174,6 +176,10 @@ class Controller:
             clock=self._clock,
             on_change=lambda: self._fire_from_thread("liveness"),
         )
+
+    def _plugin_failures(self) -> dict[str, int]:
+        plugins = self.inputs.plugins if self.inputs is not None else None
+        return dict(plugins.failures) if plugins is not None else {}
 
     def _agents_reporting(self) -> int | None:
         agents = self.inputs.agents if self.inputs is not None else None
@@ -212,6 +218,7 @@ class Controller:
             clock=self._clock,
             max_body=health.webhook_max_body,
             role=lambda: "leader" if self.lease is None or self.lease.holds() else "standby",
+            on_result=lambda result: self.metrics.webhook_reports.labels(result).inc(),
         )
 
     def _discover_agents(self, service: str, port: int, scheme: str) -> dict[str, str]:
@@ -372,6 +379,8 @@ class Controller:
             conflict=result.conflict is not None,
             failed=result.failed,
         )
+        if result.snapshot is not None:
+            self.metrics.record_state(result.snapshot, result.plan.resolved, self._clock())
 
     async def _heartbeat(self) -> None:
         # /healthz reports a loop that stopped ticking (a blocked event loop).

@@ -7,17 +7,22 @@ read at scrape time by a collector, so they are never stale.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Sequence
+import platform
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoMetricFamily
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
+from controller import __version__
 from controller.core.actions import Action, subject_of
 from controller.core.decisions import Code, Decision, LoggedDecision, Outcome
+from controller.core.model import ClusterSnapshot
+from controller.policy import ResolvedService
 from controller.runtime.lease_keeper import LeaseKeeper
 from controller.runtime.policy_source import PolicySource
+from controller.runtime.view_document import held_nodes
 
 DURATION_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 EVENT_KINDS = ("failover", "failback", "preemption", "move")
@@ -57,12 +62,25 @@ class _StateCollector(Collector):
         policy: PolicySource,
         lease: LeaseKeeper | None,
         agents: Callable[[], int | None],
+        plugin_failures: Callable[[], Mapping[str, int]],
     ) -> None:
         self._policy = policy
         self._lease = lease
         self._agents = agents
+        self._plugin_failures = plugin_failures
 
     def collect(self) -> Iterator[Metric]:
+        build = InfoMetricFamily("placement_build", "The controller's version and Python.")
+        build.add_metric([], {"version": __version__, "python": platform.python_version()})
+        yield build
+        failures = CounterMetricFamily(
+            "placement_plugin_failures",
+            "Placement plugin calls that failed or missed the deadline, by plugin.",
+            labels=["plugin"],
+        )
+        for name, count in sorted(self._plugin_failures().items()):
+            failures.add_metric([name], count)
+        yield failures
         reloads = CounterMetricFamily(
             "placement_policy_reloads", "Policy reloads that took effect."
         )
@@ -121,6 +139,7 @@ class Metrics:
         lease: LeaseKeeper | None,
         *,
         agents: Callable[[], int | None] = lambda: None,
+        plugin_failures: Callable[[], Mapping[str, int]] = dict,
     ) -> None:
         self.registry = CollectorRegistry()
         r = self.registry
@@ -185,9 +204,36 @@ class Metrics:
             "an upper bound, counted from the surge's write).",
             registry=r,
         )
-        r.register(_StateCollector(policy, lease, agents))
+        self.managed_services = Gauge(
+            "placement_managed_services",
+            "Services the controller manages (as of the last cycle).",
+            registry=r,
+        )
+        self.nodes_held = Gauge(
+            "placement_nodes_held",
+            "Nodes the controller holds, by what it holds them for: paused, quarantined, "
+            "failed, degraded (a health source's word it keeps), denying (a service).",
+            ["mark"],
+            registry=r,
+        )
+        self.webhook_reports = Counter(
+            "placement_webhook_reports",
+            "Health webhook posts, by result: accepted, unauthorized, invalid, "
+            "unknown-node, ambiguous-node, not-ready.",
+            ["result"],
+            registry=r,
+        )
+        r.register(_StateCollector(policy, lease, agents, plugin_failures))
         self._previous: set[LoggedDecision] = set()  # compared as the log shows them
         self._suspected: set[str] = set()  # subjects suspected in the last leader cycle
+
+    def record_state(
+        self, snapshot: ClusterSnapshot, resolved: Mapping[str, ResolvedService], now: float
+    ) -> None:
+        """What the last cycle saw: managed services, and the nodes held, by mark."""
+        self.managed_services.set(sum(1 for r in resolved.values() if r.settings.managed))
+        for mark, count in held_nodes(snapshot, now).items():
+            self.nodes_held.labels(mark).set(count)
 
     def record_cycle(
         self,

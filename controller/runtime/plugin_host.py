@@ -22,6 +22,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import wait as wait_for_futures
@@ -122,6 +123,7 @@ class PluginHost:
         self._wanted: tuple[ClusterSnapshot, float, float] | None = None  # snapshot, now, at
         self._last: Gathered | None = None
         self.rounds = 0
+        self.failures: Counter[str] = Counter()  # plugin -> calls that failed (metrics)
 
     # --- the cycle's side ----------------------------------------------------------------
 
@@ -227,6 +229,7 @@ class PluginHost:
 
     def _down(self, state: _State, why: str, unavailable: list[SourceStatus]) -> None:
         state.failed_at, state.problem, state.active = self._monotonic(), f"down: {why}", None
+        self.failures[state.ref.name] += 1
         log.warning("placement plugin %s: %s", state.ref.name, why)
         unavailable.append(SourceStatus("plugin", state.ref.name, state.problem))
 

@@ -49,6 +49,22 @@ def _iso(seconds: float) -> str:
     return datetime.fromtimestamp(seconds, UTC).isoformat(timespec="seconds")
 
 
+HOLD_KINDS = ("paused", "quarantined", "failed", "degraded", "denying")
+
+
+def held_nodes(snapshot: ClusterSnapshot, now: float) -> dict[str, int]:
+    """How many nodes the controller holds, by what for (HOLD_KINDS), from their labels."""
+    counts = dict.fromkeys(HOLD_KINDS, 0)
+    for node in snapshot.nodes:
+        marks = node_marks(node, (), now)
+        counts["paused"] += "paused by the controller" in marks
+        counts["quarantined"] += "quarantined" in marks
+        counts["failed"] += any(m.startswith("failed (") for m in marks)
+        counts["degraded"] += any(m.startswith("degraded (") for m in marks)
+        counts["denying"] += any(m.startswith("denies ") for m in marks)
+    return counts
+
+
 def node_marks(node: Node, decisions: Sequence[Decision], now: float) -> list[str]:
     """What the controller holds on the node, read from the labels it keeps there (so a
     restarted controller shows the same) and, for suspicion, from this cycle."""

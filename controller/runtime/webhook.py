@@ -56,9 +56,10 @@ class HealthPost(BaseModel):
 
 
 class _RequestError(Exception):
-    def __init__(self, status: int, message: str, **extra: Any) -> None:
+    def __init__(self, status: int, message: str, result: str = "invalid", **extra: Any) -> None:
         super().__init__(message)
         self.status, self.message, self.extra = status, message, extra
+        self.result = {401: "unauthorized", 503: "not-ready"}.get(status, result)
 
 
 class HealthApi:
@@ -74,11 +75,13 @@ class HealthApi:
         clock: Callable[[], float],
         max_body: int = DEFAULT_MAX_BODY,
         role: Callable[[], str] = lambda: "leader",
+        on_result: Callable[[str], None] = lambda _: None,
     ) -> None:
         if not token:
             raise ValueError("the health webhook needs a token")
         self.token, self.store, self.latest, self.role = token, store, latest, role
         self.on_report, self.clock, self.max_body = on_report, clock, max_body
+        self.on_result = on_result  # each post's result, for the metric
 
     def routes(self) -> list[Route]:
         return [Route(PATH, self._serve, methods=["GET", "HEAD", "POST", "PUT", "DELETE", "PATCH"])]
@@ -89,9 +92,13 @@ class HealthApi:
                 raise _RequestError(405, f"{request.method} is not allowed: POST or GET {PATH}")
             self.authorize(request.headers.get("authorization"))
             if request.method == "POST":
-                return JSONResponse(self.accept(await self._body(request)), status_code=202)
+                answer = JSONResponse(self.accept(await self._body(request)), status_code=202)
+                self.on_result("accepted")
+                return answer
             return JSONResponse(self.listing())
         except _RequestError as problem_:
+            if request.method == "POST":
+                self.on_result(problem_.result)
             return problem(problem_.status, problem_.message, **problem_.extra)
 
     async def _body(self, request: Request) -> bytes:
@@ -194,10 +201,13 @@ def _resolve(snapshot: ClusterSnapshot, name: str) -> Node:
     if len(live) == 1:
         return live[0]
     if not named:
-        raise _RequestError(404, f"unknown node {name!r}: not a hostname or ID of this swarm")
+        raise _RequestError(
+            404, f"unknown node {name!r}: not a hostname or ID of this swarm", "unknown-node"
+        )
     ids = ", ".join(sorted(n.id for n in named))
     raise _RequestError(
         409,
         f"hostname {name!r} names {len(named)} nodes ({ids}), "
         f"{'none' if not live else len(live)} of them not down: post the node ID instead",
+        "ambiguous-node",
     )

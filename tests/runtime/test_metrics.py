@@ -130,3 +130,35 @@ def test_a_health_panic_is_a_gauge_while_it_lasts_and_a_count_of_cycles() -> Non
     metrics.record_cycle(seconds=0.1, leader=False, decisions=[panic], executed=[], conflict=False)
     assert _sample(metrics, "placement_health_panic") == 0.0, "a standby acts on nothing"
     assert _sample(metrics, "placement_health_panic_cycles_total") == 2
+
+
+def test_managed_services_held_nodes_plugin_failures_and_the_build() -> None:
+    from controller import __version__  # noqa: PLC0415
+    from controller.core.health.node_marks import PAUSED, QUARANTINE_UNTIL  # noqa: PLC0415
+    from controller.core.labels import deny_label  # noqa: PLC0415
+    from controller.core.memory import Memory  # noqa: PLC0415
+    from controller.core.plan import plan  # noqa: PLC0415
+    from controller.policy import Policy  # noqa: PLC0415
+    from tests.core.builders import MANAGED, node, service, snapshot  # noqa: PLC0415
+
+    now = 1_800_000_000.0
+    nodes = [
+        node(1, manager=True),
+        node(2, labels={PAUSED: "quarantine", QUARANTINE_UNTIL: str(now + 60)}),
+        node(3, labels={deny_label("web"): "true", QUARANTINE_UNTIL: str(now - 60)}),
+    ]
+    snap = snapshot(
+        nodes, [service("web", labels=MANAGED), service("db", labels=MANAGED), service("x")]
+    )
+    result = plan(snapshot=snap, policy=Policy.default(), memory=Memory(), now=now)
+    failures = {"topology": 2}
+    metrics = Metrics(PolicySource(None), lease=None, plugin_failures=lambda: failures)
+    metrics.record_state(snap, result.resolved, now)
+    text = generate_latest(metrics.registry).decode()
+    assert "placement_managed_services 2.0" in text
+    assert 'placement_nodes_held{mark="paused"} 1.0' in text
+    assert 'placement_nodes_held{mark="quarantined"} 1.0' in text  # node-3's has ended
+    assert 'placement_nodes_held{mark="denying"} 1.0' in text
+    assert 'placement_nodes_held{mark="failed"} 0.0' in text
+    assert 'placement_plugin_failures_total{plugin="topology"} 2.0' in text
+    assert 'placement_build_info{python="' in text and f'version="{__version__}"' in text

@@ -28,6 +28,7 @@ class Harness:
         self.store = HealthStore()
         self.role = "leader"
         self.seen: list[HealthReport] = []
+        self.results: list[str] = []
         self.snapshot: ClusterSnapshot | None = snapshot([node(1, manager=True), node(2)], [])
         self.api = HealthApi(
             token=TOKEN,
@@ -37,6 +38,7 @@ class Harness:
             clock=lambda: NOW,
             max_body=256,
             role=lambda: self.role,
+            on_result=self.results.append,
         )
         self.server = HttpServer([("127.0.0.1", 0)], make_app(self.api.routes()))
 
@@ -199,3 +201,14 @@ def test_a_token_is_required() -> None:
             on_report=lambda r: None,
             clock=lambda: 0.0,
         )
+
+
+def test_every_post_counts_once_by_its_result(hook: Harness) -> None:
+    hook.request("POST", GOOD)
+    hook.request("POST", GOOD, token="wrong")
+    hook.request("POST", {**GOOD, "node": "node-9"})
+    hook.request("POST", {**GOOD, "state": "sick"})
+    hook.request("GET")  # a listing is no report
+    hook.snapshot = None
+    hook.request("POST", GOOD)
+    assert hook.results == ["accepted", "unauthorized", "unknown-node", "invalid", "not-ready"]
