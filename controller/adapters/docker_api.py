@@ -8,6 +8,7 @@ back byte-for-byte but for the one field changed, with the version it was read a
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import replace
 from typing import Any, cast
 
@@ -72,7 +73,9 @@ def connect(*, timeout: float = 10.0) -> docker.DockerClient:
     try:
         return docker.DockerClient.from_env(version="auto", timeout=int(timeout))
     except docker.errors.DockerException as exc:
-        raise DockerUnavailableError(f"cannot reach the Docker engine at {where}: {exc}") from exc
+        raise DockerUnavailableError(
+            f"cannot reach the Docker engine at {where}: {readable(exc)}"
+        ) from exc
 
 
 def check_manager(client: docker.DockerClient) -> None:
@@ -88,6 +91,12 @@ def check_manager(client: docker.DockerClient) -> None:
             f"the Docker engine at {client.api.base_url} is a swarm worker: "
             "the controller needs a manager's socket (point DOCKER_HOST at a manager)"
         )
+
+
+def engine_version(client: docker.DockerClient) -> str:
+    """The engine's version as `docker version` prints it (for the startup line)."""
+    version = cast(Attrs, _call(client.version))
+    return str(version.get("Version", "unknown"))
 
 
 def observe_cluster(client: docker.DockerClient) -> ClusterSnapshot:
@@ -162,6 +171,19 @@ def update_config_spec(
     _call(lambda: api._result(api._post_json(url, data=spec, params={"version": version})))
 
 
+def readable(exc: BaseException) -> str:
+    """A transport failure in words, not urllib3's repr of its connection pool."""
+    if isinstance(exc, requests.Timeout):
+        found = re.search(r"timeout=([\d.]+)", str(exc))
+        return f"no answer within {found.group(1)} s" if found else "no answer in time"
+    inner: BaseException | None = exc
+    while inner is not None:
+        if isinstance(inner, OSError) and inner.strerror:
+            return inner.strerror[0].lower() + inner.strerror[1:]
+        inner = inner.__context__ or inner.__cause__
+    return str(exc)
+
+
 def _call(fn: Any) -> Any:
     """Run one API call, mapping failures onto the controller's error kinds."""
     try:
@@ -177,6 +199,6 @@ def _call(fn: Any) -> Any:
             raise TransientError(text) from exc
         raise
     except (requests.ConnectionError, requests.Timeout) as exc:
-        raise DockerUnavailableError(f"lost the Docker engine: {exc}") from exc
+        raise DockerUnavailableError(f"lost the Docker engine: {readable(exc)}") from exc
     except docker.errors.DockerException as exc:
         raise DockerUnavailableError(str(exc)) from exc

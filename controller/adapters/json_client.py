@@ -9,6 +9,7 @@ Docker plugins put their error in `{"Err": "..."}`, which is reported as such.
 
 from __future__ import annotations
 
+import functools
 import json
 import ssl
 from dataclasses import dataclass
@@ -27,6 +28,7 @@ class HttpJsonError(RetryableError, RuntimeError):
     """The peer could not be reached, or answered something unusable."""
 
 
+@functools.lru_cache(maxsize=8)  # loading a CA costs milliseconds: once per file
 def tls_context(ca: Path) -> ssl.SSLContext:
     """Trust only this CA. Peers are addressed by overlay IPs that no certificate can
     name ahead of time, so the name is not checked: the CA's signature, and the shared
@@ -45,17 +47,18 @@ class Endpoint:
     ca: Path | None = None
 
     def client(self, timeout: float) -> tuple[httpx.Client, str]:
-        """A client for one call, and the base URL to ask."""
+        """A client for one call, and the base URL to ask. No proxy from the environment:
+        agents and plugins are reached directly. Plain HTTP has no use for certificates:
+        `verify=False` there spares loading a CA bundle on every call."""
         parts = urlsplit(self.address)
         limits = httpx.Timeout(timeout)
-        # No proxy from the environment: agents and plugins are reached directly.
         if parts.scheme == "unix":
-            transport = httpx.HTTPTransport(uds=parts.path, retries=0)
-            return httpx.Client(
-                transport=transport, timeout=limits, trust_env=False
-            ), "http://localhost"
+            transport = httpx.HTTPTransport(uds=parts.path, retries=0, verify=False)
+            client = httpx.Client(transport=transport, timeout=limits, trust_env=False)
+            return client, "http://localhost"
         if parts.scheme in ("tcp", "http") and parts.hostname:
-            return httpx.Client(timeout=limits, trust_env=False), f"http://{parts.netloc}"
+            client = httpx.Client(timeout=limits, trust_env=False, verify=False)
+            return client, f"http://{parts.netloc}"
         if parts.scheme == "https" and parts.hostname:
             verify: ssl.SSLContext | bool = tls_context(self.ca) if self.ca else True
             client = httpx.Client(timeout=limits, verify=verify, trust_env=False)

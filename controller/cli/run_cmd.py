@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import os
 import socket
 import ssl
 import sys
+from collections.abc import Mapping
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +28,17 @@ from controller.runtime.policy_source import PolicySource
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 LEGACY_LEASE_VARIABLE = "PLACEMENT_LEASE_SERVICE"
+
+
+EXPORTERS = ("none", "console", "otlp")
+
+
+def otel_exporter(env: Mapping[str, str]) -> str:
+    """OpenTelemetry's own OTEL_TRACES_EXPORTER (a list: the first we know), else none."""
+    for name in env.get("OTEL_TRACES_EXPORTER", "").split(","):
+        if name.strip() in EXPORTERS:
+            return name.strip()
+    return "none"
 
 
 def register(subparsers: Any) -> None:
@@ -63,9 +77,12 @@ def register(subparsers: Any) -> None:
         parser,
         "--trace-exporter",
         env="TRACE_EXPORTER",
-        choices=("none", "console", "otlp"),
-        default="none",
-        help="where spans go; otlp is configured by the OTEL_* variables",
+        choices=EXPORTERS,
+        default=otel_exporter(os.environ),
+        help=(
+            "where spans go (default: $OTEL_TRACES_EXPORTER, else none); otlp over gRPC or "
+            "HTTP as $OTEL_EXPORTER_OTLP_PROTOCOL says, configured by the OTEL_* variables"
+        ),
     )
     option(
         parser,
@@ -213,10 +230,31 @@ def _service_options(args: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
-def run(args: argparse.Namespace) -> int:
-    logging.basicConfig(
-        level=logging.WARNING, stream=sys.stderr, format="%(levelname)s %(message)s"
+class JsonLines(logging.Formatter):
+    """Library and controller warnings as JSON lines, like the decision log's."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        line = {
+            "time": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
+            "level": record.levelname.lower(),
+            "msg": record.getMessage(),
+            "logger": record.name,
+        }
+        if record.exc_info:
+            line["error"] = self.formatException(record.exc_info)
+        return json.dumps(line)
+
+
+def _logging(log_format: str) -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(
+        JsonLines() if log_format == "json" else logging.Formatter("%(levelname)s %(message)s")
     )
+    logging.basicConfig(level=logging.WARNING, handlers=[handler])
+
+
+def run(args: argparse.Namespace) -> int:
+    _logging(args.log_format)
     try:
         policy = PolicySource(args.policy)
     except PolicyFileError as exc:

@@ -109,6 +109,10 @@ class HttpServer:
         self.tls = tls is not None
 
     @property
+    def addresses(self) -> tuple[tuple[str, int], ...]:
+        return tuple((str(s.getsockname()[0]), int(s.getsockname()[1])) for s in self._sockets)
+
+    @property
     def ports(self) -> tuple[int, ...]:
         return tuple(int(s.getsockname()[1]) for s in self._sockets)
 

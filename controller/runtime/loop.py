@@ -31,6 +31,7 @@ from tenacity import (
     wait_random_exponential,
 )
 
+from controller import __version__
 from controller.adapters.agent_client import AgentError, discover_agents
 from controller.adapters.docker_api import (
     ENGINE_ERRORS,
@@ -38,6 +39,7 @@ from controller.adapters.docker_api import (
     EngineClient,
     check_manager,
     connect,
+    engine_version,
     observe_cluster,
 )
 from controller.adapters.docker_events import event_opener
@@ -71,6 +73,7 @@ from controller.runtime.webhook import HealthApi
 log = logging.getLogger(__name__)
 
 POLICY_POLL_SECONDS = 1.0
+STARTUP_ERRORS: tuple[type[Exception], ...] = (RetryableError, *ENGINE_ERRORS)
 
 
 @dataclass(frozen=True)
@@ -123,7 +126,11 @@ class Controller:
         self.trigger = Trigger()
         self._out = out
         self._client_factory = client_factory
-        self._provider = make_tracer_provider(config.exporter, extra=span_processors)
+        self._provider = make_tracer_provider(
+            config.exporter,
+            extra=span_processors,
+            instance=config.lease.holder if config.lease is not None else None,
+        )
         self._decision_log = DecisionLog(out, config.log_format)
         self._executor = executor
         self._clock = clock
@@ -301,8 +308,38 @@ class Controller:
         if self._scope is not None and self._token is not None:
             anyio.from_thread.run_sync(self._scope.cancel, token=self._token)
 
+    @staticmethod
+    def _engine_version(client: EngineClient) -> str:
+        try:
+            return engine_version(client)
+        except STARTUP_ERRORS as exc:
+            return f"unknown ({exc})"
+
+    def _started(self, client: EngineClient) -> None:
+        """One line of what runs, how and where, before the first cycle."""
+        config, lease = self.config, self.config.lease
+        scheme = "https" if config.tls is not None else "http"
+        listen = self.server.addresses if self.server is not None else ()
+        self._decision_log.started(
+            {
+                "version": __version__,
+                "policy": str(config.policy_path or "(built-in defaults)"),
+                "policy_sha256": self.policy.digest,
+                "engine": self._engine_version(client),
+                "mode": "dry-run" if config.dry_run else "writes",
+                "lease": (
+                    f"{lease.name} as {lease.holder}, lifetime {lease.lifetime:g} s"
+                    if lease is not None
+                    else "none: a single instance"
+                ),
+                "listen": " ".join(f"{scheme}://{h}:{p}" for h, p in listen) or "none",
+            },
+            now=self._clock(),
+        )
+
     async def _run(self) -> None:
         client = await self._connect()
+        await anyio.to_thread.run_sync(self._started, client)
         lease = self.lease
         self.reconciler = Reconciler(
             observe=lambda: observe_cluster(client),

@@ -122,6 +122,7 @@ class Reconciler:
                 snapshot=snapshot,
                 trace_id=format(span.get_span_context().trace_id, "032x"),
             )
+            span.set_attribute("placement.role", "leader" if cycle.standby is None else "standby")
             if cycle.standby is not None:
                 span.set_attribute("placement.standby", cycle.standby)
                 return cycle

@@ -7,47 +7,85 @@ every decision is a span event on the plan span and one logfmt (or JSON) line on
 from __future__ import annotations
 
 import json
+import os
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Literal, TextIO
 
 from opentelemetry import trace
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter, SpanExporter
 
 from controller import __version__
-from controller.core.decisions import Decision, LoggedDecision
+from controller.core.decisions import Decision, LoggedDecision, Outcome
 
 Exporter = Literal["none", "console", "otlp"]
 LogFormat = Literal["logfmt", "json"]
 
-TRACER_NAME = "swarm-placement"
+TRACER_NAME = DEFAULT_SERVICE_NAME = "swarm-placement"
+
+
+def resource_attributes(
+    instance: str | None, env: Mapping[str, str] = os.environ
+) -> dict[str, str]:
+    """Ours, under OpenTelemetry's own variables: OTEL_SERVICE_NAME and a service.name in
+    OTEL_RESOURCE_ATTRIBUTES win over the default name (the SDK adds the variables)."""
+    attributes = {"service.version": __version__}
+    named = env.get("OTEL_SERVICE_NAME") or "service.name=" in env.get(
+        "OTEL_RESOURCE_ATTRIBUTES", ""
+    )
+    if not named:
+        attributes["service.name"] = DEFAULT_SERVICE_NAME
+    if instance:
+        # One per replica (the lease holder's name): a trace says which replica led.
+        attributes["service.instance.id"] = instance
+    return attributes
+
+
+def otlp_protocol(env: Mapping[str, str] = os.environ) -> str:
+    return (
+        env.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
+        or env.get("OTEL_EXPORTER_OTLP_PROTOCOL")
+        or "http/protobuf"
+    )
+
+
+def _otlp_exporter() -> SpanExporter:
+    """gRPC or HTTP as OTEL_EXPORTER_OTLP_PROTOCOL says; endpoint and headers from the
+    standard OTEL_* variables too."""
+    protocol = otlp_protocol()
+    try:
+        if protocol == "grpc":
+            from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import (  # noqa: PLC0415
+                OTLPSpanExporter as GrpcExporter,
+            )
+
+            return GrpcExporter()
+        if protocol in ("http/protobuf", "http"):
+            from opentelemetry.exporter.otlp.proto.http.trace_exporter import (  # noqa: PLC0415
+                OTLPSpanExporter as HttpExporter,
+            )
+
+            return HttpExporter()
+    except ImportError as exc:  # an optional extra
+        raise RuntimeError("the OTLP exporter needs `pip install swarm-placement[otlp]`") from exc
+    raise RuntimeError(
+        f"OTLP protocol {protocol!r} is not supported: use grpc or http/protobuf "
+        "(OTEL_EXPORTER_OTLP_PROTOCOL)"
+    )
 
 
 def make_tracer_provider(
-    exporter: Exporter, *, extra: Iterable[SpanProcessor] = ()
+    exporter: Exporter, *, extra: Iterable[SpanProcessor] = (), instance: str | None = None
 ) -> TracerProvider:
     """A provider of our own (not the global one), so tests can run several side by side."""
-    provider = TracerProvider(
-        resource=Resource.create(
-            {"service.name": "swarm-placement", "service.version": __version__}
-        )
-    )
+    provider = TracerProvider(resource=Resource.create(resource_attributes(instance)))
     if exporter == "console":
         provider.add_span_processor(BatchSpanProcessor(ConsoleSpanExporter(out=sys.stderr)))
     elif exporter == "otlp":
-        try:
-            from opentelemetry.exporter.otlp.proto.http.trace_exporter import (  # noqa: PLC0415
-                OTLPSpanExporter,
-            )
-        except ImportError as exc:  # an optional extra
-            raise RuntimeError(
-                "the OTLP exporter needs `pip install swarm-placement[otlp]`"
-            ) from exc
-        # Endpoint, headers and protocol come from the standard OTEL_* variables.
-        provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
+        provider.add_span_processor(BatchSpanProcessor(_otlp_exporter()))
     for processor in extra:
         provider.add_span_processor(processor)
     return provider
@@ -104,9 +142,21 @@ class DecisionLog:
     def note(self, text: str, *, now: float) -> None:
         stamp = datetime.fromtimestamp(now, UTC).isoformat(timespec="milliseconds")
         if self._fmt == "json":
-            self._out.write(json.dumps({"event": "note", "time": stamp, "text": text}) + "\n")
+            line = {"event": "note", "time": stamp, "level": "info", "msg": text}
+            self._out.write(json.dumps(line) + "\n")
         else:
             self._out.write(f"note time={stamp} text={_logfmt_value(text)}\n")
+        self._out.flush()
+
+    def started(self, fields: Mapping[str, str], *, now: float) -> None:
+        """The first line: what runs, with which policy, against which engine, how."""
+        stamp = datetime.fromtimestamp(now, UTC).isoformat(timespec="milliseconds")
+        if self._fmt == "json":
+            line = {"event": "start", "time": stamp, "level": "info", "msg": "started", **fields}
+            self._out.write(json.dumps(line) + "\n")
+        else:
+            pairs = " ".join(f"{k}={_logfmt_value(v)}" for k, v in fields.items())
+            self._out.write(f"start time={stamp} {pairs}\n")
         self._out.flush()
 
     def format(self, decision: Decision, stamp: str) -> str:
@@ -120,5 +170,8 @@ class DecisionLog:
         if decision.action_text is not None:
             fields["action"] = decision.action_text
         if self._fmt == "json":
-            return json.dumps({"event": "decision", **fields})
+            # `level` and `msg` as every JSON log shipper expects; a refused write warns.
+            level = "warning" if decision.outcome == Outcome.FAILED else "info"
+            msg = f"{decision.subject}: {decision.outcome}"
+            return json.dumps({"event": "decision", "level": level, "msg": msg, **fields})
         return "decision " + " ".join(f"{k}={_logfmt_value(v)}" for k, v in fields.items())
