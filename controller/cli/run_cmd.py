@@ -297,4 +297,11 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_FAILED
     except KeyboardInterrupt:
         pass
+    if controller.reconciler is None and not args.once:
+        # Stopped (--for, a signal) before the engine ever answered: nothing was done.
+        print(
+            f"run: never reached the Docker engine: {controller.health.last_error or 'no answer'}",
+            file=sys.stderr,
+        )
+        return EXIT_FAILED
     return EXIT_OK

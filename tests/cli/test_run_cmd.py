@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from controller.cli.main import main
@@ -44,3 +46,11 @@ def test_a_lease_it_cannot_keep_stops_run_before_it_connects(
         monkeypatch.setenv(key, value)
     assert main(["run", *argv]) == 2
     assert says in capsys.readouterr().err
+
+
+def test_a_bounded_run_that_never_reached_the_engine_fails(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-engine.sock")
+    assert main(["run", "--for", "1"]) == 1
+    assert "run: never reached the Docker engine" in capsys.readouterr().err
