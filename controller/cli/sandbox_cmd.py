@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from types import FrameType
@@ -34,6 +35,7 @@ from controller.sandbox.spec import (
 )
 from controller.sandbox.state import load_state, sandbox_dir
 from controller.sandbox.teardown import teardown_sandbox
+from controller.sandbox.tour import play_in_background
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 DEFAULT_NAME = "dev"
@@ -88,6 +90,11 @@ def register(subparsers: Any) -> None:
     )
     _add_name(run)
     _add_up_options(run)
+    run.add_argument(
+        "--tour",
+        action="store_true",
+        help="with --samples: play a narrated failover, failback and preemption beside it",
+    )
     run.add_argument("args", nargs=argparse.REMAINDER, help="-- then the controller command")
     run.set_defaults(handler=_guarded(cmd_run))
 
@@ -440,7 +447,13 @@ def cmd_run(args: argparse.Namespace) -> int:
                 create_samples(sandbox)
         with _Signals() as signals:
             if argv and argv[0] in _controller_commands():
-                code = _run_child(sandbox, argv, signals)
+                stop = threading.Event()
+                if args.tour and args.samples:
+                    play_in_background(sandbox, _say, stop)
+                try:
+                    code = _run_child(sandbox, argv, signals)
+                finally:
+                    stop.set()
             else:
                 code = _watch_status(sandbox, argv, signals)
     except KeyboardInterrupt:
@@ -450,6 +463,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         if owned:
             code = _down_after_run(spec.name, code)
     return code
+
+
+def _say(text: str) -> None:
+    print(text, flush=True)
 
 
 def _down_after_run(name: str, code: int) -> int:
