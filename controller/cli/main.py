@@ -60,13 +60,14 @@ def build_parser() -> argparse.ArgumentParser:
         prog="swarm-placement",
         description="Placement policy for Docker Swarm.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
-        usage="%(prog)s [-h] [--version] COMMAND ...",
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     # The commands are listed by group in the epilog instead of argparse's one list.
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", help=argparse.SUPPRESS)
     for name in COMMAND_MODULES:
         importlib.import_module(name).register(subparsers)
+    # Set after the subcommands took their own prefix from the parser (`swarm-placement`).
+    parser.usage = "%(prog)s [-h] [--version] COMMAND ..."
     parser.epilog = _grouped({a.dest: a.help or "" for a in subparsers._choices_actions})
     return parser
 

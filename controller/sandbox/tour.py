@@ -24,6 +24,8 @@ CPU = 1_000_000_000  # nano-CPUs
 BATCH_CPU = 1.2  # each batch replica reserves this much of a node's 2 CPUs
 URGENT = "urgent"
 STEP_TIMEOUT = 120.0
+HOME = "node-2"  # db's first preferred owner (samples.py)
+SETTLE_SECONDS = 5.0
 
 
 class TourStoppedError(Exception):
@@ -72,10 +74,12 @@ class Tour:
             self.client.close()
 
     def _failover_and_failback(self) -> None:
-        home = self._wait("db on a preferred owner", lambda: _one_of(self.running_on("db")))
+        home = HOME  # db's first preferred owner: the controller moves it there first
+        self._wait(f"db on {home}", lambda: self.running_on("db") == {home: 1})
+        self._stop.wait(SETTLE_SECONDS)  # let the first placement settle before a fault
         self.say(
-            f"db runs on {home}, a preferred owner (placement.preferred-nodes=node-2,node-3). "
-            f"Crashing {home} now: watch db fail over."
+            f"db runs on {home}, its first preferred owner "
+            f"(placement.preferred-nodes=node-2,node-3). Crashing {home} now: watch db fail over."
         )
         crashed = time.monotonic()
         self.sandbox.fail(home, "crash")

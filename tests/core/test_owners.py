@@ -397,3 +397,41 @@ def test_a_node_never_seen_going_down_is_no_return_to_wait_for() -> None:
     snap = snapshot(four_nodes(), [db], [running(db, 1, 1)])
     fresh = replace(STABLE, node_ready_since={**STABLE.node_ready_since, "n2": NOW - 5})
     assert only_constraints(owners_only(snap, memory=fresh)).evicts_from == ("n1",)
+
+
+def test_a_failback_after_a_failover_waits_for_failback_delay_not_the_move_cooldown() -> None:
+    # The failover's trim started the move cooldown (300 s by default) 40 s ago; the
+    # preferred owner has been back and ready for longer than failback-delay (30 s).
+    db = managed(
+        "db", 1, preferred_nodes="node-2,node-3", failback="immediate", failback_delay="30s"
+    )
+    snap = snapshot(four_nodes(), [db], [running(db, 3, 1)])
+    memory = replace(
+        STABLE,
+        node_ready_since={**STABLE.node_ready_since, "n2": NOW - 35},
+        last_move={db.id: NOW - 40},
+    )
+    result = owners_only(snap, memory=memory)
+    action = only_constraints(result)
+    assert action.evicts_from == ("n3",)
+    (move,) = [d for d in result.decisions if d.outcome == "move"]
+    assert move.code == Code.FAILBACK
+    # Before failback-delay has passed it waits, and says so.
+    early = replace(memory, node_ready_since={**memory.node_ready_since, "n2": NOW - 10})
+    held = owners_only(snap, memory=early)
+    assert all(not a.evicts_from for a in held.actions if isinstance(a, SetServiceConstraints))
+
+
+def test_a_move_held_by_the_cooldown_is_said() -> None:
+    # Spread wants a move; the cooldown holds it: a decision must say so.
+    web = managed("web", 2, anti_affinity="front")
+    api = managed("api", 1, anti_affinity="front")
+    snap = snapshot(
+        four_nodes(), [web, api], [running(web, 2, 1), running(web, 3, 2), running(api, 2, 1)]
+    )
+    cooling = replace(STABLE, last_move={api.id: NOW - 10, web.id: NOW - 10})
+    result = owners_only(snap, memory=cooling)
+    assert not any(isinstance(a, SetServiceConstraints) and a.evicts_from for a in result.actions)
+    assert any("cooldown" in d.reason for d in result.decisions), [
+        d.line() for d in result.decisions
+    ]

@@ -7,7 +7,7 @@ the ones planned before it will be (for anti-affinity) rather than where they we
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from controller.core.actions import Action, SetServiceConstraints, target_of
@@ -121,6 +121,18 @@ def _failback_ready(
         if n in since and ctx.now - since[n] >= settings.failback_delay_seconds
     )
     return ready, None
+
+
+def _failback_due(
+    current: Mapping[str, int], ready: frozenset[str], preferred: Sequence[str]
+) -> bool:
+    """A preferred owner in `ready` has no task while a task runs on a node that ranks
+    below it (or is no preferred owner at all)."""
+    rank = {n: i for i, n in enumerate(preferred)}
+    empty = [rank[n] for n in ready if n in rank and not current.get(n)]
+    return bool(empty) and any(
+        c and rank.get(n, len(rank)) > min(empty) for n, c in current.items()
+    )
 
 
 def _busy(ctx: PlanContext, service: Service) -> str | None:
@@ -308,6 +320,17 @@ def _plan_service(
         notes.append(Decision(RULE, subject, Outcome.WAIT, busy))
         return None, notes, current
     waiting = _cooling(ctx, service)
+    last_move = ctx.memory.last_move.get(service.id)
+    returned = frozenset(
+        n
+        for n in failback_ready
+        if last_move is not None and ctx.memory.node_ready_since.get(n, -1.0) >= last_move
+    )
+    if waiting and _failback_due(current, returned, cands.preferred):
+        # A preferred owner came back after the last move (the failover's trim): failing
+        # back has its own clock (failback-delay, the window), the cooldown must not hold
+        # it for minutes more. A new placement (a policy change) still waits it out.
+        waiting = None
     soft_mates = (
         projection.mates(settings.anti_affinity)
         if settings.anti_affinity_mode is AntiAffinityMode.SOFT
@@ -351,6 +374,12 @@ def _plan_service(
         else:
             shared.placing[service.id] = None
     result = assign(inputs)
+    if waiting and max_moves:
+        unheld = assign(replace(inputs, max_moves=max_moves))
+        if dict(unheld.desired) != dict(result.desired):
+            notes.append(
+                Decision(RULE, subject, Outcome.KEEP, f"its tasks where they are: {waiting}")
+            )
     notes.extend(
         explain_placement(
             ctx,
