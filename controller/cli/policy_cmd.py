@@ -13,6 +13,7 @@ from typing import Any
 
 from controller.adapters.policy_file import PolicyFileError, load_policy_file, load_policy_text
 from controller.cli.env_options import add_policy_argument
+from controller.cli.output import add_output_option, emit
 from controller.policy import Policy, ResolvedService, render_policy_schema, resolve_service
 
 EXIT_OK, EXIT_FAILED, EXIT_INVALID = 0, 1, 2
@@ -55,6 +56,7 @@ def register(subparsers: Any) -> None:
     # The older spelling, kept so scripts written for it go on working.
     show.add_argument("--service", dest="service_option", help=argparse.SUPPRESS)
     add_policy_argument(show)
+    add_output_option(show)
     show.set_defaults(handler=run_show)
 
 
@@ -141,7 +143,16 @@ def run_show(args: argparse.Namespace) -> int:
     resolved = resolve_service(
         policy, service_name=service.name, service_id=service.id, labels=service.labels
     )
-    sys.stdout.write(format_resolved(resolved, policy_name=policy_name))
+    document = {
+        "service": {"id": resolved.service_id, "name": resolved.service_name},
+        "policy": policy_name,
+        "settings": [
+            {"setting": setting, "value": value, "source": source}
+            for setting, value, source in resolved.setting_rows()
+        ],
+        "errors": list(resolved.errors),
+    }
+    emit(args, document, lambda: format_resolved(resolved, policy_name=policy_name).rstrip("\n"))
     if resolved.error_summary:
         print(resolved.error_summary, file=sys.stderr)
         return EXIT_FAILED

@@ -184,3 +184,17 @@ def test_check_reads_standard_input_for_a_dash(
     monkeypatch.setattr(sys, "stdin", io.StringIO("apiVersion: placement/v1\nbogus: 1\n"))
     assert run("policy", "check", "-") == 2
     assert capsys.readouterr().err.startswith("<stdin>:2:")
+
+
+def test_show_prints_the_same_settings_as_json(
+    fake_docker: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import json  # noqa: PLC0415
+
+    policy = ROOT / "policies" / "example.yaml"
+    assert run("policy", "show", "db", "--policy", str(policy), "-o", "json") == 0
+    document = json.loads(capsys.readouterr().out)
+    assert document["service"] == {"id": "svc123", "name": "db"}
+    settings = {s["setting"]: (s["value"], s["source"]) for s in document["settings"]}
+    assert settings["failback"] == ("immediate", "label placement.failback")
+    assert document["errors"] == []
