@@ -13,8 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from controller.cli.env_options import option
-from controller.cli.health_opts import parse_listen, read_secret
+from controller.cli.health_opts import read_secret
 from controller.cli.tls_opts import add_tls_options, tls_files
+from controller.runtime.http_server import parse_address
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
@@ -120,7 +121,7 @@ def run_agent(args: argparse.Namespace) -> int:
         if args.interval <= 0 or args.window < args.interval:
             raise ValueError("--interval must be above 0 and --window at least --interval")
         config = AgentConfig(
-            listen=parse_listen(args.listen),
+            listen=parse_address(args.listen),
             secret=read_secret(args.secret_file, "agent secret"),
             usage=args.usage,
             proc=args.proc,
@@ -153,7 +154,7 @@ def run_reference_plugin(args: argparse.Namespace) -> int:
     from controller.refplugin import make_server  # noqa: PLC0415
 
     try:
-        listen = parse_listen(args.listen) if args.listen else None
+        listen = parse_address(args.listen) if args.listen else None
         server = make_server(args.file, socket_path=args.socket, listen=listen)
     except (ValueError, OSError) as exc:
         print(f"reference-plugin: {exc}", file=sys.stderr)

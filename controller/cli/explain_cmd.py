@@ -11,10 +11,8 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import sys
-from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
-from controller.adapters.decision_log import read_decisions
 from controller.cli.env_options import add_policy_argument
 from controller.cli.output import add_output_option, emit
 from controller.cli.swarm_access import (
@@ -23,8 +21,9 @@ from controller.cli.swarm_access import (
     CommandError,
     dry_plan,
     load_policy,
+    read_log,
 )
-from controller.core.explain import Explanation, Past, explain_service, explanation_document
+from controller.core.explain import Explanation, explain_service, explanation_document
 
 RECENT = 20
 
@@ -54,22 +53,10 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(handler=run)
 
 
-def _history(path: str | None, stdin: TextIO) -> list[Past]:
-    if path is None:
-        return []
-    if path == "-":
-        return read_decisions(stdin)
-    try:
-        with Path(path).open(encoding="utf-8", errors="replace") as lines:
-            return read_decisions(lines)
-    except OSError as exc:
-        raise CommandError([f"explain: cannot read {path}: {exc.strerror or exc}"], 2) from None
-
-
 def run(args: argparse.Namespace) -> int:
     try:
         policy = load_policy(args.policy, "explain")
-        history = _history(args.log, sys.stdin)
+        history = read_log(args.log, "explain")
         dry = dry_plan(policy, "explain")
     except CommandError as exc:
         return exc.report()

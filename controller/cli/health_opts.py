@@ -11,6 +11,7 @@ from pathlib import Path
 
 from controller.cli.env_options import option, switch
 from controller.runtime.health_inputs import HealthConfig
+from controller.runtime.http_server import parse_address
 
 DEFAULT_PLUGIN_DIRS = "/run/docker/plugins:/etc/docker/plugins:/usr/lib/docker/plugins"
 
@@ -166,21 +167,10 @@ def read_secret(path: Path, what: str) -> str:
     return secret
 
 
-def parse_listen(text: str) -> tuple[str, int]:
-    host, _, port = text.rpartition(":")
-    try:
-        number = int(port)
-    except ValueError:
-        raise ValueError(f"invalid address {text!r}: expected HOST:PORT, e.g. :9465") from None
-    if not 0 <= number <= 65535:
-        raise ValueError(f"invalid port {number} in {text!r}")
-    return host.strip("[]") or "0.0.0.0", number
-
-
 def health_config(args: argparse.Namespace) -> HealthConfig | None:
     """The HealthConfig the options ask for (None: none of it); ValueError says what is
     wrong."""
-    webhook = parse_listen(args.health_listen) if args.health_listen else None
+    webhook = parse_address(args.health_listen) if args.health_listen else None
     token = ""
     if webhook is not None:
         if not args.health_token_file:

@@ -19,7 +19,7 @@ import anyio
 from controller.adapters.docker_api import DockerUnavailableError, NotAManagerError
 from controller.adapters.policy_file import PolicyFileError
 from controller.cli.env_options import option, switch
-from controller.cli.health_opts import add_health_arguments, health_config
+from controller.cli.health_opts import add_health_arguments, health_config, read_secret
 from controller.cli.tls_opts import tls_files
 from controller.runtime.http_server import parse_address
 from controller.runtime.lease_keeper import DEFAULT_LIFETIME_SECONDS, LeaseConfig
@@ -220,13 +220,7 @@ def _service_options(args: argparse.Namespace) -> dict[str, Any]:
             raise ValueError(f"--trace-url {args.trace_url!r} has no {{trace_id}} in it")
         out["trace_url"] = str(args.trace_url)
     if args.metrics_token_file:
-        try:
-            token = Path(args.metrics_token_file).read_text().strip()
-        except OSError as exc:
-            raise ValueError(f"cannot read the metrics token: {exc}") from exc
-        if not token:
-            raise ValueError(f"the metrics token file {args.metrics_token_file} is empty")
-        out["metrics_token"] = token
+        out["metrics_token"] = read_secret(Path(args.metrics_token_file), "metrics token")
     return out
 
 

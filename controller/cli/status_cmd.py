@@ -11,12 +11,9 @@ controller's memory: its web view (/ui) shows it.
 from __future__ import annotations
 
 import argparse
-import sys
 import time
-from pathlib import Path
 from typing import Any
 
-from controller.adapters.decision_log import read_decisions
 from controller.adapters.lease_store import find_leases
 from controller.cli.env_options import add_policy_argument
 from controller.cli.output import add_output_option, columns, emit
@@ -26,6 +23,7 @@ from controller.cli.swarm_access import (
     CommandError,
     connect_manager,
     load_policy,
+    read_log,
 )
 from controller.core.counts import is_active
 from controller.core.explain import Past
@@ -185,22 +183,10 @@ def render_status(doc: dict[str, Any]) -> str:
     return "\n\n".join(parts)
 
 
-def _recent(path: str | None, count: int) -> list[Past]:
-    if path is None or count <= 0:
-        return []
-    if path == "-":
-        return read_decisions(sys.stdin)[-count:]
-    try:
-        with Path(path).open(encoding="utf-8", errors="replace") as lines:
-            return read_decisions(lines)[-count:]
-    except OSError as exc:
-        raise CommandError([f"status: cannot read {path}: {exc.strerror or exc}"], 2) from None
-
-
 def run(args: argparse.Namespace) -> int:
     try:
         policy = load_policy(args.policy, "status")
-        recent = _recent(args.log, args.recent)
+        recent = read_log(args.log, "status")[-args.recent :] if args.recent > 0 else []
         client = connect_manager("status")
         try:
             dry = plan_once(client, policy, clock=time.time)

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import docker
 
+from controller.adapters.decision_log import read_decisions
 from controller.adapters.docker_api import (
     DockerUnavailableError,
     NotAManagerError,
@@ -20,6 +21,7 @@ from controller.adapters.docker_api import (
     connect,
 )
 from controller.adapters.policy_file import PolicyFileError, load_policy_file
+from controller.core.explain import Past
 from controller.policy import Policy
 from controller.runtime.dry_run import DryRun, plan_once
 
@@ -67,3 +69,19 @@ def dry_plan(policy: Policy, command: str) -> DryRun:
         raise CommandError([f"{command}: {exc}"], EXIT_FAILED) from None
     finally:
         client.close()
+
+
+def read_log(path: str | None, command: str) -> list[Past]:
+    """The decisions in the controller's log at `path` (`-`: standard input), oldest first;
+    none without a path."""
+    if path is None:
+        return []
+    if path == "-":
+        return read_decisions(sys.stdin)
+    try:
+        with Path(path).open(encoding="utf-8", errors="replace") as lines:
+            return read_decisions(lines)
+    except OSError as exc:
+        raise CommandError(
+            [f"{command}: cannot read {path}: {exc.strerror or exc}"], EXIT_USAGE
+        ) from None

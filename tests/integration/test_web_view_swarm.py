@@ -18,17 +18,15 @@ import docker
 import pytest
 from selenium import webdriver
 from selenium.common.exceptions import WebDriverException
-from selenium.webdriver.chrome.service import Service as DriverService
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support.ui import WebDriverWait
 
-from tests.conftest import in_ci
-from tests.integration.support import ControllerThread, clean_swarm, running_by_node, wait_until
+from tests.browser import chromium
+from tests.integration.support import ControllerThread, clean_client, running_by_node, wait_until
 
 pytestmark = [pytest.mark.swarm, pytest.mark.slow]
 
-CHROMIUM, DRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
 POLICY = """\
 apiVersion: placement/v1
 nodes:
@@ -39,35 +37,15 @@ controller: {resync-interval: 1s, move-cooldown: 2s}
 
 @pytest.fixture
 def client(swarm) -> Iterator[docker.DockerClient]:  # type: ignore[no-untyped-def]
-    c = docker.DockerClient(base_url=swarm.manager_host, version="auto", timeout=30)
-    clean_swarm(c)
-    yield c
-    clean_swarm(c)
-    c.close()
+    # Also brings node-3 back if the test fails with it down.
+    with clean_client(swarm) as c:
+        yield c
 
 
 @pytest.fixture
 def browser(tmp_path: Path) -> Iterator[webdriver.Chrome]:
-    if not (os.path.exists(CHROMIUM) and os.path.exists(DRIVER)):
-        message = "Debian's chromium and chromium-driver are needed for the browser test"
-        if in_ci():
-            pytest.fail(message, pytrace=False)
-        pytest.skip(message)
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for flag in (
-        "--headless=new",
-        "--no-sandbox",
-        "--disable-dev-shm-usage",
-        "--window-size=1400,1000",
-        f"--user-data-dir={tmp_path / 'profile'}",
-    ):
-        options.add_argument(flag)
-    driver = webdriver.Chrome(options=options, service=DriverService(DRIVER))
-    try:
+    with chromium(tmp_path / "profile") as driver:
         yield driver
-    finally:
-        driver.quit()
 
 
 def _free_port() -> int:

@@ -7,15 +7,12 @@ node failure live; this one checks the page itself, quickly.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import anyio.from_thread
 import pytest
-from selenium import webdriver
-from selenium.webdriver.chrome.service import Service as DriverService
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support.ui import Select, WebDriverWait
@@ -23,10 +20,8 @@ from selenium.webdriver.support.ui import Select, WebDriverWait
 from controller.runtime.http_app import make_app
 from controller.runtime.http_server import HttpServer
 from controller.runtime.web_view import WebView
-from tests.conftest import in_ci
+from tests.browser import chromium
 from tests.runtime.test_web_view import POLICY, _cycle
-
-CHROMIUM, DRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
 
 # For every element with its own text: the contrast ratio (WCAG 2) of its colour against
 # the first opaque background behind it.
@@ -57,37 +52,21 @@ return worst.slice(0, 3);
 
 @pytest.fixture
 def page(tmp_path: Path) -> Iterator[Any]:
-    if not (os.path.exists(CHROMIUM) and os.path.exists(DRIVER)):
-        message = "Debian's chromium and chromium-driver are needed for the browser tests"
-        if in_ci():
-            pytest.fail(message, pytrace=False)
-        pytest.skip(message)
     view = WebView()
     server = HttpServer([("127.0.0.1", 0)], make_app(view.routes(), home="/ui"), on_stop=view.close)
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for flag in (
-        "--headless=new",
-        "--no-sandbox",
-        "--disable-dev-shm-usage",
-        "--window-size=1400,1000",
-        f"--user-data-dir={tmp_path / 'profile'}",
-    ):
-        options.add_argument(flag)
     with anyio.from_thread.start_blocking_portal() as portal:
         serving = portal.start_task_soon(server.run)
         portal.call(view.update, _cycle(), POLICY, "leader")
-        driver = webdriver.Chrome(options=options, service=DriverService(DRIVER))
         try:
-            driver.get(f"http://127.0.0.1:{server.port}/")  # / leads to /ui
-            WebDriverWait(driver, 30).until(
-                lambda d: d.find_elements(By.CSS_SELECTOR, 'article[data-node="node-3"]')
-            )
-            yield driver
-            errors = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
-            assert errors == [], errors
+            with chromium(tmp_path / "profile") as driver:
+                driver.get(f"http://127.0.0.1:{server.port}/")  # / leads to /ui
+                WebDriverWait(driver, 30).until(
+                    lambda d: d.find_elements(By.CSS_SELECTOR, 'article[data-node="node-3"]')
+                )
+                yield driver
+                errors = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
+                assert errors == [], errors
         finally:
-            driver.quit()
             serving.cancel()
 
 
