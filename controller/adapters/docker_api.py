@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import os
 import re
+import time
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any, cast
 
@@ -23,6 +25,10 @@ from controller.core.model import ClusterSnapshot
 from controller.core.records_mirror import RECORDS_CONFIG, RecordStore
 
 OUT_OF_SEQUENCE = "update out of sequence"
+
+
+# Finished tasks are listed again after this long (ClusterObserver), by default.
+HISTORY_EVERY_SECONDS = 10.0
 
 
 class DockerUnavailableError(RetryableError, RuntimeError):
@@ -100,17 +106,52 @@ def engine_version(client: docker.DockerClient) -> str:
 
 
 def observe_cluster(client: docker.DockerClient) -> ClusterSnapshot:
-    nodes = _call(client.api.nodes)
-    services = _call(client.api.services)
-    tasks = _call(lambda: client.api.tasks(filters={"desired-state": "running"}))
-    # Finished tasks: the failures among them are health input (quarantine, workload).
-    history = _call(lambda: client.api.tasks(filters={"desired-state": "shutdown"}))
-    snapshot = snapshot_from_attrs(nodes=nodes, services=services, tasks=tasks)
-    return replace(
-        snapshot,
-        workload=failure_events_from_attrs([*tasks, *history]),
-        records=observe_records(client),
-    )
+    """One observation, the task history listed too (the one-shot commands)."""
+    return ClusterObserver(client, history_every=lambda: 0.0)()
+
+
+class ClusterObserver:
+    """A cycle's observation. The finished tasks (Swarm keeps up to five per slot, so
+    most of what a task listing returns) are only health input: failures for quarantine
+    and workload health, counted over minutes to an hour. They are listed again at most
+    every `history_every()` seconds (the controller passes its resync interval) and
+    reused in between, so a burst of event-triggered cycles lists what placement needs
+    and little more."""
+
+    def __init__(
+        self,
+        client: docker.DockerClient,
+        *,
+        history_every: Callable[[], float] = lambda: HISTORY_EVERY_SECONDS,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._client, self._every, self._clock = client, history_every, clock
+        self._history: list[Attrs] | None = None
+        self._listed_at = 0.0
+        self.history_listings = 0
+
+    def _finished(self) -> list[Attrs]:
+        now = self._clock()
+        if self._history is None or now - self._listed_at >= self._every():
+            self._history = _call(
+                lambda: self._client.api.tasks(filters={"desired-state": "shutdown"})
+            )
+            self._listed_at = now
+            self.history_listings += 1
+        return self._history
+
+    def __call__(self) -> ClusterSnapshot:
+        client = self._client
+        nodes = _call(client.api.nodes)
+        services = _call(client.api.services)
+        tasks = _call(lambda: client.api.tasks(filters={"desired-state": "running"}))
+        history = self._finished()
+        snapshot = snapshot_from_attrs(nodes=nodes, services=services, tasks=tasks)
+        return replace(
+            snapshot,
+            workload=failure_events_from_attrs([*tasks, *history]),
+            records=observe_records(client),
+        )
 
 
 def observe_records(client: docker.DockerClient) -> RecordStore:

@@ -35,12 +35,12 @@ from controller import __version__
 from controller.adapters.agent_client import AgentError, discover_agents
 from controller.adapters.docker_api import (
     ENGINE_ERRORS,
+    ClusterObserver,
     DockerUnavailableError,
     EngineClient,
     check_manager,
     connect,
     engine_version,
-    observe_cluster,
 )
 from controller.adapters.docker_events import event_opener
 from controller.adapters.errors import RetryableError
@@ -342,7 +342,9 @@ class Controller:
         await anyio.to_thread.run_sync(self._started, client)
         lease = self.lease
         self.reconciler = Reconciler(
-            observe=lambda: observe_cluster(client),
+            # Finished tasks once per resync interval: failures are seen as fast as a
+            # task that went pending is (the resync's own reason).
+            observe=ClusterObserver(client, history_every=self._resync_seconds),
             policy=self.policy,
             tracer=get_tracer(self._provider),
             decision_log=self._decision_log,

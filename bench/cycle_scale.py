@@ -1,0 +1,218 @@
+"""The whole cycle at scale: the real Docker client on recorded API answers.
+
+planner_scale.py times `plan()` on attrs already decoded. What a controller pays each
+cycle is more: the list calls over the engine's socket, their JSON decoding, the
+conversion into a snapshot, the plan. This bench builds the same settled clusters as
+planner_scale.py (about 20 running tasks per node), adds the task history Swarm keeps
+(`--history` finished tasks per running one; Swarm keeps up to 5 per slot), serves the
+answers as recorded JSON from a small HTTP server on a unix socket (Starlette on
+uvicorn, in a thread of its own), and runs the controller's own `observe_cluster` and
+`plan()` through docker-py against it, as `run` does:
+
+- observe: every API call of a cycle, HTTP and JSON decoding included, and the snapshot;
+  split into the running-task list and the history list;
+- plan: `plan()` on that snapshot with the memory of a settled controller;
+- cycle: both, as one resync cycle costs (the writes of a settled cluster: none).
+
+    python bench/cycle_scale.py [--sizes 100,1000] [--history 2] [--repeat 3] [--profile N]
+
+No swarm needed. Times are the best of --repeat (the machine is shared).
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import json
+import os
+import pstats
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import docker
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from planner_scale import NOW, best_of, cluster_attrs, policy, settle
+
+from controller.adapters.docker_api import ClusterObserver, observe_cluster
+from controller.core.plan import plan
+
+API = "1.41"
+
+
+def history_of(tasks: list[dict[str, Any]], per_task: int) -> list[dict[str, Any]]:
+    """Finished tasks as Swarm keeps them: earlier tasks of each slot, shut down."""
+    out = []
+    for task in tasks:
+        for k in range(per_task):
+            done = json.loads(json.dumps(task))
+            done["ID"] = f"{task['ID']}h{k}"
+            done["DesiredState"] = "shutdown"
+            done["Status"] = {**done["Status"], "State": "shutdown", "Message": "shutdown"}
+            out.append(done)
+    return out
+
+
+class RecordedEngine:
+    """The answers of a manager's API for one cluster, served over a unix socket."""
+
+    def __init__(self, attrs: dict[str, list[dict[str, Any]]], history: list[dict[str, Any]]):
+        self.answers = {
+            "nodes": json.dumps(attrs["nodes"]).encode(),
+            "services": json.dumps(attrs["services"]).encode(),
+            "running": json.dumps(attrs["tasks"]).encode(),
+            "shutdown": json.dumps(history).encode(),
+        }
+        self.calls: dict[str, int] = {}
+        self._dir = tempfile.mkdtemp(prefix="engine-")
+        self.socket = os.path.join(self._dir, "docker.sock")
+        routes = [
+            Route("/_ping", self._ping),
+            Route("/version", self._version),
+            Route(f"/v{API}/nodes", self._list("nodes")),
+            Route(f"/v{API}/services", self._list("services")),
+            Route(f"/v{API}/tasks", self._tasks),
+            Route(f"/v{API}/configs/{{name}}", self._no_config),
+        ]
+        config = uvicorn.Config(
+            Starlette(routes=routes), uds=self.socket, log_level="error", lifespan="off"
+        )
+        self._server = uvicorn.Server(config)
+        self._thread = threading.Thread(target=self._server.run, daemon=True)
+
+    def __enter__(self) -> RecordedEngine:
+        self._thread.start()
+        deadline = time.monotonic() + 10
+        while not self._server.started and time.monotonic() < deadline:
+            time.sleep(0.02)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._server.should_exit = True
+        self._thread.join(timeout=10)
+
+    def _count(self, what: str) -> None:
+        self.calls[what] = self.calls.get(what, 0) + 1
+
+    async def _ping(self, request: Request) -> Response:
+        return Response(b"OK")
+
+    async def _version(self, request: Request) -> Response:
+        return Response(json.dumps({"ApiVersion": API, "Version": "26.1.5"}).encode())
+
+    def _list(self, what: str) -> Callable[[Request], Any]:
+        async def answer(request: Request) -> Response:
+            self._count(what)
+            return Response(self.answers[what], media_type="application/json")
+
+        return answer
+
+    async def _tasks(self, request: Request) -> Response:
+        filters = json.loads(request.query_params.get("filters", "{}"))
+        wanted = filters.get("desired-state", ["running"])
+        state = next(iter(wanted)) if isinstance(wanted, dict | list) else wanted
+        what = "shutdown" if state == "shutdown" else "running"
+        self._count(f"tasks:{what}")
+        return Response(self.answers[what], media_type="application/json")
+
+    async def _no_config(self, request: Request) -> Response:
+        self._count("config")
+        return Response(b'{"message":"config not found"}', status_code=404)
+
+
+def measure(n_nodes: int, history: int, repeat: int, profile: bool) -> dict[str, float]:
+    pol = policy("standby", None)
+    attrs = cluster_attrs(n_nodes)
+    memory, _ = settle(attrs, pol)
+    finished = history_of(attrs["tasks"], history)
+    with RecordedEngine(attrs, finished) as engine:
+        client = docker.DockerClient(base_url=f"unix://{engine.socket}", version=API, timeout=60)
+        try:
+            snap = observe_cluster(client)
+            now = NOW + 100
+
+            def cycle() -> object:
+                return plan(snapshot=observe_cluster(client), policy=pol, memory=memory, now=now)
+
+            # As `run` observes between two listings of the history (its resync interval).
+            reusing = ClusterObserver(client, history_every=lambda: 1e9)
+            reusing()
+
+            def cycle_reusing() -> object:
+                return plan(snapshot=reusing(), policy=pol, memory=memory, now=now)
+
+            if profile:
+                prof = cProfile.Profile()
+                prof.enable()
+                cycle()
+                prof.disable()
+                pstats.Stats(prof, stream=sys.stderr).sort_stats("cumulative").print_stats(30)
+            row = {
+                "nodes": n_nodes,
+                "services": len(snap.services),
+                "tasks": len(snap.tasks),
+                "history": len(finished),
+                "mb": sum(len(a) for a in engine.answers.values()) / (1 << 20),
+                "running_s": best_of(
+                    repeat, lambda: client.api.tasks(filters={"desired-state": "running"})
+                ),
+                "history_s": best_of(
+                    repeat, lambda: client.api.tasks(filters={"desired-state": "shutdown"})
+                ),
+                "observe_s": best_of(repeat, lambda: observe_cluster(client)),
+                "plan_s": best_of(
+                    repeat, lambda: plan(snapshot=snap, policy=pol, memory=memory, now=now)
+                ),
+                "cycle_s": best_of(repeat, cycle),
+                "observe_reusing_s": best_of(repeat, reusing),
+                "cycle_reusing_s": best_of(repeat, cycle_reusing),
+                "actions": len(plan(snapshot=snap, policy=pol, memory=memory, now=now).actions),
+            }
+        finally:
+            client.close()
+    return row
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="100,1000", help="node counts, comma-separated")
+    parser.add_argument("--history", type=int, default=2, help="finished tasks per running one")
+    parser.add_argument("--repeat", type=int, default=3, help="runs per timing; the best counts")
+    parser.add_argument("--profile", type=int, default=0, help="cProfile a cycle at this size")
+    args = parser.parse_args()
+    print(
+        f"{'nodes':>6} {'services':>8} {'tasks':>7} {'history':>7} {'answers':>8} "
+        f"{'list run':>8} {'list hist':>9} {'observe':>8} {'plan':>7} {'cycle':>7} "
+        f"{'observe*':>8} {'cycle*':>7} {'actions':>7}"
+    )
+    for size in (int(s) for s in args.sizes.split(",")):
+        r = measure(size, args.history, args.repeat, profile=size == args.profile)
+        print(
+            f"{r['nodes']:>6} {r['services']:>8} {r['tasks']:>7} {r['history']:>7} "
+            f"{r['mb']:>6.1f}MB {r['running_s'] * 1000:>6.0f}ms {r['history_s'] * 1000:>7.0f}ms "
+            f"{r['observe_s'] * 1000:>6.0f}ms {r['plan_s'] * 1000:>5.0f}ms "
+            f"{r['cycle_s'] * 1000:>5.0f}ms {r['observe_reusing_s'] * 1000:>6.0f}ms "
+            f"{r['cycle_reusing_s'] * 1000:>5.0f}ms {r['actions']:>7}",
+            flush=True,
+        )
+    print("list run / list hist: docker-py's tasks() for running tasks and for the history,")
+    print("HTTP and JSON decoding; observe: every call of a cycle and the snapshot; cycle:")
+    print("observe and plan. observe*, cycle*: the same with the history reused, as `run`")
+    print("does between two listings of it (once per resync interval).")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
