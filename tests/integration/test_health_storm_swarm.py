@@ -69,8 +69,8 @@ def test_a_storm_of_failed_reports_takes_nothing_away_and_one_report_is_acted_on
     health = HealthConfig(webhook=("127.0.0.1", 0), webhook_token=TOKEN)
     with ControllerThread(sandbox.manager_host, policy=policy, health=health) as ctl:
         ctl.wait_cycles(2)
-        assert ctl.controller.webhook is not None
-        port = ctl.controller.webhook.port
+        assert ctl.controller.server is not None
+        port = ctl.controller.server.port
 
         def post(host: str, state: str) -> None:
             body = {"node": host, "state": state, "reason": "monitor storm", "ttl": 600}

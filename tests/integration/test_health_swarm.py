@@ -94,8 +94,8 @@ def _webhook() -> HealthConfig:
 
 
 def _port(ctl: ControllerThread) -> int:
-    assert ctl.controller.webhook is not None
-    return ctl.controller.webhook.port
+    assert ctl.controller.server is not None
+    return ctl.controller.server.port
 
 
 def _availability(c: docker.DockerClient, host: str) -> str:
