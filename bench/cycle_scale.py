@@ -87,7 +87,11 @@ class RecordedEngine:
             Route(f"/v{API}/configs/{{name}}", self._no_config),
         ]
         config = uvicorn.Config(
-            Starlette(routes=routes), uds=self.socket, log_level="error", lifespan="off"
+            Starlette(routes=routes),
+            uds=self.socket,
+            log_level="error",
+            lifespan="off",
+            timeout_keep_alive=600,  # a cycle at scale outlasts the default 5 s
         )
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(target=self._server.run, daemon=True)
