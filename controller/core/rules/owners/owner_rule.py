@@ -7,7 +7,7 @@ the ones planned before it will be (for anti-affinity) rather than where they we
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 
 from controller.core.actions import Action, SetServiceConstraints, target_of
@@ -123,16 +123,11 @@ def _failback_ready(
     return ready, None
 
 
-def _failback_due(
-    current: Mapping[str, int], ready: frozenset[str], preferred: Sequence[str]
-) -> bool:
+def _failback_due(current: Mapping[str, int], ready: frozenset[str], cands: Candidates) -> bool:
     """A preferred owner in `ready` has no task while a task runs on a node that ranks
     below it (or is no preferred owner at all)."""
-    rank = {n: i for i, n in enumerate(preferred)}
-    empty = [rank[n] for n in ready if n in rank and not current.get(n)]
-    return bool(empty) and any(
-        c and rank.get(n, len(rank)) > min(empty) for n, c in current.items()
-    )
+    empty = [cands.rank(n) for n in ready if not current.get(n)]
+    return bool(empty) and any(c and cands.rank(n) > min(empty) for n, c in current.items())
 
 
 def _busy(ctx: PlanContext, service: Service) -> str | None:
@@ -326,7 +321,7 @@ def _plan_service(
         for n in failback_ready
         if last_move is not None and ctx.memory.node_ready_since.get(n, -1.0) >= last_move
     )
-    if waiting and _failback_due(current, returned, cands.preferred):
+    if waiting and _failback_due(current, returned, cands):
         # A preferred owner came back after the last move (the failover's trim): failing
         # back has its own clock (failback-delay, the window), the cooldown must not hold
         # it for minutes more. A new placement (a policy change) still waits it out.
