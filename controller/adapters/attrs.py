@@ -204,6 +204,30 @@ def task_from_attrs(attrs: Attrs) -> Task:
     )
 
 
+class TaskConverter:
+    """`task_from_attrs`, remembering the last cycle's records: Swarm gives a task a new
+    `Version.Index` on every change, so an ID at the same version is the same record.
+    Most of a settled swarm's tasks are unchanged between two cycles."""
+
+    def __init__(self) -> None:
+        self._last: dict[tuple[str, int], Task] = {}
+        self._seen: dict[tuple[str, int], Task] = {}
+
+    def __call__(self, attrs: Attrs) -> Task:
+        version = _get(attrs, "Version", "Index")
+        task_id = attrs.get("ID")
+        if not isinstance(version, int) or not isinstance(task_id, str):
+            return task_from_attrs(attrs)
+        key = (task_id, version)
+        task = self._last.get(key) or task_from_attrs(attrs)
+        self._seen[key] = task
+        return task
+
+    def next_cycle(self) -> None:
+        """Keep only what this cycle saw, so the memory follows the swarm's size."""
+        self._last, self._seen = self._seen, {}
+
+
 def _name_of(attrs: Attrs) -> str:
     name = _get(attrs, "Spec", "Name") or _get(attrs, "Description", "Hostname")
     return str(name or attrs.get("ID") or "?")
@@ -229,14 +253,18 @@ def _convert_all(
 
 
 def snapshot_from_attrs(
-    *, nodes: list[Attrs], services: list[Attrs], tasks: list[Attrs]
+    *,
+    nodes: list[Attrs],
+    services: list[Attrs],
+    tasks: list[Attrs],
+    convert_task: Callable[[Attrs], Task] = task_from_attrs,
 ) -> ClusterSnapshot:
     """Convert everything that converts; record the rest as unreadable, never guess."""
     unreadable: list[Unreadable] = []
     node_records = _convert_all("node", nodes, node_from_attrs, unreadable)
     service_records = _convert_all("service", services, service_from_attrs, unreadable)
     # A task that does not convert is simply re-read on the next poll.
-    task_records = _convert_all("task", tasks, task_from_attrs, [])
+    task_records = _convert_all("task", tasks, convert_task, [])
     return ClusterSnapshot(
         nodes=tuple(sorted(node_records, key=lambda n: n.hostname)),
         services=tuple(sorted(service_records, key=lambda s: s.name)),

@@ -7,10 +7,12 @@ back byte-for-byte but for the one field changed, with the version it was read a
 
 from __future__ import annotations
 
+import gc
 import os
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any, cast
 
@@ -18,10 +20,11 @@ import docker
 import docker.errors
 import requests
 
-from controller.adapters.attrs import Attrs, snapshot_from_attrs
+from controller.adapters.attrs import Attrs, TaskConverter, snapshot_from_attrs
 from controller.adapters.errors import RetryableError, TerminalError
 from controller.adapters.health_attrs import failure_events_from_attrs
 from controller.core.model import ClusterSnapshot
+from controller.core.outside_inputs import WorkloadEvent
 from controller.core.records_mirror import RECORDS_CONFIG, RecordStore
 
 OUT_OF_SEQUENCE = "update out of sequence"
@@ -114,9 +117,9 @@ class ClusterObserver:
     """A cycle's observation. The finished tasks (Swarm keeps up to five per slot, so
     most of what a task listing returns) are only health input: failures for quarantine
     and workload health, counted over minutes to an hour. They are listed again at most
-    every `history_every()` seconds (the controller passes its resync interval) and
-    reused in between, so a burst of event-triggered cycles lists what placement needs
-    and little more."""
+    every `history_every()` seconds (the controller passes its resync interval) and only
+    their failures are kept in between, so a burst of event-triggered cycles lists what
+    placement needs and little more."""
 
     def __init__(
         self,
@@ -126,32 +129,56 @@ class ClusterObserver:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._client, self._every, self._clock = client, history_every, clock
-        self._history: list[Attrs] | None = None
+        self._failures: dict[str, WorkloadEvent] | None = None
+        self._convert_task = TaskConverter()
         self._listed_at = 0.0
         self.history_listings = 0
 
-    def _finished(self) -> list[Attrs]:
+    def _finished_failures(self) -> dict[str, WorkloadEvent]:
         now = self._clock()
-        if self._history is None or now - self._listed_at >= self._every():
-            self._history = _call(
-                lambda: self._client.api.tasks(filters={"desired-state": "shutdown"})
-            )
+        if self._failures is None or now - self._listed_at >= self._every():
+            history = _call(lambda: self._client.api.tasks(filters={"desired-state": "shutdown"}))
+            self._failures = {e.task_id: e for e in failure_events_from_attrs(history)}
             self._listed_at = now
             self.history_listings += 1
-        return self._history
+        return self._failures
 
     def __call__(self) -> ClusterSnapshot:
         client = self._client
-        nodes = _call(client.api.nodes)
-        services = _call(client.api.services)
-        tasks = _call(lambda: client.api.tasks(filters={"desired-state": "running"}))
-        history = self._finished()
-        snapshot = snapshot_from_attrs(nodes=nodes, services=services, tasks=tasks)
+        # The answers are plain JSON (no reference cycles) and dropped once converted,
+        # so the cyclic collector's passes over their objects find nothing: at 20,000
+        # tasks they were half of the observation's time (bench/cycle_scale.py).
+        with collector_paused():
+            nodes = _call(client.api.nodes)
+            services = _call(client.api.services)
+            tasks = _call(lambda: client.api.tasks(filters={"desired-state": "running"}))
+            snapshot = snapshot_from_attrs(
+                nodes=nodes, services=services, tasks=tasks, convert_task=self._convert_task
+            )
+            self._convert_task.next_cycle()
+            running_failures = failure_events_from_attrs(tasks)
+            del nodes, services, tasks
+            history_failures = self._finished_failures()
+        # A task listed in both (its desired state changed in between): the history's
+        # newer word wins, as one listing of both would have had it.
+        failures = {e.task_id: e for e in running_failures} | history_failures
         return replace(
             snapshot,
-            workload=failure_events_from_attrs([*tasks, *history]),
+            workload=tuple(sorted(failures.values(), key=lambda e: (e.at, e.task_id))),
             records=observe_records(client),
         )
+
+
+@contextmanager
+def collector_paused() -> Iterator[None]:
+    """The cyclic garbage collector off for a block (reference counting still frees)."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 def observe_records(client: docker.DockerClient) -> RecordStore:

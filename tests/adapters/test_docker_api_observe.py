@@ -1,15 +1,31 @@
-"""ClusterObserver lists the finished tasks once per interval and reuses them between."""
+"""ClusterObserver lists the finished tasks once per interval and reuses their failures
+between; the cyclic collector is off while it decodes, and on again after."""
 
 from __future__ import annotations
 
+import gc
 from typing import Any
 
-from controller.adapters.docker_api import ClusterObserver
+import pytest
+
+from controller.adapters.attrs import TaskConverter
+from controller.adapters.docker_api import ClusterObserver, collector_paused
+
+
+def _failed(task_id: str, at: str, desired: str) -> dict[str, Any]:
+    return {
+        "ID": task_id,
+        "ServiceID": "svc",
+        "NodeID": "node-a",
+        "DesiredState": desired,
+        "Status": {"State": "failed", "Timestamp": at, "Err": f"{task_id} exited"},
+    }
 
 
 class _Api:
     def __init__(self) -> None:
         self.listings: list[str] = []
+        self.answers: dict[str, list[Any]] = {"running": [], "shutdown": []}
 
     def nodes(self) -> list[Any]:
         return []
@@ -19,7 +35,8 @@ class _Api:
 
     def tasks(self, filters: dict[str, str]) -> list[Any]:
         self.listings.append(filters["desired-state"])
-        return []
+        assert not gc.isenabled(), "decoding with the cyclic collector on"
+        return self.answers[filters["desired-state"]]
 
     def inspect_config(self, name: str) -> Any:
         import docker.errors  # noqa: PLC0415
@@ -38,3 +55,66 @@ def test_the_history_is_listed_once_per_interval_the_running_tasks_every_cycle()
     assert api.listings.count("running") == 6
     assert api.listings.count("shutdown") == 3  # at 0, 10 and 20.5
     assert observe.history_listings == 3
+
+
+def test_failures_come_from_both_listings_and_the_history_is_kept_as_failures_only() -> None:
+    api = _Api()
+    client: Any = type("Client", (), {"api": api})()
+    api.answers["shutdown"] = [
+        _failed("old", "2026-01-01T10:00:00Z", "shutdown"),
+        _failed("both", "2026-01-01T10:00:05Z", "shutdown"),
+    ]
+    api.answers["running"] = [
+        _failed("new", "2026-01-01T10:00:09Z", "running"),
+        _failed("both", "2026-01-01T10:00:01Z", "running"),
+    ]
+    observe = ClusterObserver(client, history_every=lambda: 10.0, clock=lambda: 0.0)
+    first = observe()
+    assert [(e.task_id, e.detail) for e in first.workload] == [
+        ("old", "old exited"),
+        ("both", "both exited"),
+        ("new", "new exited"),
+    ]
+    assert first.workload[1].at == first.workload[0].at + 5  # the history's word on "both"
+    api.answers["shutdown"] = []  # not listed again within the interval: kept as failures
+    assert [e.task_id for e in observe().workload] == ["old", "both", "new"]
+    assert api.listings.count("shutdown") == 1
+    assert gc.isenabled()
+
+
+def test_the_collector_is_on_again_after_a_failure_and_stays_off_if_it_was() -> None:
+    with pytest.raises(RuntimeError), collector_paused():
+        raise RuntimeError("lost the engine")
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with collector_paused():
+            pass
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+
+
+def _running(task_id: str, version: int, node: str) -> dict[str, Any]:
+    return {
+        "ID": task_id,
+        "Version": {"Index": version},
+        "ServiceID": "svc",
+        "NodeID": node,
+        "Slot": 1,
+        "DesiredState": "running",
+        "Status": {"State": "running", "Timestamp": "2026-01-01T10:00:00Z"},
+    }
+
+
+def test_a_task_at_the_same_version_is_not_converted_again_and_a_changed_one_is() -> None:
+    convert = TaskConverter()
+    first = convert(_running("t1", 5, "node-a"))
+    convert.next_cycle()
+    assert convert(_running("t1", 5, "node-a")) is first
+    moved = convert(_running("t1", 6, "node-b"))
+    assert (moved.node_id, first.node_id) == ("node-b", "node-a")
+    convert.next_cycle()
+    convert.next_cycle()  # a cycle that did not see t1: forgotten
+    assert convert(_running("t1", 5, "node-a")) is not first
+    assert convert(_running("t1", 5, "node-a")) == first
