@@ -62,6 +62,8 @@ class WebView:
         self._last: _Cycle | None = None
         self.version = 0
         self._built: tuple[int, bytes] | None = None
+        # Views that wake on the same cycle wait for one build rather than each making one.
+        self._building = anyio.Lock()
         self._changed = anyio.Event()
         self._streams = 0
         self._closed = False
@@ -98,10 +100,11 @@ class WebView:
         version, last = self.version, self._last
         if last is None:
             return None
-        if self._built is None or self._built[0] != version:
-            body = await anyio.to_thread.run_sync(self._build, last, tuple(self._timeline))
-            self._built = (version, body)
-        return self._built[1]
+        async with self._building:
+            if self._built is None or self._built[0] != version:
+                body = await anyio.to_thread.run_sync(self._build, last, tuple(self._timeline))
+                self._built = (version, body)
+            return self._built[1]
 
     def routes(self) -> list[Route]:
         return [

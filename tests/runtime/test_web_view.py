@@ -199,3 +199,26 @@ def test_the_state_waits_for_a_cycle_then_the_stream_pushes_every_cycle(served: 
     # The timeline keeps what earlier cycles logged.
     assert len(second["decisions"]) == len(first["decisions"]) > 0
     conn.close()
+
+
+def test_views_waking_on_the_same_cycle_share_one_build(monkeypatch: pytest.MonkeyPatch) -> None:
+    view = WebView(clock=lambda: NOW)
+    built = []
+    build = view._build
+    monkeypatch.setattr(view, "_build", lambda *a: built.append(1) or build(*a))
+
+    async def main() -> list[bytes | None]:
+        view.update(_cycle(), POLICY, "leader")
+        bodies: list[bytes | None] = []
+
+        async def read() -> None:
+            bodies.append(await view.state())
+
+        async with anyio.create_task_group() as group:
+            for _ in range(5):
+                group.start_soon(read)
+        return bodies
+
+    bodies = anyio.run(main)
+    assert len(bodies) == 5 and len(set(bodies)) == 1 and bodies[0]
+    assert len(built) == 1
