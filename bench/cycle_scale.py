@@ -12,7 +12,9 @@ uvicorn, in a thread of its own), and runs the controller's own `observe_cluster
 - observe: every API call of a cycle, HTTP and JSON decoding included, and the snapshot;
   split into the running-task list and the history list;
 - plan: `plan()` on that snapshot with the memory of a settled controller;
-- cycle: both, as one resync cycle costs (the writes of a settled cluster: none).
+- cycle: both, as one resync cycle costs (the writes of a settled cluster: none);
+- view: the web view's document (every service explained), built once per cycle while
+  a page is open.
 
     python bench/cycle_scale.py [--sizes 100,1000] [--history 2] [--repeat 3] [--profile N]
 
@@ -48,6 +50,7 @@ from planner_scale import NOW, best_of, cluster_attrs, policy, settle
 
 from controller.adapters.docker_api import ClusterObserver, observe_cluster
 from controller.core.plan import plan
+from controller.runtime.view_document import view_document
 
 API = "1.41"
 
@@ -184,6 +187,21 @@ def measure(n_nodes: int, history: int, repeat: int, profile: bool) -> dict[str,
                 "cycle_reusing_s": best_of(repeat, cycle_reusing),
                 "actions": len(plan(snapshot=snap, policy=pol, memory=memory, now=now).actions),
             }
+            planned = plan(snapshot=snap, policy=pol, memory=memory, now=now)
+            row["view_s"] = best_of(
+                repeat,
+                lambda: json.dumps(
+                    view_document(
+                        snapshot=snap,
+                        plan=planned,
+                        policy=pol,
+                        timeline=(),
+                        role="leader",
+                        now=now,
+                    ),
+                    default=str,
+                ),
+            )
         finally:
             client.close()
     return row
@@ -199,7 +217,7 @@ def main() -> int:
     print(
         f"{'nodes':>6} {'services':>8} {'tasks':>7} {'history':>7} {'answers':>8} "
         f"{'list run':>8} {'list hist':>9} {'observe':>8} {'plan':>7} {'cycle':>7} "
-        f"{'observe*':>8} {'cycle*':>7} {'actions':>7}"
+        f"{'observe*':>8} {'cycle*':>7} {'actions':>7} {'view':>7}"
     )
     for size in (int(s) for s in args.sizes.split(",")):
         r = measure(size, args.history, args.repeat, profile=size == args.profile)
@@ -208,13 +226,15 @@ def main() -> int:
             f"{r['mb']:>6.1f}MB {r['running_s'] * 1000:>6.0f}ms {r['history_s'] * 1000:>7.0f}ms "
             f"{r['observe_s'] * 1000:>6.0f}ms {r['plan_s'] * 1000:>5.0f}ms "
             f"{r['cycle_s'] * 1000:>5.0f}ms {r['observe_reusing_s'] * 1000:>6.0f}ms "
-            f"{r['cycle_reusing_s'] * 1000:>5.0f}ms {r['actions']:>7}",
+            f"{r['cycle_reusing_s'] * 1000:>5.0f}ms {r['actions']:>7} "
+            f"{r['view_s'] * 1000:>5.0f}ms",
             flush=True,
         )
     print("list run / list hist: docker-py's tasks() for running tasks and for the history,")
     print("HTTP and JSON decoding; observe: every call of a cycle and the snapshot; cycle:")
     print("observe and plan. observe*, cycle*: the same with the history reused, as `run`")
-    print("does between two listings of it (once per resync interval).")
+    print("does between two listings of it (once per resync interval). view: the web view's")
+    print("document, built once per cycle while a page is open.")
     return 0
 
 

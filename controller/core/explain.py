@@ -26,7 +26,7 @@ from controller.core.model import (
     Task,
     TaskState,
 )
-from controller.core.placement.candidates import domain_of, expand_owner_list
+from controller.core.placement.candidates import NodeIndex, domain_of, expand_owner_list
 from controller.core.replicas import RecordError, read_record
 from controller.core.simulate.scheduler import Scheduler
 from controller.policy import Policy, ResolvedService
@@ -121,6 +121,7 @@ def _replica_reasons(
     resolved: ResolvedService | None,
     all_resolved: Mapping[str, ResolvedService],
     now: Sequence[Decision],
+    index: NodeIndex,
 ) -> list[str]:
     node = snapshot.node_by_id[task.node_id]
     out: list[str] = []
@@ -135,7 +136,7 @@ def _replica_reasons(
     elif service.constraints:
         out.append(f"{node.hostname} meets all {len(service.constraints)} constraint(s)")
     if settings is not None and settings.preferred_nodes:
-        order = expand_owner_list(settings.preferred_nodes, snapshot.nodes, policy.groups)
+        order = expand_owner_list(settings.preferred_nodes, (), policy.groups, index=index)
         where = f"placement.preferred-nodes from {source.get('preferred_nodes', '?')}"
         if node.id in order:
             out.append(f"preferred owner #{order.index(node.id) + 1} ({where})")
@@ -143,7 +144,7 @@ def _replica_reasons(
             names = ", ".join(snapshot.node_by_id[n].hostname for n in order) or "none present"
             out.append(f"not a preferred owner (preferred: {names}; {where})")
     if settings is not None and settings.possible_nodes:
-        possible = expand_owner_list(settings.possible_nodes, snapshot.nodes, policy.groups)
+        possible = expand_owner_list(settings.possible_nodes, (), policy.groups, index=index)
         where = f"placement.possible-nodes from {source.get('possible_nodes', '?')}"
         verdict = "a possible owner" if node.id in possible else "NOT a possible owner"
         out.append(f"{verdict} ({where})")
@@ -204,9 +205,8 @@ def _mates(
 
     others = [
         snapshot.service_by_id[t.service_id].name
-        for t in snapshot.tasks
-        if t.node_id == node
-        and t.service_id != service.id
+        for t in snapshot.tasks_on(node)
+        if t.service_id != service.id
         and t.desired_state is TaskState.RUNNING
         and shares(t.service_id)
     ]
@@ -226,6 +226,12 @@ def _active(snapshot: ClusterSnapshot, service: Service) -> list[Task]:
     ]
 
 
+def cluster_scheduler(snapshot: ClusterSnapshot) -> Scheduler:
+    """Every node's room and task counts as Swarm's filters see them."""
+    assigned = [(t.service_id, t.node_id) for t in snapshot.tasks if t.node_id and is_active(t)]
+    return Scheduler(snapshot.nodes, snapshot.service_by_id, assigned)
+
+
 def explain_service(
     service: Service,
     *,
@@ -234,8 +240,14 @@ def explain_service(
     resolved: Mapping[str, ResolvedService],
     decisions: Sequence[Decision],
     history: Sequence[Past] = (),
+    scheduler: Scheduler | None = None,
+    index: NodeIndex | None = None,
 ) -> Explanation:
-    hosts = {n.id: n.hostname for n in snapshot.nodes}
+    """`scheduler` and `index`: the cluster's room and counts, and its nodes by name,
+    shared when explaining every service (they are read, never changed); the scheduler
+    is built here only for a service with a pending task."""
+    hosts = snapshot.hostname_by_id
+    index = index or NodeIndex(snapshot.nodes)
     now = tuple(d for d in decisions if _about(d, service))
     recent = tuple(p for p in history if _about(p.decision, service))
     settings = resolved.get(service.id)
@@ -258,14 +270,14 @@ def explain_service(
             resolved=settings,
             all_resolved=resolved,
             now=now,
+            index=index,
         )
         replicas.append(ReplicaReasons(task, host, tuple(reasons), arrived))
-    assigned = [(t.service_id, t.node_id) for t in snapshot.tasks if t.node_id and is_active(t)]
-    scheduler = Scheduler(snapshot.nodes, snapshot.service_by_id, assigned)
     pending = []
     for task in snapshot.tasks_of(service.id):
         if task.node_id or not task.is_pending:
             continue
+        scheduler = scheduler or cluster_scheduler(snapshot)
         nodes = tuple(
             (
                 node.hostname,

@@ -249,6 +249,10 @@ class ClusterSnapshot:
         return {n.id for n in self.nodes if n.state is NodeState.UNKNOWN and n.id in wanted}
 
     @cached_property
+    def hostname_by_id(self) -> Mapping[str, str]:
+        return {n.id: n.hostname for n in self.nodes}
+
+    @cached_property
     def node_by_hostname(self) -> Mapping[str, Node]:
         return {n.hostname: n for n in self.nodes}
 
@@ -265,3 +269,13 @@ class ClusterSnapshot:
 
     def tasks_of(self, service_id: str) -> tuple[Task, ...]:
         return self.tasks_by_service.get(service_id, ())
+
+    @cached_property
+    def tasks_by_node(self) -> Mapping[str, tuple[Task, ...]]:
+        grouped: dict[str, list[Task]] = {}
+        for task in self.tasks:
+            grouped.setdefault(task.node_id, []).append(task)
+        return {nid: tuple(ts) for nid, ts in grouped.items()}
+
+    def tasks_on(self, node_id: str) -> tuple[Task, ...]:
+        return self.tasks_by_node.get(node_id, ())

@@ -16,7 +16,7 @@ from typing import Any
 
 from controller.core.counts import is_active
 from controller.core.decisions import Decision, Outcome
-from controller.core.explain import explain_service, explanation_document
+from controller.core.explain import cluster_scheduler, explain_service, explanation_document
 from controller.core.health.node_marks import (
     PAUSED,
     QUARANTINE_UNTIL,
@@ -24,7 +24,7 @@ from controller.core.health.node_marks import (
 )
 from controller.core.labels import DENY_LABEL_PREFIX, DENY_VALUE
 from controller.core.model import ClusterSnapshot, Node
-from controller.core.placement.candidates import domain_of, expand_owner_list
+from controller.core.placement.candidates import NodeIndex, domain_of, expand_owner_list
 from controller.core.plan import Plan
 from controller.policy import Policy
 
@@ -148,6 +148,8 @@ def _hostnames(ids: Sequence[str], snapshot: ClusterSnapshot) -> list[str]:
 
 def _services(snapshot: ClusterSnapshot, plan: Plan, policy: Policy) -> list[dict[str, Any]]:
     resolved: Mapping[str, Any] = plan.resolved
+    scheduler = cluster_scheduler(snapshot) if any(t.is_pending for t in snapshot.tasks) else None
+    index = NodeIndex(snapshot.nodes)
     out = []
     for service in sorted(snapshot.services, key=lambda s: s.name):
         found = explain_service(
@@ -156,18 +158,16 @@ def _services(snapshot: ClusterSnapshot, plan: Plan, policy: Policy) -> list[dic
             policy=policy,
             resolved=plan.resolved,
             decisions=plan.decisions,
+            scheduler=scheduler,
+            index=index,
         )
         settings = resolved.get(service.id)
         preferred: list[str] = []
         possible: list[str] = []
         if settings is not None:
-            preferred = _hostnames(
-                expand_owner_list(settings.settings.preferred_nodes, snapshot.nodes, policy.groups),
-                snapshot,
-            )
-            possible = _hostnames(
-                expand_owner_list(settings.settings.possible_nodes, snapshot.nodes, policy.groups),
-                snapshot,
+            preferred, possible = (
+                _hostnames(expand_owner_list(names, (), policy.groups, index=index), snapshot)
+                for names in (settings.settings.preferred_nodes, settings.settings.possible_nodes)
             )
         running = sum(1 for t in snapshot.tasks_of(service.id) if t.is_running)
         out.append(
