@@ -7,7 +7,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 NAME_PATTERN = re.compile(r"^[a-z0-9][a-z0-9-]{0,19}$")
-MAX_NODES = 16
+# One /24 per sandbox; the cap keeps a typo from starting hundreds of engines.
+MAX_NODES = 32
 FAILURE_MODES = ("crash", "stop", "partition")
 NODE_STATES = ("ready", "down", "unknown", "disconnected")
 
