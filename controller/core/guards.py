@@ -41,6 +41,7 @@ from controller.core.model import (
 )
 from controller.core.release_plan import release_refusal
 from controller.core.replicas import OPERATION_LABEL, SURGE, ends_own_move
+from controller.core.widen_only import widening_part
 
 __all__ = [
     "apply_guards",
@@ -276,7 +277,8 @@ def apply_guards(
             )
         )
 
-    for action in actions:
+    for proposed in actions:
+        action = proposed  # or, refused, the part of it that only widens placement
         service_id = _service_of(action)
         if service_id is not None and not ctx.is_managed(service_id):
             # Only a release (core/release_plan) may write it, and only to take back ours.
@@ -294,8 +296,18 @@ def apply_guards(
             continue
         stranded = _strands(ctx, action, kept) or _stops_undeclared(ctx, action, kept)
         if stranded is not None:
-            note(action, Outcome.REFUSE, stranded)
-            continue
+            widened = widening_part(ctx, action)
+            if widened is None:
+                note(action, Outcome.REFUSE, stranded)
+                continue
+            note(action, Outcome.REFUSE, f"{stranded}; only the exclusions it drops are written")
+            note(
+                widened,
+                Outcome.ALLOW,
+                "it only drops exclusions of the controller's: placement widens, no task "
+                "stops, and Swarm may place what they held pending",
+            )
+            action = widened
         over = budget.refusal(action)
         if over is not None:
             note(action, Outcome.DEFER, over)

@@ -206,3 +206,58 @@ def test_a_constraint_write_never_stops_tasks_on_a_node_swarm_reports_unknown() 
         nodes=tuple(replace(n, state=NodeState.DOWN) if n.id == "n2" else n for n in snap.nodes),
     )
     assert _plan(down, exclude).actions == (exclude,)
+
+
+def _steered_db(labels: dict[str, str] | None = None) -> Service:
+    """db steered onto node-2 with node-3 as its standby: node-1 and node-4 excluded."""
+    recorded = {**MANAGED, "placement.preferred-nodes": "node-2,node-3", EXCLUDED_LABEL: "n1,n4"}
+    return replace(
+        service("db", replicas=1, labels={**recorded, **(labels or {})}),
+        constraints=(steering_constraint("db"), "node.id!=n1", "node.id!=n4"),
+    )
+
+
+def _to_node_4(db: Service) -> SetServiceConstraints:
+    """The steering a new placement on node-4 writes: every other node excluded."""
+    return SetServiceConstraints(
+        db.id,
+        db.name,
+        db.version,
+        (steering_constraint("db"), "node.id!=n1", "node.id!=n2", "node.id!=n3"),
+        set_labels={EXCLUDED_LABEL: "n1,n2,n3"},
+    )
+
+
+def test_a_refused_steering_still_drops_the_exclusions_it_would_drop() -> None:
+    """Its target unknown (a new Raft leader) and its standby down: the new steering is
+    refused (it would stop the task on node-2), and the part that only opens node-4 is
+    written, so Swarm can place the replica there as it would without the controller."""
+    db = _steered_db()
+    nodes = [node(1, manager=True), node(2, state=NodeState.UNKNOWN), node(3, state=NodeState.DOWN)]
+    snap = snapshot([*nodes, node(4)], [db], [running(db, 2, 1)])
+    result = _plan(snap, _to_node_4(db))
+    (widened,) = result.actions
+    assert isinstance(widened, SetServiceConstraints)
+    assert widened.constraints == (steering_constraint("db"), "node.id!=n1")
+    assert widened.set_labels == {EXCLUDED_LABEL: "n1"} and widened.evicts_from == ()
+    refused, allowed = [d for d in result.decisions if d.rule == "guard"]
+    assert refused.outcome == "refuse" and "only the exclusions it drops" in refused.reason
+    assert allowed.outcome == "allow" and allowed.action == widened
+
+
+def test_the_widening_part_keeps_hard_rules_and_non_possible_nodes_excluded() -> None:
+    nodes = [node(1, manager=True), node(2, state=NodeState.UNKNOWN), node(3), node(4)]
+    hard = _steered_db({"placement.anti-affinity": "x", "placement.anti-affinity-mode": "hard"})
+    result = _plan(snapshot(nodes, [hard], [running(hard, 2, 1)]), _to_node_4(hard))
+    assert result.actions == ()
+    possible = _steered_db({"placement.possible-nodes": "node-2,node-3,node-1"})
+    result = _plan(snapshot(nodes, [possible], [running(possible, 2, 1)]), _to_node_4(possible))
+    assert result.actions == ()  # node-4 is no possible owner: its exclusion stays
+    # A write that drops none of the controller's exclusions has no part to write.
+    db = _steered_db()
+    everything = replace(
+        _to_node_4(db),
+        constraints=(*_to_node_4(db).constraints, "node.id!=n4"),
+        set_labels={EXCLUDED_LABEL: "n1,n2,n3,n4"},
+    )
+    assert _plan(snapshot(nodes, [db], [running(db, 2, 1)]), everything).actions == ()
