@@ -45,6 +45,8 @@ class Memory:
     resolved: Mapping[str, ResolvedService] = field(default_factory=dict)
     # False until the first observation: nodes ready then date from their last update.
     started: bool = False
+    # When this controller first observed the swarm (None: a memory built whole, in tests).
+    watching_since: float | None = None
     # Service id -> node id -> active tasks, as last observed (to know what a node held).
     placement: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
     # Service id -> (tasks lost with nodes that went down, when first lost).
@@ -119,6 +121,7 @@ class Memory:
             self,
             node_ready_since=ready_since,
             started=True,
+            watching_since=self.watching_since if self.started else now,
             placement=_placement(snapshot, self.placement, pending),
             lost=lost,
             node_downs=downs,

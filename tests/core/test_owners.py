@@ -435,3 +435,28 @@ def test_a_move_held_by_the_cooldown_is_said() -> None:
     assert any("cooldown" in d.reason for d in result.decisions), [
         d.line() for d in result.decisions
     ]
+
+
+def test_a_controller_that_just_started_watches_before_its_first_move() -> None:
+    """Restarted because its manager's node died, a controller sees that node `ready` for
+    a few seconds more: it moves no task onto any node until it has watched the swarm for
+    the node's wait (failback-delay here, at most the 15 s settle time), as after a node's
+    return."""
+    db = managed("db", 1, preferred_nodes="node-2", failback="immediate", failback_delay="10s")
+    up_for_an_hour = [replace(n, updated_at=NOW - 3600) for n in four_nodes()]
+    snap = snapshot(up_for_an_hour, [db], [running(db, 1, 1)])
+    first = owners_only(snap, memory=Memory())
+    assert all(not a.evicts_from for a in first.actions if isinstance(a, SetServiceConstraints))
+    (keep,) = [d for d in first.decisions if d.outcome == "keep"]
+    assert "watched the swarm 0 s" in keep.reason and "onto node-2 once it has watched 10 s" in (
+        keep.reason
+    )
+    assert first.memory.watching_since == NOW
+    still = owners_only(snap, memory=first.memory, now=NOW + 9)
+    assert all(not a.evicts_from for a in still.actions if isinstance(a, SetServiceConstraints))
+    moved = owners_only(snap, memory=still.memory, now=NOW + 10)
+    assert only_constraints(moved).evicts_from == ("n1",)
+    # A failback-delay past the settle time: the watch stops at the settle time.
+    slow = replace(db, labels={**db.labels, "placement.failback-delay": "1h"})
+    waiting = owners_only(replace(snap, services=(slow,)), memory=Memory())
+    assert any("once it has watched 15 s" in d.reason for d in waiting.decisions)

@@ -493,23 +493,33 @@ def _settling(
     controller saw go down (in the last ten minutes) waits until the node
     has stayed ready for the service's failback-delay (a preferred owner) or
     rebalancing's settle time (any other node), doubled for each recent down as flap
-    damping does. Tasks leaving a node they may not stay on (denied, drained,
-    anti-affinity) do not wait: that move is an escape.
+    damping does. A controller that has just started waits the same (at most the settle
+    time) before its first move onto any node. Tasks leaving a node they may not stay on
+    (denied, drained, anti-affinity) do not wait: that move is an escape.
     """
     if not leaving or not leaving <= cands.placeable:
         return None
     settle = level_for(ctx.policy.controller.aggressiveness).settle_seconds
     nodes = ctx.snapshot.node_by_id
+    watching = ctx.memory.watching_since
     for node_id in sorted(n for n, c in desired.items() if c > current.get(n, 0)):
-        if not downs_of(ctx.memory, node_id):
-            continue  # not seen going down: no return to distrust (a first placement, say)
         base = settings.failback_delay_seconds if node_id in cands.preferred else settle
-        wait = damped(base, ctx.memory, node_id)
-        since = ctx.memory.node_ready_since.get(node_id, ctx.now)
-        if ctx.now - since < wait:
+        if downs_of(ctx.memory, node_id):
+            wait = damped(base, ctx.memory, node_id)
+            since = ctx.memory.node_ready_since.get(node_id, ctx.now)
+            if ctx.now - since < wait:
+                return (
+                    f"{nodes[node_id].hostname} has been ready {ctx.now - since:.0f} s; a "
+                    f"node that came back gets moved tasks once ready {wait:.0f} s"
+                )
+        elif watching is not None and ctx.now - watching < min(base, settle):
+            # Just started (often because the node under it died): it has not seen which
+            # nodes come and go, and a node that just failed is still `ready` to Swarm
+            # for a few seconds. It watches as long as a returned node must settle.
             return (
-                f"{nodes[node_id].hostname} has been ready {ctx.now - since:.0f} s; a node "
-                f"that came back gets moved tasks once ready {wait:.0f} s"
+                f"the controller has watched the swarm {ctx.now - watching:.0f} s; it moves "
+                f"tasks onto {nodes[node_id].hostname} once it has watched "
+                f"{min(base, settle):.0f} s"
             )
     return None
 
