@@ -95,6 +95,7 @@ class Recorder:
         self.edit_grace = 20.0
         self._pending: set[str] = set()  # services the schedule is writing right now
         self._host_of: dict[str, str] = {}  # task ID -> hostname, last sample
+        self._faulted_at: dict[str, float] = {}  # hostname -> last sample the schedule failed it
 
     # --- life cycle ---------------------------------------------------------------------
 
@@ -192,6 +193,7 @@ class Recorder:
     def _observe(self) -> None:
         got = self._read(lambda c: (c.api.nodes(), c.api.services(), c.api.tasks()))
         t, faulted = self.now(), self.faulted()
+        self._faulted_at.update(dict.fromkeys(faulted, t))
         if got is None:
             # No manager answers (a Raft election): nothing new is scheduled meanwhile, and
             # a task on a node the schedule has just failed serves nobody. So the sample is
@@ -277,6 +279,14 @@ class Recorder:
                 seen[why] = seen.get(why, 0) + 1
         node_of = {task["ID"]: task.get("NodeID") for task in tasks}
         self._host_of = {task: hostname.get(str(node), "") for task, node in node_of.items()}
+        # A node restored moments ago: its dockerd restarted and stopped its containers,
+        # which the node's own Swarm agent reports only now (a crash shorter than the
+        # heartbeat grace leaves the node `ready` throughout). The schedule's doing.
+        restarted = {
+            node_id
+            for node_id, host in hostname.items()
+            if t - self._faulted_at.get(host, -1e9) < self.edit_grace
+        }
         desired = dict(self._desired)
         for service, now in running.items():
             before = self._running.get(service, set())
@@ -287,7 +297,8 @@ class Recorder:
             stopped = [
                 task_id
                 for task_id in before - now
-                if desired_of.get(task_id, "gone") != "running" and node_of.get(task_id) in sound
+                if desired_of.get(task_id, "gone") != "running"
+                and node_of.get(task_id) in sound - restarted
             ]
             if stopped and not edited:
                 self.tally.stops[service] = self.tally.stops.get(service, 0) + len(stopped)

@@ -1,0 +1,72 @@
+"""The chaos benchmark's sampler tells the controller's stops from the schedule's faults."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+
+from chaos_sample import Recorder
+
+
+def _node(node_id: str) -> dict[str, Any]:
+    return {
+        "ID": node_id,
+        "Description": {"Hostname": node_id},
+        "Status": {"State": "ready"},
+        "Spec": {"Availability": "active"},
+    }
+
+
+def _task(task_id: str, node: str, desired: str = "running") -> dict[str, Any]:
+    state = "running" if desired == "running" else "shutdown"
+    return {
+        "ID": task_id,
+        "ServiceID": "svc-web",
+        "NodeID": node,
+        "DesiredState": desired,
+        "Status": {"State": state, "ContainerStatus": {"ContainerID": "c"}},
+    }
+
+
+SERVICE = {
+    "ID": "svc-web",
+    "Spec": {"Name": "app_web"},
+    "Version": {"Index": 1},
+}
+
+
+def _recorder(answers: list[tuple[Any, ...]], faulted: list[set[str]]) -> Recorder:
+    recorder = Recorder(desired={"web": 2}, budgets={"web": 1}, prefix="app_")
+    recorder._read = lambda call: answers.pop(0)  # type: ignore[method-assign]
+    recorder.faulted = lambda: faulted.pop(0)
+    return recorder
+
+
+def _both_stopped(nodes: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
+    running = [_task("t1", "node-2"), _task("t2", "node-2")]
+    stopped = [_task("t1", "node-2", "shutdown"), _task("t2", "node-2", "shutdown")]
+    return [(nodes, [SERVICE], running), (nodes, [SERVICE], stopped)]
+
+
+def test_tasks_stopped_on_a_sound_node_are_stops_and_past_the_budget_an_overrun() -> None:
+    nodes = [_node("node-1"), _node("node-2")]
+    recorder = _recorder(_both_stopped(nodes), [set(), set()])
+    recorder._observe()
+    recorder._observe()
+    assert recorder.tally.stops == {"web": 2}
+    assert [out for _, out in recorder.tally.overruns["web"]] == [2]
+
+
+def test_tasks_a_restarted_node_reports_stopped_are_the_fault_s_not_stops() -> None:
+    # node-2's dockerd was killed and started again within the heartbeat grace: Swarm kept
+    # it ready, and its agent reports the containers the restart stopped only now.
+    nodes = [_node("node-1"), _node("node-2")]
+    answers = _both_stopped(nodes)
+    recorder = _recorder([answers[0], *answers], [{"node-2"}, set(), set()])
+    for _ in range(3):  # killed, restored (its tasks still reported running), reported
+        recorder._observe()
+    assert recorder.tally.stops == {}
+    assert recorder.tally.overruns == {}
