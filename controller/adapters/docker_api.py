@@ -131,6 +131,7 @@ class ClusterObserver:
         self._client, self._every, self._clock = client, history_every, clock
         self._failures: dict[str, WorkloadEvent] | None = None
         self._convert_task = TaskConverter()
+        self._heartbeat: float | None = None
         self._listed_at = 0.0
         self.history_listings = 0
 
@@ -139,6 +140,7 @@ class ClusterObserver:
         if self._failures is None or now - self._listed_at >= self._every():
             history = _call(lambda: self._client.api.tasks(filters={"desired-state": "shutdown"}))
             self._failures = {e.task_id: e for e in failure_events_from_attrs(history)}
+            self._heartbeat = heartbeat_seconds(_call(self._client.api.inspect_swarm))
             self._listed_at = now
             self.history_listings += 1
         return self._failures
@@ -166,7 +168,14 @@ class ClusterObserver:
             snapshot,
             workload=tuple(sorted(failures.values(), key=lambda e: (e.at, e.task_id))),
             records=observe_records(client),
+            heartbeat_seconds=self._heartbeat,
         )
+
+
+def heartbeat_seconds(swarm: Attrs) -> float | None:
+    """The dispatcher heartbeat of `docker swarm inspect`, in seconds (None: not set)."""
+    period = ((swarm.get("Spec") or {}).get("Dispatcher") or {}).get("HeartbeatPeriod")
+    return period / 1e9 if isinstance(period, int) and period > 0 else None
 
 
 @contextmanager

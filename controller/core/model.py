@@ -236,6 +236,8 @@ class ClusterSnapshot:
     liveness: tuple[LivenessSignal, ...] = ()
     # The mirror of the controller's service records (core/records_mirror); None: not observed.
     records: RecordStore | None = None
+    # Swarm's dispatcher heartbeat period (s); None: not observed.
+    heartbeat_seconds: float | None = None
 
     @cached_property
     def node_by_id(self) -> Mapping[str, Node]:

@@ -38,6 +38,9 @@ class _Api:
         assert not gc.isenabled(), "decoding with the cyclic collector on"
         return self.answers[filters["desired-state"]]
 
+    def inspect_swarm(self) -> Any:
+        return {"Spec": {"Dispatcher": {"HeartbeatPeriod": 2_000_000_000}}}
+
     def inspect_config(self, name: str) -> Any:
         import docker.errors  # noqa: PLC0415
 
@@ -79,6 +82,7 @@ def test_failures_come_from_both_listings_and_the_history_is_kept_as_failures_on
     api.answers["shutdown"] = []  # not listed again within the interval: kept as failures
     assert [e.task_id for e in observe().workload] == ["old", "both", "new"]
     assert api.listings.count("shutdown") == 1
+    assert first.heartbeat_seconds == 2.0  # read with the history, for the owners rule
     assert gc.isenabled()
 
 

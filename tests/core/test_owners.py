@@ -460,3 +460,7 @@ def test_a_controller_that_just_started_watches_before_its_first_move() -> None:
     slow = replace(db, labels={**db.labels, "placement.failback-delay": "1h"})
     waiting = owners_only(replace(snap, services=(slow,)), memory=Memory())
     assert any("once it has watched 15 s" in d.reason for d in waiting.decisions)
+    # With Swarm's heartbeat known, no longer than Swarm takes to mark a dead node down
+    # after a leader change (6 heartbeats): 6 s at a 1 s heartbeat.
+    quick = owners_only(replace(snap, heartbeat_seconds=1.0), memory=Memory())
+    assert any("once it has watched 6 s" in d.reason for d in quick.decisions)

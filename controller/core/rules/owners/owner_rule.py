@@ -51,6 +51,8 @@ from controller.core.rules.owners.owner_notes import explain_placement
 from controller.policy import AntiAffinityMode, FailbackMode, ServiceSettings
 
 RULE = "owners"
+# Swarm marks a silent node down after 3 heartbeats, and 6 after a Raft leader change.
+DOWN_GRACE_HEARTBEATS = 6
 
 
 @dataclass
@@ -512,16 +514,23 @@ def _settling(
                     f"{nodes[node_id].hostname} has been ready {ctx.now - since:.0f} s; a "
                     f"node that came back gets moved tasks once ready {wait:.0f} s"
                 )
-        elif watching is not None and ctx.now - watching < min(base, settle):
-            # Just started (often because the node under it died): it has not seen which
-            # nodes come and go, and a node that just failed is still `ready` to Swarm
-            # for a few seconds. It watches as long as a returned node must settle.
+        elif watching is not None and ctx.now - watching < (watch := _startup_watch(ctx, base)):
             return (
                 f"the controller has watched the swarm {ctx.now - watching:.0f} s; it moves "
-                f"tasks onto {nodes[node_id].hostname} once it has watched "
-                f"{min(base, settle):.0f} s"
+                f"tasks onto {nodes[node_id].hostname} once it has watched {watch:.0f} s"
             )
     return None
+
+
+def _startup_watch(ctx: PlanContext, wait: float) -> float:
+    """How long a controller that has just started (often because the node under it
+    died) watches before moving tasks onto a node it has no return to distrust: as long
+    as that node would have to settle, but no longer than Swarm takes to mark a node that
+    died unseen down: its grace, DOWN_GRACE_HEARTBEATS heartbeats after a Raft leader
+    change, when the heartbeat is known."""
+    watch = min(wait, level_for(ctx.policy.controller.aggressiveness).settle_seconds)
+    heartbeat = ctx.snapshot.heartbeat_seconds
+    return watch if heartbeat is None else min(watch, DOWN_GRACE_HEARTBEATS * heartbeat)
 
 
 def _destination(inputs: PlacementInputs) -> dict[str, int]:
