@@ -274,12 +274,13 @@ def measure(n_nodes: int, per_node: float, idle: float, workdir: Path) -> dict[s
             try:
                 # Settled: no version moves for 10 s (adoption writes every service once).
                 settled, before = time.monotonic(), _versions(client)
+                deadline = settled + 600
                 while time.monotonic() - settled < 10:
                     time.sleep(1)
                     now_versions = _versions(client)
                     if now_versions != before:
                         settled, before = time.monotonic(), now_versions
-                    if time.monotonic() > settled + 600:
+                    if time.monotonic() > deadline:
                         raise SystemExit("the controller did not settle in 10 minutes")
                 pid = controller.proc.pid
                 ticks, lines = _cpu_ticks(pid), len(log.read_text().splitlines())

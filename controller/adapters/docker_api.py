@@ -140,10 +140,16 @@ class ClusterObserver:
         if self._failures is None or now - self._listed_at >= self._every():
             history = _call(lambda: self._client.api.tasks(filters={"desired-state": "shutdown"}))
             self._failures = {e.task_id: e for e in failure_events_from_attrs(history)}
-            self._heartbeat = heartbeat_seconds(_call(self._client.api.inspect_swarm))
+            self._heartbeat = self._read_heartbeat()
             self._listed_at = now
             self.history_listings += 1
         return self._failures
+
+    def _read_heartbeat(self) -> float | None:
+        try:
+            return heartbeat_seconds(_call(self._client.api.inspect_swarm))
+        except GoneError:
+            return None  # not a swarm manager's answer: the rules do without it
 
     def __call__(self) -> ClusterSnapshot:
         client = self._client

@@ -122,3 +122,16 @@ def test_a_task_at_the_same_version_is_not_converted_again_and_a_changed_one_is(
     convert.next_cycle()  # a cycle that did not see t1: forgotten
     assert convert(_running("t1", 5, "node-a")) is not first
     assert convert(_running("t1", 5, "node-a")) == first
+
+
+def test_an_engine_without_a_swarm_answer_gives_no_heartbeat_and_the_cycle_goes_on() -> None:
+    import docker.errors  # noqa: PLC0415
+
+    api = _Api()
+
+    def no_swarm() -> Any:
+        raise docker.errors.NotFound("This node is not a swarm manager.")
+
+    api.inspect_swarm = no_swarm  # type: ignore[method-assign]
+    client: Any = type("Client", (), {"api": api})()
+    assert ClusterObserver(client)().heartbeat_seconds is None
