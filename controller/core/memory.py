@@ -45,7 +45,10 @@ class Memory:
     resolved: Mapping[str, ResolvedService] = field(default_factory=dict)
     # False until the first observation: nodes ready then date from their last update.
     started: bool = False
-    # When this controller first observed the swarm (None: a memory built whole, in tests).
+    # A long-running controller's memory: from its first observation it watches the swarm
+    # a while before moving tasks (rules/owners); one-shot plans (`plan`, `run --once`)
+    # do not. `watching_since`: when it first observed, if it watches.
+    watches: bool = False
     watching_since: float | None = None
     # Service id -> node id -> active tasks, as last observed (to know what a node held).
     placement: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
@@ -121,7 +124,7 @@ class Memory:
             self,
             node_ready_since=ready_since,
             started=True,
-            watching_since=self.watching_since if self.started else now,
+            watching_since=self.watching_since if self.started or not self.watches else now,
             placement=_placement(snapshot, self.placement, pending),
             lost=lost,
             node_downs=downs,

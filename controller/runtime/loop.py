@@ -352,6 +352,7 @@ class Controller:
             clock=self._clock,
             standby=lease.standby_reason if lease else lambda: None,
             enrich=self.inputs.enrich if self.inputs is not None else None,
+            startup_watch=not self.config.once,
         )
         if self.config.once:
             await anyio.to_thread.run_sync(self.reconciler.reconcile, {"once"})

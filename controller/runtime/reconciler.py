@@ -73,6 +73,7 @@ class Reconciler:
         clock: Callable[[], float] = time.time,
         standby: Callable[[], str | None] = lambda: None,
         enrich: Callable[[ClusterSnapshot, float], ClusterSnapshot] | None = None,
+        startup_watch: bool = False,
     ) -> None:
         self._observe = observe
         self._policy = policy
@@ -87,7 +88,9 @@ class Reconciler:
         self._standby = standby
         # Health and placement input from outside Swarm (webhook, plugins, agents).
         self._enrich = enrich
-        self.memory = Memory()
+        # A long-running controller watches the swarm a while after it starts before it
+        # moves tasks (core/rules/owners); a one-shot plan shows the moves it would make.
+        self.memory = Memory(watches=startup_watch)
         # The decisions of the plan being executed (what an executor wrapper may read).
         self.planned: tuple[Decision, ...] = ()
         self.backoff = WriteBackoff()

@@ -445,7 +445,7 @@ def test_a_controller_that_just_started_watches_before_its_first_move() -> None:
     db = managed("db", 1, preferred_nodes="node-2", failback="immediate", failback_delay="10s")
     up_for_an_hour = [replace(n, updated_at=NOW - 3600) for n in four_nodes()]
     snap = snapshot(up_for_an_hour, [db], [running(db, 1, 1)])
-    first = owners_only(snap, memory=Memory())
+    first = owners_only(snap, memory=Memory(watches=True))
     assert all(not a.evicts_from for a in first.actions if isinstance(a, SetServiceConstraints))
     (keep,) = [d for d in first.decisions if d.outcome == "keep"]
     assert "watched the swarm 0 s" in keep.reason and "onto node-2 once it has watched 10 s" in (
@@ -458,9 +458,11 @@ def test_a_controller_that_just_started_watches_before_its_first_move() -> None:
     assert only_constraints(moved).evicts_from == ("n1",)
     # A failback-delay past the settle time: the watch stops at the settle time.
     slow = replace(db, labels={**db.labels, "placement.failback-delay": "1h"})
-    waiting = owners_only(replace(snap, services=(slow,)), memory=Memory())
+    waiting = owners_only(replace(snap, services=(slow,)), memory=Memory(watches=True))
     assert any("once it has watched 15 s" in d.reason for d in waiting.decisions)
     # With Swarm's heartbeat known, no longer than Swarm takes to mark a dead node down
     # after a leader change (6 heartbeats): 6 s at a 1 s heartbeat.
-    quick = owners_only(replace(snap, heartbeat_seconds=1.0), memory=Memory())
+    quick = owners_only(replace(snap, heartbeat_seconds=1.0), memory=Memory(watches=True))
     assert any("once it has watched 6 s" in d.reason for d in quick.decisions)
+    # A one-shot plan (`plan`, `run --once`) shows the move at once.
+    assert only_constraints(owners_only(snap, memory=Memory())).evicts_from == ("n1",)
