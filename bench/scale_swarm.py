@@ -3,12 +3,13 @@
     python bench/scale_swarm.py [--sizes 4,8,16,20] [--services-per-node 7.5] [--idle 30]
 
 For each size: a sandbox of N nodes (node-1..3 managers, heartbeat 1 s) running N x 7.5
-managed services of 4 replicas (30 tasks per node), in three priority tiers (high,
-medium, low). Ten of them (40 tasks) prefer the last node, the victim, and are put there
-first, so that its failure costs at least 40 managed tasks. Then, in this order:
+managed services (30 tasks per node) in three priority tiers (high, medium, low). Forty
+of them have one replica each and prefer the last node, the victim, and are put there
+before each failover; the others are kept off it, so that it fails with the same 40
+managed tasks both times. Then, in this order:
 
 - Swarm alone: the victim's dockerd is SIGKILLed; the time from Swarm marking it down
-  to each service running all its replicas elsewhere, by tier; the Raft log's growth;
+  to each of the forty running elsewhere, by tier; the Raft entries it took;
 - the controller (`run` against node-1, the default 10 s resync, a JSON decision log)
   adopts everything and settles; at rest: its CPU (share of one core over --idle
   seconds), RSS, writes (any version that moved), and the split of one cycle (observe
@@ -16,9 +17,9 @@ first, so that its failure costs at least 40 managed tasks. Then, in this order:
   functions;
 - event -> first write: new managed services created one by one, Swarm's UpdatedAt of
   the controller's first write minus CreatedAt (both on the manager's clock);
-- the controller's failover: the ten services put back on the victim, the victim killed
+- the controller's failover: the forty put back on the victim, the victim killed
   again; the same times by tier, the controller's writes (decisions with an action), the
-  Raft log's growth and the controller's CPU while it lasted.
+  Raft entries and the controller's CPU while it lasted.
 
 Root is needed, as for the sandbox. Nothing here is asserted: the figures are printed
 side by side, and docs/feasibility.md keeps them.
@@ -52,8 +53,8 @@ from controller.core.memory import Memory
 from controller.core.plan import plan
 from controller.sandbox import Sandbox, SandboxSpec
 
-REPLICAS = 4
-HOT = 10  # services on the victim: 40 tasks
+HOT = 40  # one-replica services that prefer the victim: the 40 tasks its failure costs
+TASKS_PER_NODE = 30
 TIERS = ("high", "medium", "low")
 POLL = 0.1
 TICK = os.sysconf("SC_CLK_TCK")
@@ -90,21 +91,36 @@ def _rss_mib(pid: int) -> float:
     return 0.0
 
 
-def _raft_bytes(sandbox: Sandbox) -> int:
-    """The Raft log and snapshots of node-1 (every manager keeps the same log)."""
-    root = sandbox.state.node("node-1").path / "data" / "swarm" / "raft"
-    return sum(f.stat().st_size for f in root.rglob("*") if f.is_file())
+def _raft_index(client: docker.DockerClient) -> int:
+    """The highest Raft index any object was written at: every store change is one Raft
+    entry, so the difference over a failover is the entries it took (the WAL's files are
+    preallocated, so their size says nothing)."""
+    found = [0]
+    for listing in (client.api.nodes(), client.api.services(), client.api.tasks()):
+        found.extend(int(o["Version"]["Index"]) for o in listing)
+    return max(found)
 
 
 def _services(n_nodes: int, per_node: float, victim: str) -> list[dict[str, Any]]:
+    """HOT one-replica services on the victim; the others (kept off it, so that it holds
+    the same 40 tasks whenever it fails) share the rest of TASKS_PER_NODE per node."""
     count = max(HOT + len(TIERS), round(n_nodes * per_node))
+    spread = max(1, round((TASKS_PER_NODE * n_nodes - HOT) / (count - HOT)))
     out = []
     for i in range(count):
         hot = i < HOT
         labels = {"placement.managed": "true", "placement.priority": TIERS[i % len(TIERS)]}
         if hot:
             labels["placement.preferred-nodes"] = victim
-        out.append({"name": f"{'hot' if hot else 'svc'}{i:03d}", "labels": labels, "hot": hot})
+        out.append(
+            {
+                "name": f"{'hot' if hot else 'svc'}{i:03d}",
+                "labels": labels,
+                "hot": hot,
+                "replicas": 1 if hot else spread,
+                "constraints": [] if hot else [f"node.hostname!={victim}"],
+            }
+        )
     return out
 
 
@@ -128,7 +144,7 @@ def _pin_hot(sandbox: Sandbox, client: docker.DockerClient, hot: list[str], vict
         tasks = client.api.tasks(filters={"desired-state": "running"})
         ids = {client.api.inspect_service(n)["ID"] for n in hot}
         on = [t for t in tasks if t["ServiceID"] in ids and t["Status"]["State"] == "running"]
-        return len(on) == len(hot) * REPLICAS and all(t["NodeID"] == victim_id for t in on)
+        return len(on) == len(hot) and all(t["NodeID"] == victim_id for t in on)
 
     _until(all_there, 300, "hot services on the victim")
     for name in hot:
@@ -142,9 +158,10 @@ def _node_id(client: docker.DockerClient, host: str) -> str:
 def _failover(
     sandbox: Sandbox, client: docker.DockerClient, victim: str, tier_of: dict[str, str]
 ) -> dict[str, Any]:
-    """Kill the victim; seconds from Swarm's down to each service whole again elsewhere."""
+    """Kill the victim; seconds from Swarm's down to each of its (one-replica) services
+    running elsewhere."""
     victim_id = _node_id(client, victim)
-    raft_before = _raft_bytes(sandbox)
+    raft_before = _raft_index(client)
     sandbox.fail(victim, "crash")
     killed = time.monotonic()
     down = _until(
@@ -159,7 +176,7 @@ def _failover(
         running = _quiet(lambda: _running_by_service(client, victim_id)) or {}
         now = time.monotonic()
         for sid in tier_of:
-            if sid not in whole and running.get(sid, 0) >= REPLICAS:
+            if sid not in whole and running.get(sid, 0) >= 1:
                 whole[sid] = now - down
         time.sleep(POLL)
     by_tier = {
@@ -170,7 +187,7 @@ def _failover(
         "by_tier": by_tier,
         "all_s": max(whole.values()) if len(whole) == len(tier_of) else None,
         "missing": len(tier_of) - len(whole),
-        "raft_bytes": _raft_bytes(sandbox) - raft_before,
+        "raft_entries": _raft_index(client) - raft_before,
     }
 
 
@@ -243,16 +260,22 @@ def measure(n_nodes: int, per_node: float, idle: float, workdir: Path) -> dict[s
         client = docker.DockerClient(base_url=sandbox.manager_host, version="auto", timeout=60)
         try:
             services = _services(n_nodes, per_node, victim)
-            hot = [s["name"] for s in services if s["hot"]]
+            hot_specs = [s for s in services if s["hot"]]
+            hot = [s["name"] for s in hot_specs]
             for s in services:
-                sandbox.create_service(s["name"], replicas=REPLICAS, labels=s["labels"])
+                sandbox.create_service(
+                    s["name"],
+                    replicas=s["replicas"],
+                    labels=s["labels"],
+                    constraints=s["constraints"],
+                )
             started = time.monotonic()
             sandbox.wait_services_running([s["name"] for s in services], timeout=900)
             row["start_all_s"] = time.monotonic() - started
             _pin_hot(sandbox, client, hot, victim)
-            ids = {s["name"]: client.api.inspect_service(s["name"])["ID"] for s in services}
-            tier_of = {ids[s["name"]]: s["labels"]["placement.priority"] for s in services}
-            row["services"], row["tasks"] = len(services), len(services) * REPLICAS
+            ids = {s["name"]: client.api.inspect_service(s["name"])["ID"] for s in hot_specs}
+            tier_of = {ids[s["name"]]: s["labels"]["placement.priority"] for s in hot_specs}
+            row["services"], row["tasks"] = len(services), sum(s["replicas"] for s in services)
             row["on_victim"] = sum(
                 1
                 for t in client.api.tasks(filters={"desired-state": "running", "node": victim})
@@ -342,8 +365,8 @@ def report(rows: list[dict[str, Any]]) -> None:
             f"; ratio {_fmt(ratio, 2)}"
         )
         print(
-            f"     writes {r['failover_writes']}, Raft log +{ctl['raft_bytes'] / 1024:.0f} KiB "
-            f"(Swarm alone +{native['raft_bytes'] / 1024:.0f} KiB), controller CPU "
+            f"     writes {r['failover_writes']}, Raft entries {ctl['raft_entries']} "
+            f"(Swarm alone {native['raft_entries']}), controller CPU "
             f"{r['failover_cpu_pct']:.1f}%, RSS {r['failover_rss_mib']:.0f} MB, "
             f"not whole in 180 s: {native['missing']} / {ctl['missing']}"
         )

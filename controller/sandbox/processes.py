@@ -135,9 +135,14 @@ def cgroup_dirs(root: str) -> list[Path]:
 def pids_in_cgroup(root: str) -> list[int]:
     found: set[int] = set()
     for top in cgroup_dirs(root):
-        for procs in top.rglob("cgroup.procs"):
+        # os.walk, not rglob: a container exiting mid-walk removes its cgroup, which
+        # rglob raises on (seen tearing down a 20-node sandbox); os.walk skips it.
+        for directory, _, files in os.walk(top):
+            if "cgroup.procs" not in files:
+                continue
             with contextlib.suppress(OSError, ValueError):
-                found.update(int(x) for x in procs.read_text().split())
+                text = (Path(directory) / "cgroup.procs").read_text()
+                found.update(int(x) for x in text.split())
     return sorted(found - _protected())
 
 
