@@ -19,15 +19,14 @@ from controller.adapters.docker_api import (
     update_config_spec,
 )
 from controller.core.actions import SetRecords
-from controller.core.records_mirror import ENTRY_PREFIX, RECORDS_CONFIG
+from controller.core.records_mirror import DOWNS_PREFIX, ENTRY_PREFIX, RECORDS_CONFIG
 
 CONFIG_DATA = b"The swarm-placement records mirror: its state is in this config's labels.\n"
 
 
 def write_records(client: docker.DockerClient, action: SetRecords) -> None:
     if not action.config_id:
-        labels = {ENTRY_PREFIX + sid: raw for sid, raw in action.save.items()}
-        create_config(client, RECORDS_CONFIG, CONFIG_DATA, labels)
+        create_config(client, RECORDS_CONFIG, CONFIG_DATA, _changed({}, action))
         return
     attrs = inspect_config(client, action.config_id)
     current = int(attrs["Version"]["Index"])
@@ -37,9 +36,15 @@ def write_records(client: docker.DockerClient, action: SetRecords) -> None:
             f"(version {action.version} -> {current})"
         )
     spec = copy.deepcopy(dict(attrs["Spec"]))
-    labels = dict(spec.get("Labels") or {})
+    spec["Labels"] = _changed(dict(spec.get("Labels") or {}), action)
+    update_config_spec(client, action.config_id, action.version, spec)
+
+
+def _changed(labels: dict[str, str], action: SetRecords) -> dict[str, str]:
     for sid in action.drop:
         labels.pop(ENTRY_PREFIX + sid, None)
+    for node_id in action.drop_downs:
+        labels.pop(DOWNS_PREFIX + node_id, None)
     labels.update({ENTRY_PREFIX + sid: raw for sid, raw in action.save.items()})
-    spec["Labels"] = labels
-    update_config_spec(client, action.config_id, action.version, spec)
+    labels.update({DOWNS_PREFIX + nid: raw for nid, raw in action.save_downs.items()})
+    return labels

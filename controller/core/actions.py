@@ -80,6 +80,8 @@ class SetRecords:
     version: int
     save: Mapping[str, str] = field(default_factory=dict)  # service ID -> encoded record
     drop: tuple[str, ...] = ()  # service IDs
+    save_downs: Mapping[str, str] = field(default_factory=dict)  # node ID -> encoded downs
+    drop_downs: tuple[str, ...] = ()  # node IDs
 
     kind = "set-records"
 
@@ -121,5 +123,6 @@ def describe(action: Action) -> str:
         case SetNodeAvailability(hostname=host, availability=a, set_labels=s, remove_labels=r):
             labels = f", labels set {dict(s)} remove {list(r)}" if s or r else ""
             return f"node {host}: availability = {a.value}{labels}"
-        case SetRecords(save=s, drop=r):
-            return f"records: save {len(s)} service record(s), drop {len(r)}"
+        case SetRecords(save=s, drop=r, save_downs=sd, drop_downs=dd):
+            downs = f"; save {len(sd)} node's downs, drop {len(dd)}" if sd or dd else ""
+            return f"records: save {len(s)} service record(s), drop {len(r)}{downs}"

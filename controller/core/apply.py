@@ -79,5 +79,11 @@ def _apply_to_records(records: RecordStore | None, action: SetRecords) -> Record
     for service_id in action.drop:
         entries.pop(service_id, None)
     entries.update(action.save)
+    downs = {k: v for k, v in (records.downs if records else {}).items()}
+    for node_id in action.drop_downs:
+        downs.pop(node_id, None)
+    downs.update(action.save_downs)
     config_id = action.config_id or "records"
-    return RecordStore(config_id=config_id, version=action.version + 1, entries=entries)
+    return RecordStore(
+        config_id=config_id, version=action.version + 1, entries=entries, downs=downs
+    )

@@ -1,8 +1,11 @@
 """What the controller remembers between cycles, as a value.
 
-Nothing here is durable: a restarted controller starts empty and is still correct,
-only more patient (a node counts as ready from the first time it is seen ready).
-Durable state lives in Swarm's labels.
+Almost nothing here is durable: a restarted controller starts empty and is still
+correct, only more patient (a node counts as ready from the first time it is seen
+ready). Durable state lives in Swarm's labels. The exception is the nodes' recent downs:
+flap damping forgotten at every restart would trust a failing node again just when it
+matters, since the controller most often restarts because a node died. They are kept in
+the records mirror (core/records_mirror) and read back at the first observation.
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ from dataclasses import dataclass, field, replace
 
 from controller.core.counts import active_placement
 from controller.core.exit_history import HealthMemory
-from controller.core.model import ClusterSnapshot
+from controller.core.model import ClusterSnapshot, NodeState
 from controller.core.replicas import HOLD, OPERATION_LABEL, SINCE_LABEL, SURGE
 from controller.policy import ResolvedService
 
@@ -118,6 +121,8 @@ class Memory:
             for node_id, times in self.node_downs.items()
             if (kept := tuple(t for t in times if now - t < FLAP_MEMORY_SECONDS))
         }
+        if not self.started:
+            downs = _remembered_downs(snapshot, now)
         for node_id in sorted(went_down):
             downs[node_id] = (*downs.get(node_id, ()), now)
         return replace(
@@ -155,6 +160,32 @@ class Memory:
 
     def with_resolved(self, resolved: Mapping[str, ResolvedService]) -> Memory:
         return replace(self, resolved=resolved)
+
+
+# A down a previous controller recorded within this long of a down node's last status
+# change is the same down, not a second one.
+SAME_DOWN_SECONDS = 60.0
+
+
+def _remembered_downs(snapshot: ClusterSnapshot, now: float) -> dict[str, tuple[float, ...]]:
+    """At the first observation: the downs an earlier controller recorded, and a node that
+    is down now (the one whose death restarted this controller, often) dated from its
+    last change, unless a recorded down covers it. A spec change after the down makes
+    that date later, and a down counted twice only makes damping more patient."""
+    recorded = snapshot.records.node_downs() if snapshot.records is not None else {}
+    downs = {
+        node_id: kept
+        for node_id, times in recorded.items()
+        if (kept := tuple(t for t in times if 0 <= now - t < FLAP_MEMORY_SECONDS))
+    }
+    for node in snapshot.nodes:
+        if node.state is not NodeState.DOWN or not node.updated_at:
+            continue
+        at = min(node.updated_at, now)
+        before = downs.get(node.id, ())
+        if now - at < FLAP_MEMORY_SECONDS and not any(t >= at - SAME_DOWN_SECONDS for t in before):
+            downs[node.id] = tuple(sorted((*before, at)))
+    return downs
 
 
 def _since(labels: Mapping[str, str]) -> float:

@@ -12,12 +12,18 @@ it back from the copy (core/rules/records.py).
 The copy follows the services one cycle behind, from what Swarm stores: a controller
 killed between the two writes loses nothing, since the next cycle copies again. Only a
 deploy landing within that one cycle can lose a record the copy had not caught yet.
+
+The same config keeps when each node went down lately (flap damping, core/memory), so
+a controller that restarts, which it often does because the node under it died, still
+distrusts a node that keeps failing. A node's entry is written when it gains a down and
+dropped once all its downs are past the memory's horizon: ageing alone writes nothing.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+import math
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from controller.core.labels import OWN_PREFIX, is_own_constraint
@@ -25,6 +31,9 @@ from controller.core.labels import OWN_PREFIX, is_own_constraint
 RECORDS_CONFIG = "swarm-placement-records"
 # One config label per service: `swarm-placement.record.<service id>` = the encoded record.
 ENTRY_PREFIX = OWN_PREFIX + "record."
+# One config label per node with recent downs: `swarm-placement.downs.<node id>` =
+# comma-separated epoch seconds.
+DOWNS_PREFIX = OWN_PREFIX + "downs."
 
 
 class RecordsError(ValueError):
@@ -71,16 +80,46 @@ class RecordStore:
     config_id: str = ""  # "" while the config does not exist yet
     version: int = 0
     entries: Mapping[str, str] = field(default_factory=dict)  # service ID -> encoded record
+    downs: Mapping[str, str] = field(default_factory=dict)  # node ID -> encoded downs
 
     def entry_key(self, service_id: str) -> str:
         return ENTRY_PREFIX + service_id
 
     @staticmethod
     def from_labels(config_id: str, version: int, labels: Mapping[str, str]) -> RecordStore:
-        entries = {
-            k.removeprefix(ENTRY_PREFIX): v for k, v in labels.items() if k.startswith(ENTRY_PREFIX)
-        }
-        return RecordStore(config_id=config_id, version=version, entries=entries)
+        def under(prefix: str) -> dict[str, str]:
+            return {k.removeprefix(prefix): v for k, v in labels.items() if k.startswith(prefix)}
+
+        return RecordStore(
+            config_id=config_id,
+            version=version,
+            entries=under(ENTRY_PREFIX),
+            downs=under(DOWNS_PREFIX),
+        )
+
+    def node_downs(self) -> dict[str, tuple[float, ...]]:
+        """The recorded downs that decode; an unreadable entry is dropped, never guessed at."""
+        decoded: dict[str, tuple[float, ...]] = {}
+        for node_id, raw in self.downs.items():
+            try:
+                decoded[node_id] = decode_downs(raw)
+            except RecordsError:
+                continue
+        return decoded
+
+
+def encode_downs(times: Iterable[float]) -> str:
+    return ",".join(f"{t:.3f}" for t in sorted(times))
+
+
+def decode_downs(raw: str) -> tuple[float, ...]:
+    try:
+        times = tuple(float(part) for part in raw.split(",") if part)
+    except ValueError as exc:
+        raise RecordsError(f"unreadable downs {raw!r}: {exc}") from exc
+    if not all(math.isfinite(t) and t >= 0 for t in times):
+        raise RecordsError(f"unreadable downs {raw!r}: not a time")
+    return times
 
 
 def record_of(

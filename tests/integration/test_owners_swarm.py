@@ -210,6 +210,36 @@ def test_a_flapping_node_causes_at_most_one_failback(racks, client, policy) -> N
     assert moves == 1, ctl.out.getvalue()
 
 
+def test_a_restarted_controller_still_distrusts_a_flapping_preferred_owner(
+    racks, client, policy
+) -> None:  # type: ignore[no-untyped-def]
+    """node-2 goes down three times; the controller that saw it is replaced by a new one
+    (as when the node under it dies). The new one reads the downs back from the records
+    mirror and waits the damped 16 s (4 s doubled twice) before failing db back; one
+    that had forgotten them would move db after its 4 s watch."""
+    db = _name("db")
+    racks.create_service(
+        db, labels=_managed(preferred_nodes="node-2", failback="immediate", failback_delay="4s")
+    )
+    with ControllerThread(racks.manager_host, policy=policy):
+        _on(client, db, {"node-2"})
+        for _ in range(3):
+            _crash(racks, "node-2")
+            wait_until(lambda: running_by_node(client, db), 30, "failover")
+            _restore(racks, "node-2")
+        assert "node-2" not in running_by_node(client, db)
+    node_2 = next(n["ID"] for n in client.api.nodes() if n["Description"]["Hostname"] == "node-2")
+    labels = client.api.inspect_config("swarm-placement-records")["Spec"]["Labels"]
+    assert len(labels[f"swarm-placement.downs.{node_2}"].split(",")) == 3, labels
+    with ControllerThread(racks.manager_host, policy=policy) as ctl:
+        started = time.monotonic()
+        while time.monotonic() - started < 9:
+            assert "node-2" not in running_by_node(client, db), ctl.out.getvalue()
+            time.sleep(0.3)
+        _on(client, db, {"node-2"}, timeout=60)
+    assert "once ready 16 s" in ctl.out.getvalue(), ctl.out.getvalue()
+
+
 def test_possible_owners_are_hard_even_when_all_are_down(racks, client, policy) -> None:  # type: ignore[no-untyped-def]
     web = _name("web")
     racks.create_service(web, replicas=2, labels=_managed(possible_nodes="node-3,node-4"))

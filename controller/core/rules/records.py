@@ -1,4 +1,5 @@
-"""Records: keep the mirror of every managed service's record, and recover lost ones.
+"""Records: keep the mirror of every managed service's record (and of the nodes' recent
+downs, core/memory), and recover lost ones.
 
 A deploy (`docker stack deploy`, `docker service update`, any tool that sends a whole
 spec) replaces a service's labels and constraints, and with them the controller's
@@ -32,7 +33,14 @@ from controller.core.labels import (
     recorded_exclusion_set,
 )
 from controller.core.model import ACTIVE_TASK_STATES, ClusterSnapshot, Service
-from controller.core.records_mirror import RECORDS_CONFIG, RecordsError, ServiceRecord, record_of
+from controller.core.records_mirror import (
+    RECORDS_CONFIG,
+    RecordsError,
+    RecordStore,
+    ServiceRecord,
+    encode_downs,
+    record_of,
+)
 from controller.core.replicas import (
     BASE_LABEL,
     HOLD,
@@ -71,7 +79,7 @@ def plan_records(ctx: PlanContext) -> RuleOutput:
         recovery = _recover(ctx.swarm, service, saved)
         actions.extend(recovery.actions)
         decisions.extend(recovery.decisions)
-    mirror = _mirror(store.config_id, store.version, store.entries, wanted)
+    mirror = _mirror(store, wanted, ctx.memory.node_downs)
     if mirror is not None:
         actions.append(mirror)
         decisions.append(
@@ -79,7 +87,8 @@ def plan_records(ctx: PlanContext) -> RuleOutput:
                 RULE,
                 f"config {RECORDS_CONFIG}",
                 Outcome.MIRROR,
-                "the managed services' records, copied where a deploy cannot replace them",
+                "the managed services' records and the nodes' recent downs, kept where "
+                "neither a deploy nor a restart of the controller loses them",
                 action=mirror,
             )
         )
@@ -97,13 +106,29 @@ def _record_of(service: Service) -> ServiceRecord:
 
 
 def _mirror(
-    config_id: str, version: int, have: Mapping[str, str], wanted: Mapping[str, str]
+    store: RecordStore, wanted: Mapping[str, str], node_downs: Mapping[str, tuple[float, ...]]
 ) -> SetRecords | None:
+    have = store.entries
     put = {sid: raw for sid, raw in sorted(wanted.items()) if have.get(sid) != raw}
     drop = tuple(sorted(sid for sid in have if sid not in wanted))
-    if not put and not drop:
+    # A node's downs are written when it gains one, and dropped once memory has let go of
+    # all of them: a down merely ageing writes nothing (the reader ignores old ones).
+    put_downs = {
+        node_id: encode_downs(times)
+        for node_id, times in sorted(node_downs.items())
+        if not set(encode_downs(times).split(",")) <= set(store.downs.get(node_id, "").split(","))
+    }
+    drop_downs = tuple(sorted(n for n in store.downs if n not in node_downs))
+    if not (put or drop or put_downs or drop_downs):
         return None  # also while there is nothing to keep: the config comes with the first
-    return SetRecords(config_id=config_id, version=version, save=put, drop=drop)
+    return SetRecords(
+        config_id=store.config_id,
+        version=store.version,
+        save=put,
+        drop=drop,
+        save_downs=put_downs,
+        drop_downs=drop_downs,
+    )
 
 
 def _recover(snapshot: ClusterSnapshot, service: Service, saved: ServiceRecord) -> RuleOutput:
