@@ -466,3 +466,26 @@ def test_a_controller_that_just_started_watches_before_its_first_move() -> None:
     assert any("once it has watched 6 s" in d.reason for d in quick.decisions)
     # A one-shot plan (`plan`, `run --once`) shows the move at once.
     assert only_constraints(owners_only(snap, memory=Memory())).evicts_from == ("n1",)
+
+
+def test_services_alike_keep_their_standbys_on_different_nodes() -> None:
+    """Seven services prefer node-8 and run there; node-1 is the busiest of the rest.
+    Each keeps one standby for Swarm's failover. Had they all kept the least busy node,
+    node-8's failure would send all seven replacements to it at once; counted as load,
+    the standbys fill the least busy nodes evenly and node-1 keeps none."""
+    hot = [managed(f"hot{i}", 1, preferred_nodes="node-8") for i in range(7)]
+    filler = service("filler", replicas=2)
+    nodes = [node(i, manager=i == 1) for i in range(1, 9)]
+    tasks = [running(s, 8, 1) for s in hot] + [running(filler, 1, 1), running(filler, 1, 2)]
+    result = owners_only(snapshot(nodes, [*hot, filler], tasks))
+    standbys = []
+    for action in result.actions:
+        assert isinstance(action, SetServiceConstraints) and not action.evicts_from
+        (standby,) = {f"node-{i}" for i in range(1, 8)} - excluded_hosts(action)
+        standbys.append(standby)
+    assert len(standbys) == 7
+    assert sorted(set(standbys)) == [f"node-{i}" for i in range(2, 8)], standbys
+    assert "node-1" not in standbys
+    # Planned again from the same swarm, every standby is the same: no write at rest.
+    again = owners_only(snapshot(nodes, [*hot, filler], tasks))
+    assert [a.constraints for a in again.actions] == [a.constraints for a in result.actions]

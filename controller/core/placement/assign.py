@@ -6,7 +6,9 @@ Tasks stay where they are unless a move improves, in this order of importance:
 3. preference: a task on a better-ranked preferred owner (failback), only when the
    failback policy permits it now and that owner has been ready for failback-delay.
 Missing replicas and the standby go, among nodes equal so far, to the node the placement
-plugins score highest (a score never moves a running task by itself).
+plugins score highest (a score never moves a running task by itself). Standbys chosen
+earlier in the cycle count as load for the next service's, so services alike do not all
+keep the same node in reserve.
 A move must not make a more important criterion worse. Missing replicas are placed on
 the best nodes by the same order. Everything is deterministic: ties go to the node
 with fewer tasks, then to the hostname, then to the node ID.
@@ -104,6 +106,9 @@ class PlacementInputs:
     # Node ID -> how many tasks beyond `current` Swarm would accept there (resources,
     # max-replicas-per-node, ports, platform); a node not listed has no such limit.
     room: Mapping[str, int] = field(default_factory=dict)
+    # Node ID -> standbys the services planned before this one in the cycle chose: the
+    # standby counts them as load (see `_standby`).
+    standbys: Mapping[str, int] = field(default_factory=dict)
 
 
 class _Scores:
@@ -238,6 +243,45 @@ def _best_target(scores: _Scores, allowed: Callable[[str], bool]) -> str | None:
     return min(map(scores.placing, targets))[1] if targets else None
 
 
+# How far down a domain's order the standby looks past nodes other standbys took.
+STANDBY_SCAN = 64
+
+
+def _standby(scores: _Scores, allowed: Callable[[str], bool]) -> str | None:
+    """The standby: the best target, with the standbys other services took this cycle
+    counted as load. Services alike in all but their name would otherwise all choose
+    the one least busy node, and one node's failure would send every replacement there
+    at once (Swarm starts them one node's dockerd at a time): counted, they fill the
+    least busy nodes evenly."""
+    taken = scores.inputs.standbys
+    if not taken:
+        return _best_target(scores, allowed)
+    load = scores.inputs.load
+    found = set(scores.targets(allowed))
+    # Past a domain's least busy plain node, one with more load but fewer standbys may
+    # win now: walk each order while a node's own load is below the best total so far.
+    for nodes in scores.order.by_domain.values():
+        best: int | None = None
+        for node in nodes[:STANDBY_SCAN]:
+            if best is not None and load.get(node, 0) >= best:
+                break
+            if (
+                node in scores.inputs.candidates.placeable
+                and scores.is_plain(node)
+                and allowed(node)
+            ):
+                found.add(node)
+                total = load.get(node, 0) + taken.get(node, 0)
+                best = total if best is None else min(best, total)
+
+    def key(node: str) -> tuple[tuple[int, int, int, float, int], int, str, str]:
+        placing, _ = scores.placing(node)
+        total = load.get(node, 0) + taken.get(node, 0)
+        return placing[:5], total, scores.inputs.hostname.get(node, node), node
+
+    return min(found, key=key) if found else None
+
+
 def _even_share(inputs: PlacementInputs) -> int:
     """Most tasks per node: an even share of the placeable nodes."""
     placeable = inputs.candidates.placeable
@@ -318,7 +362,7 @@ def _assign(inputs: PlacementInputs, order: NodeOrder, cap: int) -> Assignment:
         moves.append(move)
 
     # The standby is where Swarm's own failover lands: it must have room too.
-    standby = _best_target(
+    standby = _standby(
         _Scores(inputs, order, desired),
         lambda n: n not in desired and inputs.room.get(n, 1) > 0,
     )

@@ -34,6 +34,7 @@ class Steering:
     reduce: tuple[str, ...]  # nodes that keep some tasks but should hold fewer
     open_at_rest: bool = False  # standby would have excluded more than the cap
     head: tuple[str, ...] = ()  # the constraints before the exclusions
+    standby: str | None = None  # the node kept allowed at rest for Swarm's failover
 
     def keeping(self, nodes: Iterable[str]) -> Steering:
         """The same steering with `nodes` still allowed, so no task there is stopped: a
@@ -91,4 +92,5 @@ def steer(
         vacate=vacate,
         reduce=reduce,
         open_at_rest=open_at_rest,
+        standby=assignment.standby if standby and not open_at_rest else None,
     )

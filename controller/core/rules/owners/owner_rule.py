@@ -256,6 +256,8 @@ class _Shared:
         self.fits = Fits.observe(ctx.snapshot)  # less what this cycle's moves take
         # Service id -> the placement its move is heading to (None: forget it).
         self.placing: dict[str, tuple[Mapping[str, int], float] | None] = {}
+        # Node id -> services planned so far that keep it as their standby.
+        self.standbys: Counter[str] = Counter()
 
     def heading(self, service: Service, destination: dict[str, int]) -> None:
         """Remember where the service's move is heading, since when it has been."""
@@ -349,6 +351,7 @@ def _plan_service(
         order=shared.order(level),
         scores=ctx.snapshot.plugins.scores.get(service.id, {}),
         room=room,
+        standbys=shared.standbys,
     )
     heading = ctx.memory.placing.get(service.id)
     target, since = heading if heading is not None else ({}, 0.0)
@@ -409,6 +412,8 @@ def _plan_service(
         possible=cands.possible,
         require_possible_label=possible_ready,
     )
+    if steering.standby is not None:
+        shared.standbys[steering.standby] += 1
     settling = _settling(
         ctx,
         settings,
