@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 
 from controller.core.actions import SetNodeLabels, SetReplicas, SetServiceConstraints
+from controller.core.apply import apply_actions
 from controller.core.decisions import Code
 from controller.core.labels import (
     EXCLUDED_LABEL,
@@ -486,6 +487,16 @@ def test_services_alike_keep_their_standbys_on_different_nodes() -> None:
     assert len(standbys) == 7
     assert sorted(set(standbys)) == [f"node-{i}" for i in range(2, 8)], standbys
     assert "node-1" not in standbys
-    # Planned again from the same swarm, every standby is the same: no write at rest.
+    # Planned again from the same swarm, every standby is the same.
     again = owners_only(snapshot(nodes, [*hot, filler], tasks))
     assert [a.constraints for a in again.actions] == [a.constraints for a in result.actions]
+    # Once written, a task started elsewhere (a new service on node-2 and node-3) moves
+    # no standby: no service's constraints are written again for it.
+    steered = apply_actions(snapshot(nodes, [*hot, filler], tasks), result.actions)
+    new = service("new", replicas=2)
+    busier = replace(
+        steered,
+        services=(*steered.services, new),
+        tasks=(*steered.tasks, running(new, 2, 1), running(new, 3, 2)),
+    )
+    assert owners_only(busier).actions == ()

@@ -109,6 +109,9 @@ class PlacementInputs:
     # Node ID -> standbys the services planned before this one in the cycle chose: the
     # standby counts them as load (see `_standby`).
     standbys: Mapping[str, int] = field(default_factory=dict)
+    # The nodes the service's steering allows now (None: not steered): the one of them
+    # that holds no desired task is its standby, kept while it stays good enough.
+    allowed_now: frozenset[str] | None = None
 
 
 class _Scores:
@@ -245,14 +248,48 @@ def _best_target(scores: _Scores, allowed: Callable[[str], bool]) -> str | None:
 
 # How far down a domain's order the standby looks past nodes other standbys took.
 STANDBY_SCAN = 64
+# A standby is kept while it is as good for the policy as the best node and at most
+# this many tasks (standbys counted) busier: a task started or stopped anywhere must not
+# rewrite every service's constraints.
+STANDBY_KEEP_MARGIN = 2
 
 
-def _standby(scores: _Scores, allowed: Callable[[str], bool]) -> str | None:
+def _current_standby(inputs: PlacementInputs, desired: Mapping[str, int]) -> str | None:
+    if inputs.allowed_now is None:
+        return None
+    spare = [n for n in inputs.allowed_now if n not in desired]
+    return spare[0] if len(spare) == 1 else None
+
+
+def _standby(
+    scores: _Scores, allowed: Callable[[str], bool], current: str | None = None
+) -> str | None:
     """The standby: the best target, with the standbys other services took this cycle
     counted as load. Services alike in all but their name would otherwise all choose
     the one least busy node, and one node's failure would send every replacement there
     at once (Swarm starts them one node's dockerd at a time): counted, they fill the
-    least busy nodes evenly."""
+    least busy nodes evenly. The service's current standby stays while it is nearly as
+    good (`STANDBY_KEEP_MARGIN`)."""
+    best = _best_standby(scores, allowed)
+    placeable = scores.inputs.candidates.placeable
+    if best is None or current is None or current == best:
+        return best
+    if current not in placeable or not allowed(current):
+        return best
+    kept, top = _standby_key(scores, current), _standby_key(scores, best)
+    return current if kept[0] == top[0] and kept[1] <= top[1] + STANDBY_KEEP_MARGIN else best
+
+
+def _standby_key(
+    scores: _Scores, node: str
+) -> tuple[tuple[int, int, int, float, int], int, str, str]:
+    placing, _ = scores.placing(node)
+    inputs = scores.inputs
+    total = inputs.load.get(node, 0) + inputs.standbys.get(node, 0)
+    return placing[:5], total, inputs.hostname.get(node, node), node
+
+
+def _best_standby(scores: _Scores, allowed: Callable[[str], bool]) -> str | None:
     taken = scores.inputs.standbys
     if not taken:
         return _best_target(scores, allowed)
@@ -273,13 +310,7 @@ def _standby(scores: _Scores, allowed: Callable[[str], bool]) -> str | None:
                 found.add(node)
                 total = load.get(node, 0) + taken.get(node, 0)
                 best = total if best is None else min(best, total)
-
-    def key(node: str) -> tuple[tuple[int, int, int, float, int], int, str, str]:
-        placing, _ = scores.placing(node)
-        total = load.get(node, 0) + taken.get(node, 0)
-        return placing[:5], total, scores.inputs.hostname.get(node, node), node
-
-    return min(found, key=key) if found else None
+    return min(found, key=lambda n: _standby_key(scores, n)) if found else None
 
 
 def _even_share(inputs: PlacementInputs) -> int:
@@ -365,6 +396,7 @@ def _assign(inputs: PlacementInputs, order: NodeOrder, cap: int) -> Assignment:
     standby = _standby(
         _Scores(inputs, order, desired),
         lambda n: n not in desired and inputs.room.get(n, 1) > 0,
+        _current_standby(inputs, desired),
     )
     return Assignment(
         desired=desired, moves=tuple(moves), standby=standby, unplaced=unplaced, evicted=evicted

@@ -279,6 +279,13 @@ class _Shared:
         return self._orders[level]
 
 
+def _allowed_now(service: Service, cands: Candidates) -> frozenset[str] | None:
+    """The placeable nodes the service's recorded steering allows; None if never steered."""
+    if EXCLUDED_LABEL not in service.labels:
+        return None
+    return cands.placeable - recorded_exclusion_set(service.labels)
+
+
 def _plan_service(
     ctx: PlanContext,
     service: Service,
@@ -352,6 +359,7 @@ def _plan_service(
         scores=ctx.snapshot.plugins.scores.get(service.id, {}),
         room=room,
         standbys=shared.standbys,
+        allowed_now=_allowed_now(service, fitting),
     )
     heading = ctx.memory.placing.get(service.id)
     target, since = heading if heading is not None else ({}, 0.0)
