@@ -8,7 +8,7 @@ A conflict ends the cycle at once and asks for another: the next plan is made fr
 fresh observation instead of retrying a write computed from a stale one. A write Docker
 refuses (a 4xx that is no conflict) fails alone: a decision says so, its object waits
 (write_backoff) and the rest of the plan goes on. Failover's writes go first
-(write_order), so nothing behind them can hold them up.
+(write_order), so nothing behind them can hold them up, and together, a few at a time.
 """
 
 from __future__ import annotations
@@ -16,6 +16,8 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from contextvars import copy_context
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -37,6 +39,11 @@ from controller.runtime.write_order import execution_order
 
 log = logging.getLogger(__name__)
 RULE = "execute"
+# Failover's writes in flight at once (runtime/write_order): enough to overlap the round
+# trips and Raft commits, few enough not to crowd a manager under load.
+WRITES_IN_FLIGHT = 8
+_WRITE_OUTCOMES = (ConflictError, GoneError, WriteRefusedError)
+WriteOutcome = ConflictError | GoneError | WriteRefusedError | None
 
 
 @dataclass
@@ -130,15 +137,18 @@ class Reconciler:
                 span.set_attribute("placement.standby", cycle.standby)
                 return cycle
             order = execution_order(result.actions, result.decisions)
-            held = self._held(order, now)
+            held = self._held(list(order), now)
             cycle.outcomes.extend(_held_decision(a, r) for a, r in held.values())
             cycle.logged = self._log.write(cycle.decisions, now=now)
             with self._tracer.start_as_current_span("execute") as execute_span:
                 execute_span.set_attribute("placement.dry_run", self._dry_run)
-                for action in order:
-                    if target_of(action) in held:
-                        continue
-                    if not self._execute_one(action, cycle, now):
+                for phase, together in (
+                    (order.nodes, False),
+                    (order.failover, not self._dry_run),
+                    (order.rest, False),
+                ):
+                    todo = [a for a in phase if target_of(a) not in held]
+                    if not self._execute_phase(todo, cycle, now, together=together):
                         break
                 for decision in cycle.outcomes:
                     record_decision(execute_span, decision)
@@ -160,34 +170,68 @@ class Reconciler:
                 held[target_of(action)] = (action, refusal)
         return held
 
-    def _execute_one(self, action: Action, cycle: CycleResult, now: float) -> bool:
-        """Write one action; False ends the cycle (a conflict: observe again first)."""
+    def _execute_phase(
+        self, actions: list[Action], cycle: CycleResult, now: float, *, together: bool
+    ) -> bool:
+        """Write the actions, one after another or (`together`, distinct objects that
+        depend on each other in nothing) up to WRITES_IN_FLIGHT at once; False ends the
+        cycle (a conflict: observe again first). Together, every write already sent
+        finishes first, and the bookkeeping follows the plan's order either way."""
+        if not together or len(actions) < 2:
+            return all(self._settle(a, self._send(a), cycle, now) for a in actions)
+        workers = min(WRITES_IN_FLIGHT, len(actions))
+        with ThreadPoolExecutor(workers, thread_name_prefix="write") as pool:
+            # Each write's span belongs to this cycle's trace: the context goes along.
+            sent = [pool.submit(copy_context().run, self._send, a) for a in actions]
+            outcomes = [
+                (a, f.exception() or f.result()) for a, f in zip(actions, sent, strict=True)
+            ]
+        going = True
+        unexpected: BaseException | None = None
+        for action, outcome in outcomes:
+            if isinstance(outcome, _WRITE_OUTCOMES) or outcome is None:
+                going = self._settle(action, outcome, cycle, now) and going
+            elif unexpected is None:
+                unexpected = outcome
+        if unexpected is not None:
+            raise unexpected  # as a write sent alone would (the lease's fence, say)
+        return going
+
+    def _send(self, action: Action) -> WriteOutcome:
+        """One write, in its own span; the outcomes the cycle handles are returned."""
         with self._tracer.start_as_current_span(f"action {action.kind}") as span:
             span.set_attribute("placement.action", describe(action))
             try:
                 self._execute(action)
-            except (ConflictError, GoneError) as exc:
-                span.set_status(Status(StatusCode.ERROR, str(exc)))
-                cycle.conflict = str(exc)
-                self.conflicts += 1
-                log.info("conflict, observing again: %s", exc)
-                return False
-            except WriteRefusedError as exc:
-                problem = exc.problem
+            except _WRITE_OUTCOMES as exc:
+                problem = exc.problem if isinstance(exc, WriteRefusedError) else str(exc)
                 span.set_status(Status(StatusCode.ERROR, problem))
-                refusal = self.backoff.refused(action, problem, now)
-                cycle.failed.append(action)
-                cycle.outcomes.append(_refused_decision(action, refusal))
-                log.warning("write refused: %s: %s", describe(action), problem)
-                return True
-            if self._dry_run:
-                return True
-            self.backoff.succeeded(action)
-            cycle.executed.append(action)
-            left = disrupted_nodes(action)
-            if left and hasattr(action, "service_id"):
-                self.memory = self.memory.record_move(action.service_id, self._clock(), left)
+                return exc
+            return None
+
+    def _settle(
+        self, action: Action, outcome: WriteOutcome, cycle: CycleResult, now: float
+    ) -> bool:
+        """Record one write's outcome; False ends the cycle (a conflict)."""
+        if isinstance(outcome, ConflictError | GoneError):
+            cycle.conflict = cycle.conflict or str(outcome)
+            self.conflicts += 1
+            log.info("conflict, observing again: %s", outcome)
+            return False
+        if isinstance(outcome, WriteRefusedError):
+            refusal = self.backoff.refused(action, outcome.problem, now)
+            cycle.failed.append(action)
+            cycle.outcomes.append(_refused_decision(action, refusal))
+            log.warning("write refused: %s: %s", describe(action), outcome.problem)
             return True
+        if self._dry_run:
+            return True
+        self.backoff.succeeded(action)
+        cycle.executed.append(action)
+        left = disrupted_nodes(action)
+        if left and hasattr(action, "service_id"):
+            self.memory = self.memory.record_move(action.service_id, self._clock(), left)
+        return True
 
 
 def _refused_decision(action: Action, refusal: Refusal) -> Decision:

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import io
 import json
-from collections.abc import Iterator
+import threading
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import docker.errors
@@ -85,11 +87,11 @@ def stage(monkeypatch: pytest.MonkeyPatch) -> Iterator[Stage]:
     yield stage
 
 
-def make(stage: Stage) -> Reconciler:
+def make(stage: Stage, execute: Callable[[Action], None] | None = None) -> Reconciler:
     return Reconciler(
         observe=lambda: OBSERVED,
         # Docker's own errors, named as the adapters' executor names them.
-        executor=naming_refusals(stage.execute),
+        executor=naming_refusals(execute or stage.execute),
         policy=Policy,
         tracer=get_tracer(make_tracer_provider("none")),
         decision_log=DecisionLog(stage.out),
@@ -224,3 +226,62 @@ def test_a_whole_cycle_runs_from_a_captured_snapshot_without_docker(fixture: Pat
         service = getattr(action, "service_id", None)
         assert service is None or service in managed, f"an unmanaged service written: {action}"
         assert describe(action) in out.getvalue(), "every write has its decision in the log"
+
+
+def surges(count: int) -> tuple[SetReplicas, ...]:
+    return tuple(SetReplicas(f"s-hot{i}", f"hot{i}", 7, 2) for i in range(count))
+
+
+def test_failover_writes_go_out_together_and_are_settled_in_plan_order(
+    stage: Stage, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Forty surges each waiting on the manager: sent one by one the last leaves long
+    after the first. They overlap, at most WRITES_IN_FLIGHT at once, while the node
+    write before them and the write after them still go alone and in order."""
+    lost = surges(12)
+    stage.plan(API, *lost, NODE, failover=lost)
+    in_flight, most = 0, 0
+    lock = threading.Lock()
+    both_in = threading.Barrier(2, timeout=5)  # two surges must be in flight together
+
+    def slow(action: Action) -> None:
+        nonlocal in_flight, most
+        with lock:
+            in_flight += 1
+            most = max(most, in_flight)
+        if action in lost[:2]:
+            both_in.wait()
+        time.sleep(0.02)
+        stage.execute(action)
+        with lock:
+            in_flight -= 1
+
+    cycle = make(stage, slow).reconcile({"event"})
+    assert 2 <= most <= reconciler_module.WRITES_IN_FLIGHT
+    assert stage.calls[0] == "node node-2" and stage.calls[-1] == "service api"
+    assert cycle.executed == [NODE, *lost, API], "recorded in the plan's order"
+
+
+def test_a_conflict_among_failover_writes_lets_the_others_finish_then_ends_the_cycle(
+    stage: Stage,
+) -> None:
+    lost = surges(4)
+    stage.plan(API, *lost, failover=lost)
+    stage.failures["service hot1"] = ConflictError("service hot1 changed since it was observed")
+    stage.failures["service hot2"] = refused()
+    cycle = make(stage).reconcile({"event"})
+    assert sorted(stage.calls) == [f"service hot{i}" for i in range(4)], "api is not sent"
+    assert cycle.executed == [lost[0], lost[3]] and cycle.failed == [lost[2]]
+    assert cycle.conflict == "service hot1 changed since it was observed"
+
+
+def test_an_unexpected_error_among_failover_writes_is_raised_after_the_others(
+    stage: Stage,
+) -> None:
+    lost = surges(3)
+    stage.plan(*lost, failover=lost)
+    stage.failures["service hot0"] = refused(503, "swarm has no leader")
+    r = make(stage)
+    with pytest.raises(docker.errors.APIError):
+        r.reconcile({"event"})
+    assert sorted(stage.calls) == ["service hot0", "service hot1", "service hot2"]
