@@ -10,11 +10,11 @@ from controller.core.memory import FLAP_MEMORY_SECONDS, Memory
 from controller.core.model import ClusterSnapshot, NodeState
 from controller.core.plan import Plan, plan
 from controller.core.records_mirror import RecordStore, decode_downs, encode_downs
-from controller.core.rules.owners import plan_owners
 from controller.core.rules.records import plan_records
 from controller.policy import Policy
 
 from .builders import node, running, service, snapshot
+from .test_owners import owners_only
 
 NOW = 1_000_000.0
 FAILED_OVER = {
@@ -107,16 +107,6 @@ def test_a_down_is_mirrored_once_and_dropped_when_forgotten() -> None:
     assert gone is not None and gone.drop_downs == ("n2",) and not gone.save_downs
 
 
-def failback_plan(snap: ClusterSnapshot, memory: Memory, now: float) -> Plan:
-    return plan(
-        snapshot=snap,
-        policy=Policy.default(),
-        memory=memory,
-        now=now,
-        rules=(("owners", plan_owners),),
-    )
-
-
 def moves_back(result: Plan) -> bool:
     return any(
         isinstance(a, SetServiceConstraints) and "n3" in a.evicts_from for a in result.actions
@@ -132,12 +122,12 @@ def test_a_restart_does_not_make_a_flapping_preferred_owner_trusted_again() -> N
     downs = (NOW - 500, NOW - 300, NOW - 150, NOW - 60)
     fresh = Memory(watches=True)
     # Without the mirror the restarted controller watches a while, then moves db.
-    forgetful = failback_plan(with_store(snap), fresh, NOW)
+    forgetful = owners_only(with_store(snap), fresh, NOW)
     assert not moves_back(forgetful)
-    assert moves_back(failback_plan(with_store(snap), forgetful.memory, NOW + 16))
+    assert moves_back(owners_only(with_store(snap), forgetful.memory, NOW + 16))
     # With it, the move waits for node-2 to have been back 80 s.
-    remembering = failback_plan(with_store(snap, n2=downs), fresh, NOW)
-    held = failback_plan(with_store(snap, n2=downs), remembering.memory, NOW + 16)
+    remembering = owners_only(with_store(snap, n2=downs), fresh, NOW)
+    held = owners_only(with_store(snap, n2=downs), remembering.memory, NOW + 16)
     assert not moves_back(held)
     assert any("once ready 80 s" in d.reason for d in held.decisions), held.decisions
-    assert moves_back(failback_plan(with_store(snap, n2=downs), remembering.memory, NOW + 56))
+    assert moves_back(owners_only(with_store(snap, n2=downs), remembering.memory, NOW + 56))
