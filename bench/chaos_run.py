@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import json
 import time
+from collections.abc import Mapping
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -23,10 +24,17 @@ SETUP_LIMIT = 180.0
 
 
 def run_once(
-    name: str, events: list[Event], *, controller: bool, work: Path, heartbeat: float = 1.0
+    name: str,
+    events: list[Event],
+    *,
+    controller: bool,
+    work: Path,
+    heartbeat: float = 1.0,
+    leaders: Mapping[float, str] | None = None,
 ) -> dict[str, Any]:
     """Bring a sandbox up, run the schedule on it with or without the controller, measure,
-    take the sandbox down. Returns the run's figures (see `summarize`)."""
+    take the sandbox down. Returns the run's figures (see `summarize`). `leaders` (a
+    first run's `leaders`) makes each leader crash take the node it took there."""
     work.mkdir(parents=True, exist_ok=True)
     spec = SandboxSpec(
         name=name, nodes=4, managers=3, node_labels=RACKS, heartbeat_seconds=heartbeat
@@ -39,7 +47,7 @@ def run_once(
             budgets={s.name: s.max_unavailable for s in SERVICES},
             prefix=f"{STACK}_",
         )
-        chaos = Chaos(sandbox, recorder, ctl, work, desired)
+        chaos = Chaos(sandbox, recorder, ctl, work, desired, leaders)
         recorder.hosts = chaos.managers
         recorder.faulted = lambda: set(chaos.faulted)
         recorder.begin()
@@ -164,6 +172,7 @@ def summarize(
         "writes_seen": tally.write_log,
         "observer_errors": tally.errors,
         "events": done,
+        "leaders": chaos.leaders,
         "decisions": [d for d in decisions if "action" in d or d.get("rule") == "guard"],
     }
 
