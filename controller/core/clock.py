@@ -14,3 +14,9 @@ def minute_of_day(now: float, timezone: str) -> int:
 
 def format_minute(minute: int) -> str:
     return f"{minute // 60:02d}:{minute % 60:02d}"
+
+
+def time_of_day(epoch_seconds: float) -> str:
+    """A moment as the decision log's timestamps give it (UTC), to the second: stable
+    from cycle to cycle, where "N s ago" would make the same decision a new log line."""
+    return datetime.fromtimestamp(epoch_seconds, UTC).strftime("%H:%M:%S UTC")

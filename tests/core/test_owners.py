@@ -7,6 +7,7 @@ from dataclasses import replace
 
 from controller.core.actions import SetNodeLabels, SetReplicas, SetServiceConstraints
 from controller.core.apply import apply_actions
+from controller.core.clock import time_of_day
 from controller.core.decisions import Code
 from controller.core.labels import (
     EXCLUDED_LABEL,
@@ -370,7 +371,11 @@ def test_a_spread_move_onto_a_node_that_just_came_back_waits_for_it_to_settle() 
     held = owners_only(snap, memory=memory)
     assert held.actions == ()
     (keep,) = [d for d in held.decisions if d.outcome == "keep"]
-    assert "node-3 has been ready 10 s" in keep.reason and "once ready 15 s" in keep.reason
+    assert f"node-3 is ready since {time_of_day(NOW - 10)}" in keep.reason
+    assert f"once ready 15 s (at {time_of_day(NOW + 5)})" in keep.reason
+    # A second later the reason reads the same, so the log writes it once, not every cycle.
+    later = owners_only(snap, memory=held.memory, now=NOW + 1)
+    assert [d.reason for d in later.decisions if d.outcome == "keep"] == [keep.reason]
     assert not [d for d in held.decisions if d.outcome == "move"]
     # Ready past the settle time (15 s at the default aggressiveness): the move goes.
     assert len(only_constraints(owners_only(snap, memory=memory, now=NOW + 6)).evicts_from) == 1
@@ -387,7 +392,7 @@ def test_tasks_leaving_a_node_the_policy_forbids_do_not_wait_for_a_returned_targ
     snap = snapshot(labelled, [forbidding], [running(db, 1, 1)])
     memory = replace(STABLE, node_ready_since={**STABLE.node_ready_since, "n2": NOW - 5})
     result = owners_only(snap, memory=memory)
-    assert not [d for d in result.decisions if "has been ready" in d.reason]
+    assert not [d for d in result.decisions if "is ready since" in d.reason]
     assert only_constraints(result).evicts_from == ("n1",)
 
 
@@ -449,9 +454,8 @@ def test_a_controller_that_just_started_watches_before_its_first_move() -> None:
     first = owners_only(snap, memory=Memory(watches=True))
     assert all(not a.evicts_from for a in first.actions if isinstance(a, SetServiceConstraints))
     (keep,) = [d for d in first.decisions if d.outcome == "keep"]
-    assert "watched the swarm 0 s" in keep.reason and "onto node-2 once it has watched 10 s" in (
-        keep.reason
-    )
+    assert f"watches the swarm since {time_of_day(NOW)}" in keep.reason
+    assert "onto node-2 once it has watched 10 s" in keep.reason
     assert first.memory.watching_since == NOW
     still = owners_only(snap, memory=first.memory, now=NOW + 9)
     assert all(not a.evicts_from for a in still.actions if isinstance(a, SetServiceConstraints))

@@ -16,6 +16,7 @@ from controller.core.balance.levels import Level
 from controller.core.balance.load import Load, task_demand
 from controller.core.balance.triggers import Joins, streak
 from controller.core.budget import DisruptionBudget
+from controller.core.clock import time_of_day
 from controller.core.context import PlanContext
 from controller.core.counts import active_counts
 from controller.core.decisions import Decision, Outcome
@@ -109,7 +110,7 @@ def blocked(cycle: RebalanceCycle, service: Service) -> tuple[Outcome, str] | No
     last = ctx.memory.last_move.get(service.id)
     cooldown = ctx.policy.controller.move_cooldown_seconds
     if last is not None and ctx.now - last < cooldown:
-        return Outcome.WAIT, f"moved at {last:.0f}, cooldown {cooldown:.0f} s"
+        return Outcome.WAIT, f"moved at {time_of_day(last)}, cooldown {cooldown:.0f} s"
     return None
 
 

@@ -40,6 +40,7 @@ from controller.core.balance.triggers import (
     next_rebalance_memory,
     round_due,
 )
+from controller.core.clock import time_of_day
 from controller.core.constraints import ConstraintError, parse_constraint
 from controller.core.context import PlanContext, RuleOutput
 from controller.core.counts import (
@@ -135,7 +136,7 @@ def _lift_exclusions(cycle: RebalanceCycle, service: Service) -> None:
         cycle.note(
             subject,
             Outcome.KEEP,
-            f"keeps {cycle.hosts(set(excluded))} excluded until {since + cooldown:.0f} "
+            f"keeps {cycle.hosts(set(excluded))} excluded until {time_of_day(since + cooldown)} "
             "(move-cooldown after the load move)",
         )
         return

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 from controller.core.actions import Action, SetServiceConstraints, target_of
 from controller.core.balance.levels import level_for
 from controller.core.balance.triggers import damped, downs_of
-from controller.core.clock import format_minute, minute_of_day
+from controller.core.clock import format_minute, minute_of_day, time_of_day
 from controller.core.constraints import ConstraintError
 from controller.core.context import PlanContext, RuleOutput
 from controller.core.counts import active_counts
@@ -174,7 +174,10 @@ def _cooling(ctx: PlanContext, service: Service) -> str | None:
     last = ctx.memory.last_move.get(service.id)
     cooldown = ctx.policy.controller.move_cooldown_seconds
     if last is not None and ctx.now - last < cooldown:
-        return f"moved {ctx.now - last:.0f} s ago (cooldown {cooldown:.0f} s)"
+        return (
+            f"moved at {time_of_day(last)} (cooldown {cooldown:.0f} s, until "
+            f"{time_of_day(last + cooldown)})"
+        )
     return None
 
 
@@ -524,13 +527,15 @@ def _settling(
             since = ctx.memory.node_ready_since.get(node_id, ctx.now)
             if ctx.now - since < wait:
                 return (
-                    f"{nodes[node_id].hostname} has been ready {ctx.now - since:.0f} s; a "
-                    f"node that came back gets moved tasks once ready {wait:.0f} s"
+                    f"{nodes[node_id].hostname} is ready since {time_of_day(since)}; a node "
+                    f"that came back gets moved tasks once ready {wait:.0f} s (at "
+                    f"{time_of_day(since + wait)})"
                 )
         elif watching is not None and ctx.now - watching < (watch := _startup_watch(ctx, base)):
             return (
-                f"the controller has watched the swarm {ctx.now - watching:.0f} s; it moves "
-                f"tasks onto {nodes[node_id].hostname} once it has watched {watch:.0f} s"
+                f"the controller watches the swarm since {time_of_day(watching)}; it moves "
+                f"tasks onto {nodes[node_id].hostname} once it has watched {watch:.0f} s (at "
+                f"{time_of_day(watching + watch)})"
             )
     return None
 
