@@ -50,6 +50,8 @@ def run_once(
         chaos = Chaos(sandbox, recorder, ctl, work, desired, leaders)
         recorder.hosts = chaos.managers
         recorder.faulted = lambda: set(chaos.faulted)
+        # Node IDs by hostname: the decision log's constraints name nodes by ID.
+        node_ids = {str(n["hostname"]): str(n["id"]) for n in sandbox.node_info()}
         recorder.begin()
         try:
             said = chaos.deploy()
@@ -73,6 +75,7 @@ def run_once(
                 ctl.stop()
     decisions = _decisions(ctl.log, wall_start) if ctl is not None else []
     result = summarize(recorder.tally, recorder.baseline, chaos, last, converged, decisions)
+    result["node_ids"] = node_ids
     (work / "result.json").write_text(json.dumps(result, indent=2, default=list))
     return result
 
