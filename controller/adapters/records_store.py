@@ -19,7 +19,7 @@ from controller.adapters.docker_api import (
     update_config_spec,
 )
 from controller.core.actions import SetRecords
-from controller.core.records_mirror import DOWNS_PREFIX, ENTRY_PREFIX, RECORDS_CONFIG
+from controller.core.records_mirror import DOWNS_PREFIX, ENTRY_PREFIX, RECORDS_CONFIG, patched
 
 CONFIG_DATA = b"The swarm-placement records mirror: its state is in this config's labels.\n"
 
@@ -41,10 +41,8 @@ def write_records(client: docker.DockerClient, action: SetRecords) -> None:
 
 
 def _changed(labels: dict[str, str], action: SetRecords) -> dict[str, str]:
-    for sid in action.drop:
-        labels.pop(ENTRY_PREFIX + sid, None)
-    for node_id in action.drop_downs:
-        labels.pop(DOWNS_PREFIX + node_id, None)
-    labels.update({ENTRY_PREFIX + sid: raw for sid, raw in action.save.items()})
-    labels.update({DOWNS_PREFIX + nid: raw for nid, raw in action.save_downs.items()})
-    return labels
+    drop = [ENTRY_PREFIX + sid for sid in action.drop]
+    drop += [DOWNS_PREFIX + node_id for node_id in action.drop_downs]
+    save = {ENTRY_PREFIX + sid: raw for sid, raw in action.save.items()}
+    save |= {DOWNS_PREFIX + node_id: raw for node_id, raw in action.save_downs.items()}
+    return patched(labels, drop, save)

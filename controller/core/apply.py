@@ -18,7 +18,7 @@ from controller.core.actions import (
     SetServiceConstraints,
 )
 from controller.core.model import ClusterSnapshot, Node, Service
-from controller.core.records_mirror import RecordStore
+from controller.core.records_mirror import RecordStore, patched
 
 
 def _merged(
@@ -75,15 +75,9 @@ def apply_actions(snapshot: ClusterSnapshot, actions: tuple[Action, ...]) -> Clu
 
 
 def _apply_to_records(records: RecordStore | None, action: SetRecords) -> RecordStore:
-    entries = {k: v for k, v in (records.entries if records else {}).items()}
-    for service_id in action.drop:
-        entries.pop(service_id, None)
-    entries.update(action.save)
-    downs = {k: v for k, v in (records.downs if records else {}).items()}
-    for node_id in action.drop_downs:
-        downs.pop(node_id, None)
-    downs.update(action.save_downs)
-    config_id = action.config_id or "records"
     return RecordStore(
-        config_id=config_id, version=action.version + 1, entries=entries, downs=downs
+        config_id=action.config_id or "records",
+        version=action.version + 1,
+        entries=patched(records.entries if records else {}, action.drop, action.save),
+        downs=patched(records.downs if records else {}, action.drop_downs, action.save_downs),
     )

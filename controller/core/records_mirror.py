@@ -108,6 +108,14 @@ class RecordStore:
         return decoded
 
 
+def patched(
+    base: Mapping[str, str], drop: Iterable[str], save: Mapping[str, str]
+) -> dict[str, str]:
+    """`base` as a records write leaves it: `drop`'s keys gone, then `save`'s set."""
+    gone = set(drop)
+    return {**{k: v for k, v in base.items() if k not in gone}, **save}
+
+
 def encode_downs(times: Iterable[float]) -> str:
     return ",".join(f"{t:.3f}" for t in sorted(times))
 

@@ -113,10 +113,11 @@ def _mirror(
     drop = tuple(sorted(sid for sid in have if sid not in wanted))
     # A node's downs are written when it gains one, and dropped once memory has let go of
     # all of them: a down merely ageing writes nothing (the reader ignores old ones).
+    encoded = {node_id: encode_downs(times) for node_id, times in sorted(node_downs.items())}
     put_downs = {
-        node_id: encode_downs(times)
-        for node_id, times in sorted(node_downs.items())
-        if not set(encode_downs(times).split(",")) <= set(store.downs.get(node_id, "").split(","))
+        node_id: raw
+        for node_id, raw in encoded.items()
+        if not set(raw.split(",")) <= set(store.downs.get(node_id, "").split(","))
     }
     drop_downs = tuple(sorted(n for n in store.downs if n not in node_downs))
     if not (put or drop or put_downs or drop_downs):

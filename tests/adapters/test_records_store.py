@@ -1,0 +1,61 @@
+"""The records mirror's write: only its own labels change, at the observed version."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from controller.adapters import records_store
+from controller.adapters.docker_api import ConflictError
+from controller.core.actions import SetRecords
+from controller.core.records_mirror import DOWNS_PREFIX, ENTRY_PREFIX
+
+LABELS = {
+    "com.example.owner": "ops",  # not the mirror's: kept as it is
+    ENTRY_PREFIX + "svc-a": "a-old",
+    ENTRY_PREFIX + "svc-b": "b",
+    DOWNS_PREFIX + "node-1": "100.000",
+    DOWNS_PREFIX + "node-2": "200.000",
+}
+
+
+def _written(monkeypatch: pytest.MonkeyPatch, action: SetRecords) -> dict[str, Any]:
+    config = {"Version": {"Index": 7}, "Spec": {"Name": "records", "Labels": dict(LABELS)}}
+    calls: dict[str, Any] = {}
+
+    def update(client: object, config_id: str, version: int, spec: dict[str, Any]) -> None:
+        calls.update(config_id=config_id, version=version, spec=spec)
+
+    monkeypatch.setattr(records_store, "inspect_config", lambda client, config_id: config)
+    monkeypatch.setattr(records_store, "update_config_spec", update)
+    records_store.write_records(object(), action)  # type: ignore[arg-type]
+    assert config["Spec"]["Labels"] == LABELS, "the observed spec is not changed in place"
+    return calls
+
+
+def test_a_write_drops_and_saves_only_the_mirror_s_labels(monkeypatch: pytest.MonkeyPatch) -> None:
+    action = SetRecords(
+        config_id="cfg",
+        version=7,
+        save={"svc-a": "a-new", "svc-c": "c"},
+        drop=("svc-b",),
+        save_downs={"node-3": "300.000"},
+        drop_downs=("node-1",),
+    )
+    calls = _written(monkeypatch, action)
+    assert (calls["config_id"], calls["version"]) == ("cfg", 7)
+    assert calls["spec"]["Labels"] == {
+        "com.example.owner": "ops",
+        ENTRY_PREFIX + "svc-a": "a-new",
+        ENTRY_PREFIX + "svc-c": "c",
+        DOWNS_PREFIX + "node-2": "200.000",
+        DOWNS_PREFIX + "node-3": "300.000",
+    }
+
+
+def test_a_stale_version_is_refused_before_anything_is_written(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    with pytest.raises(ConflictError, match="version 6 -> 7"):
+        _written(monkeypatch, SetRecords(config_id="cfg", version=6, drop=("svc-b",)))
