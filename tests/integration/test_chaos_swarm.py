@@ -40,6 +40,7 @@ def test_the_schedule_is_one_per_seed_and_has_every_fault() -> None:
 
 @pytest.mark.swarm
 @pytest.mark.slow
+@pytest.mark.alone
 def test_with_the_controller_no_service_is_worse_off_than_with_swarm_alone(
     new_sandbox_name: Callable[[str], str], tmp_path: Path
 ) -> None:

@@ -38,7 +38,7 @@ from controller.sandbox.app_image import build_controller_image, load_into
 
 from .support import running_by_node, wait_until
 
-pytestmark = [pytest.mark.swarm, pytest.mark.slow]
+pytestmark = [pytest.mark.swarm, pytest.mark.slow, pytest.mark.alone]
 ROOT = Path(__file__).resolve().parents[2]
 STACK = "placement"
 CONTROLLER = f"{STACK}_controller"

@@ -26,7 +26,7 @@ from controller.runtime.lease_keeper import LeaseConfig
 
 from .support import ControllerThread, wait_until
 
-pytestmark = [pytest.mark.swarm, pytest.mark.slow]
+pytestmark = [pytest.mark.swarm, pytest.mark.slow, pytest.mark.alone]
 LIFETIME = 3.0
 _names = itertools.count()
 

@@ -51,7 +51,7 @@ from .support import (
     wait_until,
 )
 
-pytestmark = [pytest.mark.swarm, pytest.mark.slow]
+pytestmark = [pytest.mark.swarm, pytest.mark.slow, pytest.mark.alone]
 
 POLICY = """\
 apiVersion: placement/v1
