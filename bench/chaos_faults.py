@@ -132,6 +132,7 @@ class Chaos:
         self.plugin_dir.mkdir(exist_ok=True)
         self.port = controller.port if controller else _free_port()
         self._leader_victim = ""
+        self._back_at: dict[str, float] = {}  # hostname -> when the schedule restored it
         # A leader crash's victim, by the event's time: this run's choice, or the first
         # run's replayed (`leaders`), so both runs crash the same node at the same moment.
         self.replay = leaders
@@ -142,8 +143,11 @@ class Chaos:
 
     def managers(self) -> list[str]:
         """Docker hosts of the managers the schedule has not failed (a follower forwards
-        to the leader)."""
+        to the leader), sound longest first: a manager back moments ago answers reads
+        from a store still catching up, so its specs and tasks can be older than what the
+        others already saw (a write seen twice, a task seen stopped again)."""
         live = [m for m in self.sandbox.managers if m not in self.faulted]
+        live.sort(key=lambda m: self._back_at.get(m, 0.0))
         return [self.sandbox.docker_host(m) for m in live]
 
     def _leader(self) -> str:
@@ -196,6 +200,7 @@ class Chaos:
                         raise
                     time.sleep(2)
             self.faulted.pop(node, None)
+            self._back_at[node] = time.monotonic()
             return node + (f" (attempt {attempt + 1})" if attempt else "")
         if kind == "kill-controller":
             if self.controller is None or self.controller.process is None:
