@@ -167,6 +167,26 @@ def test_task_failures_count_only_when_the_node_is_to_blame() -> None:
     assert set(node_actions(result)) == {"n3"}
 
 
+def test_a_crash_the_controller_did_not_see_is_dated_from_swarm_s_last_update() -> None:
+    """Seen in a chaos run: while its manager elected a leader, the controller saw none of
+    node-3's crash and return; Swarm then reported the four tasks that crash killed as
+    failed, and node-3 was quarantined for two hours for one crash."""
+    base = cluster(4)
+    memory = cycle(base, Memory(), T0).memory  # ready since T0, as far as memory knows
+    back = T0 + 600  # node-3 crashed and came back unseen: Swarm's UpdatedAt moved
+
+    def killed(at: float) -> tuple[WorkloadEvent, ...]:
+        return tuple(WorkloadEvent(f"t-{s}", f"s-{s}", "n3", at + s) for s in range(4))
+
+    nodes = [replace(n, updated_at=back) if n.id == "n3" else n for n in base.nodes]
+    returned = replace(base, nodes=tuple(nodes))
+    at_return = cycle(replace(returned, workload=killed(back)), memory, back + 5)
+    assert "n3" not in node_actions(at_return)
+    # The same failures half a minute after the return are the node's own.
+    later = cycle(replace(returned, workload=killed(back + 40)), memory, back + 50)
+    assert "n3" in node_actions(later)
+
+
 def test_a_quarantined_manager_is_no_manager_to_fall_back_on_for_a_health_pause() -> None:
     # node-2, the other manager, is quarantined: the rules see it paused, so pausing
     # degraded node-1 would leave no manager taking tasks; it is not planned at all.

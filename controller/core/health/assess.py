@@ -110,12 +110,17 @@ class Assessment:
 
 def ready_since(memory: Memory, node: Node, now: float) -> float:
     """When Swarm last reported the node turning ready, as far as the controller knows
-    (health reports aside); at the first sight, its last update (never too early)."""
+    (health reports aside); at the first sight, its last update (never too early). A
+    return the controller did not see (it was restarting, or its manager was electing a
+    leader, while the node crashed and came back) still moved the node's last update:
+    the later of the two counts, so the tasks that crash killed are not the node's (a
+    label write moves it too, which only holds those failures back for the grace)."""
     known = memory.health.ready_since or {}
+    updated = min(node.updated_at, now) if node.updated_at else None
     since = known.get(node.id)
     if since is not None:
-        return since
-    return min(node.updated_at, now) if node.updated_at else now
+        return since if updated is None or not node.is_ready else max(since, updated)
+    return updated if updated is not None else now
 
 
 def track_exits(
