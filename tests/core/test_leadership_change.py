@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from controller.core.actions import SetReplicas
+from controller.core.actions import SetReplicas, SetServiceConstraints
 from controller.core.memory import Memory
 from controller.core.model import ClusterSnapshot, NodeState, Service, Task
 from controller.core.outside_inputs import LivenessSignal
@@ -87,3 +87,21 @@ def test_a_dead_old_leader_still_unknown_is_suspected_and_surged_for() -> None:
     assert any(
         d.outcome == "suspect" and "while Swarm says unknown" in d.reason for d in result.decisions
     )
+
+
+def test_steering_waits_while_a_new_leader_has_not_heard_from_every_node() -> None:
+    """Seen in a chaos run: planned from a view where every node was `unknown`, steering
+    excluded all four nodes (the guards refused it), then wrote again as each reported."""
+    db = service("db", replicas=1, labels={**MANAGED, "placement.preferred-nodes": "node-2"})
+    settled = run(cluster([db], [running(db, 2, 1)], {}), Memory(), 100.0)
+    (steer,) = [a for a in settled.actions if isinstance(a, SetServiceConstraints)]
+    steered = replace(db, constraints=steer.constraints, labels={**db.labels, **steer.set_labels})
+    tasks = [running(steered, 2, 1)]
+    for states in ({i: U for i in range(1, 6)}, {1: U, 4: U}):
+        held = run(cluster([steered], tasks, states), settled.memory, 110.0)
+        assert held.actions == (), held.decisions
+        (wait,) = [d for d in held.decisions if d.subject == "service db"]
+        assert "unknown" in wait.reason and "steering waits" in wait.reason
+    # Once every node has reported, steering goes on as before (here: nothing to change).
+    after = run(cluster([steered], tasks, {}), settled.memory, 112.0)
+    assert not [d for d in after.decisions if "steering waits" in d.reason]

@@ -24,7 +24,7 @@ from controller.core.labels import (
     possible_label,
     recorded_exclusion_set,
 )
-from controller.core.model import Service, ServiceMode, TaskState
+from controller.core.model import NodeState, Service, ServiceMode, TaskState
 from controller.core.placement.assign import (
     NodeOrder,
     PlacementInputs,
@@ -196,10 +196,26 @@ def plan_owners(ctx: PlanContext) -> RuleOutput:
             )
     shared = _Shared(ctx)
     written = {target_of(a) for a in ctx.planned}
+    # Just after a Raft leader change Swarm calls every node `unknown` until it reports
+    # to the new leader: steering from that view would exclude nodes that are fine (the
+    # guards refuse the worst of it) and write again as each node reports. Swarm's own
+    # failover, and the failover rule's surges, go on meanwhile.
+    unknown = sorted(n.hostname for n in ctx.snapshot.nodes if n.state is NodeState.UNKNOWN)
     for service in services:
         settings = ctx.settings(service.id)
         projection.planned(settings.anti_affinity, service.id)
         if not settings.steered:
+            continue
+        if unknown:
+            decisions.append(
+                Decision(
+                    RULE,
+                    f"service {service.name}",
+                    Outcome.WAIT,
+                    f"Swarm calls {', '.join(unknown)} unknown (a new Raft leader has not "
+                    "heard from them yet): steering waits for every node's state",
+                )
+            )
             continue
         if ("service", service.id) in written:
             # An earlier rule writes it this cycle (a surge, a recovered record): plan it
