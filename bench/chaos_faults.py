@@ -21,7 +21,6 @@ import socket
 import subprocess
 import threading
 import time
-from collections.abc import Mapping
 from pathlib import Path
 
 from chaos_app import BY_NAME, POLICY, STACK, replicas_of, stack_file
@@ -119,7 +118,6 @@ class Chaos:
         controller: Controller | None,
         work: Path,
         desired: dict[str, int],
-        leaders: Mapping[float, str] | None = None,
     ) -> None:
         self.sandbox, self.recorder, self.controller = sandbox, recorder, controller
         self.work, self.desired = work, desired
@@ -133,10 +131,6 @@ class Chaos:
         self.port = controller.port if controller else _free_port()
         self._leader_victim = ""
         self._back_at: dict[str, float] = {}  # hostname -> when the schedule restored it
-        # A leader crash's victim, by the event's time: this run's choice, or the first
-        # run's replayed (`leaders`), so both runs crash the same node at the same moment.
-        self.replay = leaders
-        self.leaders: dict[float, str] = {}
         self._ctl_lock = threading.Lock()  # the two lanes may both start or kill it
 
     # --- where to talk to ---------------------------------------------------------------
@@ -233,33 +227,13 @@ class Chaos:
         return self._edit(event)
 
     def _fail(self, event: Event) -> str:
-        if event.kind == "crash-leader" and self.replay is not None:
-            return self._fail_replayed(event)
         node = event.node or self._leader()
         deadline = time.monotonic() + 30
         while not node and time.monotonic() < deadline:  # an election is under way
             time.sleep(1)
             node = self._leader()
-        if event.kind == "crash-leader":
-            self.leaders[event.at] = node
         if not node:
             return "no leader found"
-        return self._crash(event, node)
-
-    def _fail_replayed(self, event: Event) -> str:
-        """The node the first run's leader crash took, leader here or not: Raft elections
-        go their own way in each run, and a leader crash then falls on different nodes,
-        so the two runs would no longer see the same faults."""
-        assert self.replay is not None
-        node = self.replay.get(event.at, "")
-        self.leaders[event.at] = node
-        if not node:
-            return "no leader found (in the first run)"
-        leader = self._leader()
-        here = "the leader here too" if leader == node else f"leader here: {leader or 'none'}"
-        return self._crash(event, node, f" ({here})")
-
-    def _crash(self, event: Event, node: str, note: str = "") -> str:
         if self.sandbox.state.node(node).manager:
             self._wait_quorum()
         if event.kind == "crash-leader":
@@ -274,7 +248,7 @@ class Chaos:
                 ctl.kill()  # it ran on that node: it dies with it
                 ctl.start(self.managers()[0])
                 moved = ", controller moved"
-        return node + note + moved
+        return node + moved
 
     def _wait_quorum(self, timeout: float = 30.0) -> None:
         """Before failing a manager: every manager reachable (the last one has rejoined)."""

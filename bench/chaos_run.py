@@ -6,7 +6,6 @@ from __future__ import annotations
 import contextlib
 import json
 import time
-from collections.abc import Mapping
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -24,17 +23,10 @@ SETUP_LIMIT = 180.0
 
 
 def run_once(
-    name: str,
-    events: list[Event],
-    *,
-    controller: bool,
-    work: Path,
-    heartbeat: float = 1.0,
-    leaders: Mapping[float, str] | None = None,
+    name: str, events: list[Event], *, controller: bool, work: Path, heartbeat: float = 1.0
 ) -> dict[str, Any]:
     """Bring a sandbox up, run the schedule on it with or without the controller, measure,
-    take the sandbox down. Returns the run's figures (see `summarize`). `leaders` (a
-    first run's `leaders`) makes each leader crash take the node it took there."""
+    take the sandbox down. Returns the run's figures (see `summarize`)."""
     work.mkdir(parents=True, exist_ok=True)
     spec = SandboxSpec(
         name=name, nodes=4, managers=3, node_labels=RACKS, heartbeat_seconds=heartbeat
@@ -47,7 +39,7 @@ def run_once(
             budgets={s.name: s.max_unavailable for s in SERVICES},
             prefix=f"{STACK}_",
         )
-        chaos = Chaos(sandbox, recorder, ctl, work, desired, leaders)
+        chaos = Chaos(sandbox, recorder, ctl, work, desired)
         recorder.hosts = chaos.managers
         recorder.faulted = lambda: set(chaos.faulted)
         # Node IDs by hostname: the decision log's constraints name nodes by ID.
@@ -175,7 +167,6 @@ def summarize(
         "writes_seen": tally.write_log,
         "observer_errors": tally.errors,
         "events": done,
-        "leaders": chaos.leaders,
         "decisions": [d for d in decisions if "action" in d or d.get("rule") == "guard"],
     }
 
