@@ -231,6 +231,10 @@ def test_status_shows_the_lease_and_the_managed_services_as_table_json_and_yaml(
     log = Path(policy).with_name("controller.log")
     with ControllerThread(swarm.manager_host, policy=policy, lease=lease) as ctl:
         wait_until(lambda: running_by_node(client, web) == {"node-3": 1}, 60, f"{web} on node-3")
+        # Swarm alone may have started web on node-3 (the session swarm's other services
+        # decide) before the controller took its lease: wait for its lease and decisions.
+        wait_until(lambda: bool(client.api.configs(filters={"name": lease.name})), 30, "the lease")
+        wait_until(lambda: f"service {web}" in ctl.out.getvalue(), 30, f"a decision on {web}")
         leading = json.loads(_cli(capsys, "status", "--policy", str(policy), "-o", "json"))
         log.write_text(ctl.out.getvalue())
     (found,) = [x for x in leading["leases"] if x["name"] == lease.name]
@@ -249,6 +253,7 @@ def test_status_shows_the_lease_and_the_managed_services_as_table_json_and_yaml(
     table = _cli(capsys, *argv)
     assert re.search(rf"^{lease.name}\s+\(released\)\s+{found['term']}\s", table, re.M), table
     assert re.search(rf"^{web}\s+(placed|steered)\s+1/1", table, re.M), table
-    assert f"[owners] service {web}: move" in table, table
+    # A move onto node-3, or (Swarm alone put it there) steering that keeps it there.
+    assert re.search(rf"\[owners\] service {web}: (move|steer)", table), table
     as_yaml = YAML(typ="safe").load(_cli(capsys, *argv, "-o", "yaml"))
     assert as_yaml == json.loads(_cli(capsys, *argv, "-o", "json"))
