@@ -251,6 +251,12 @@ class ClusterSnapshot:
         return {n.id for n in self.nodes if n.state is NodeState.UNKNOWN and n.id in wanted}
 
     @cached_property
+    def unknown_hostnames(self) -> tuple[str, ...]:
+        """Every node Swarm calls `unknown`, by hostname: while there is one, the view is a
+        new Raft leader's first and optional moves (steering, rebalancing) wait for it."""
+        return tuple(sorted(n.hostname for n in self.nodes if n.state is NodeState.UNKNOWN))
+
+    @cached_property
     def hostname_by_id(self) -> Mapping[str, str]:
         return {n.id: n.hostname for n in self.nodes}
 

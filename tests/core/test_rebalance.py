@@ -264,3 +264,19 @@ def test_the_plan_is_deterministic() -> None:
     first, second = run(snap, mem), run(snap, mem)
     assert first.actions == second.actions and first.decisions == second.decisions
     assert first.memory == second.memory
+
+
+def test_nothing_moves_while_a_new_raft_leader_has_not_heard_from_every_node() -> None:
+    # node-3 returned and settled, node-4 (holding none of web's tasks) has not reported
+    # to the new leader yet: a move waits for the whole view, then goes as before.
+    ns = nodes(4)
+    ns[3] = replace(ns[3], state=NodeState.UNKNOWN)
+    mem = memory(ns, returned={"n3": 20.0}, persisted=[COUNT_KEY])
+    waiting = run(snapshot(ns, [WEB], SKEWED), mem)
+    assert waiting.actions == ()
+    assert outcomes(waiting) == ["wait"]
+    assert "Swarm calls node-4 unknown" in reasons(waiting)
+
+    ns[3] = replace(ns[3], state=NodeState.READY)
+    reported = run(snapshot(ns, [WEB], SKEWED), mem)
+    assert _surge(reported).evicts_from == ("n1", "n2")

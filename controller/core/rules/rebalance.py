@@ -66,11 +66,14 @@ from controller.policy import ControllerSettings
 def plan_rebalance(ctx: PlanContext) -> RuleOutput:
     controller = ctx.policy.controller
     level = level_for(controller.aggressiveness)
+    # A new Raft leader's first view: counts and loads on nodes that have not reported
+    # yet are stale, and no move is urgent. The periodic round stays due till they have.
+    unknown = ctx.snapshot.unknown_hostnames
     cycle = RebalanceCycle(
         ctx=ctx,
         level=level,
         joins=find_joins(level, ctx.memory, ctx.snapshot.nodes, ctx.now),
-        round_now=round_due(controller, ctx.memory, ctx.now),
+        round_now=round_due(controller, ctx.memory, ctx.now) and not unknown,
         loads=node_loads(ctx.snapshot),
         budget=ctx.budget(),
     )
@@ -79,6 +82,9 @@ def plan_rebalance(ctx: PlanContext) -> RuleOutput:
         for s in ctx.managed_services()
         if s.mode is ServiceMode.REPLICATED and ctx.settings(s.id).rebalance
     ]
+    if unknown:
+        _wait_for_every_node(cycle, services, unknown)
+        services = []
     for service in services:
         _lift_exclusions(cycle, service)
     for service in services:
@@ -94,6 +100,18 @@ def plan_rebalance(ctx: PlanContext) -> RuleOutput:
         round_ran=cycle.round_now,
     )
     return RuleOutput(tuple(cycle.actions), tuple(cycle.decisions), remember)
+
+
+def _wait_for_every_node(
+    cycle: RebalanceCycle, services: list[Service], unknown: tuple[str, ...]
+) -> None:
+    for service in services:
+        cycle.note(
+            f"service {service.name}",
+            Outcome.WAIT,
+            f"Swarm calls {', '.join(unknown)} unknown (a new Raft leader has not heard "
+            "from them yet): rebalancing waits for every node's state",
+        )
 
 
 def _remember(

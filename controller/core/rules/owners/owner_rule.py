@@ -24,7 +24,7 @@ from controller.core.labels import (
     possible_label,
     recorded_exclusion_set,
 )
-from controller.core.model import NodeState, Service, ServiceMode, TaskState
+from controller.core.model import Service, ServiceMode, TaskState
 from controller.core.placement.assign import (
     NodeOrder,
     PlacementInputs,
@@ -200,7 +200,7 @@ def plan_owners(ctx: PlanContext) -> RuleOutput:
     # to the new leader: steering from that view would exclude nodes that are fine (the
     # guards refuse the worst of it) and write again as each node reports. Swarm's own
     # failover, and the failover rule's surges, go on meanwhile.
-    unknown = sorted(n.hostname for n in ctx.snapshot.nodes if n.state is NodeState.UNKNOWN)
+    unknown = ctx.snapshot.unknown_hostnames
     for service in services:
         settings = ctx.settings(service.id)
         projection.planned(settings.anti_affinity, service.id)
