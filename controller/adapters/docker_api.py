@@ -23,6 +23,7 @@ import requests
 from controller.adapters.attrs import Attrs, TaskConverter, snapshot_from_attrs
 from controller.adapters.errors import RetryableError, TerminalError
 from controller.adapters.health_attrs import failure_events_from_attrs
+from controller.adapters.task_list import list_tasks
 from controller.core.model import ClusterSnapshot
 from controller.core.outside_inputs import WorkloadEvent
 from controller.core.records_mirror import RECORDS_CONFIG, RecordStore
@@ -138,7 +139,7 @@ class ClusterObserver:
     def _finished_failures(self) -> dict[str, WorkloadEvent]:
         now = self._clock()
         if self._failures is None or now - self._listed_at >= self._every():
-            history = _call(lambda: self._client.api.tasks(filters={"desired-state": "shutdown"}))
+            history = _call(lambda: list_tasks(self._client, desired_state="shutdown"))
             self._failures = {e.task_id: e for e in failure_events_from_attrs(history)}
             self._heartbeat = self._read_heartbeat()
             self._listed_at = now
@@ -159,7 +160,7 @@ class ClusterObserver:
         with collector_paused():
             nodes = _call(client.api.nodes)
             services = _call(client.api.services)
-            tasks = _call(lambda: client.api.tasks(filters={"desired-state": "running"}))
+            tasks = _call(lambda: list_tasks(client, desired_state="running"))
             snapshot = snapshot_from_attrs(
                 nodes=nodes, services=services, tasks=tasks, convert_task=self._convert_task
             )
