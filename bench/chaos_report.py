@@ -183,7 +183,18 @@ def losses(swarm: dict[str, Any], ctl: dict[str, Any]) -> str:
         if b["actions"]:
             acts = ", ".join(f"{k} {v}" for k, v in sorted(b["actions"].items()))
             lines.append(f"    controller decisions on it: {acts}")
+        for label, run in (("swarm", a), ("controller", b)):
+            lines.append(f"    where its tasks ran, {label}: {exposure(run)}")
     return "\n".join(lines) if lines else "the controller lost nothing Swarm alone did not"
+
+
+def exposure(service: dict[str, Any]) -> str:
+    """Each node's share of the service's running task-seconds (older JSON: unknown)."""
+    on = service.get("task_seconds_on") or {}
+    total = sum(on.values())
+    if not total:
+        return "not recorded"
+    return ", ".join(f"{host or '?'} {100 * v / total:.0f} %" for host, v in sorted(on.items()))
 
 
 def _at(label: str) -> float:

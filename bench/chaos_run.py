@@ -128,10 +128,12 @@ def summarize(
     services: dict[str, dict[str, Any]] = {}
     for svc in SERVICES:
         s = svc.name
-        lost, by_event = 0.0, {}
+        lost, by_event, on_node = 0.0, {}, {}
         short: list[list[float]] = []  # [from, to, most replicas missing]
         for i, sample in enumerate(tally.samples):
             upto = tally.samples[i + 1].t if i + 1 < len(tally.samples) else sample.t + INTERVAL
+            for host, n in sample.where.get(s, {}).items():
+                on_node[host] = on_node.get(host, 0.0) + n * (upto - sample.t)
             deficit = max(0, sample.desired.get(s, 0) - sample.running.get(s, 0))
             if deficit:
                 cost = deficit * (upto - sample.t)
@@ -152,6 +154,7 @@ def summarize(
             "overrun_at": tally.overruns.get(s, []),
             "max_unavailable": svc.max_unavailable,
             "lost_by_event": by_event,
+            "task_seconds_on": {h: round(v, 1) for h, v in sorted(on_node.items())},
             "short": short,
             "waiting": tally.waiting.get(s, {}),
             "actions": _actions_of(decisions, f"{STACK}_{s}"),

@@ -48,6 +48,10 @@ class Sample:
     t: float
     running: dict[str, int]  # service (stack name) -> tasks counted running
     desired: dict[str, int]
+    # service -> hostname -> of those, the tasks there: how exposed each service was to
+    # each node's faults (Swarm places an unmanaged service by node totals, which the
+    # controller's steering changes).
+    where: dict[str, dict[str, int]] = field(default_factory=dict)
 
 
 @dataclass
@@ -199,11 +203,13 @@ class Recorder:
             # a task on a node the schedule has just failed serves nobody. So the sample is
             # the last one less the tasks on failed nodes, rather than the last one as it was.
             self.tally.failed_samples += 1
-            left = {
-                service: sum(1 for task in ids if self._host_of.get(task) not in faulted)
+            kept = {
+                service: [task for task in ids if self._host_of.get(task) not in faulted]
                 for service, ids in self._running.items()
             }
-            self.tally.samples.append(Sample(t, left, dict(self._desired)))
+            left = {service: len(ids) for service, ids in kept.items()}
+            where = {service: self._hosts_of(ids) for service, ids in kept.items()}
+            self.tally.samples.append(Sample(t, left, dict(self._desired), where))
             return
         nodes, services, tasks = got
         hostname = {n["ID"]: n["Description"]["Hostname"] for n in nodes}
@@ -312,4 +318,13 @@ class Recorder:
                 self.tally.overruns.setdefault(service, []).append((round(t, 1), out))
             self._outstanding[service] = out
         self._running = running
-        self.tally.samples.append(Sample(t, {s: len(ids) for s, ids in running.items()}, desired))
+        counted = {s: len(ids) for s, ids in running.items()}
+        where = {s: self._hosts_of(ids) for s, ids in running.items()}
+        self.tally.samples.append(Sample(t, counted, desired, where))
+
+    def _hosts_of(self, task_ids: Iterable[str]) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for task in task_ids:
+            host = self._host_of.get(task, "")
+            out[host] = out.get(host, 0) + 1
+        return out

@@ -70,3 +70,15 @@ def test_tasks_a_restarted_node_reports_stopped_are_the_fault_s_not_stops() -> N
         recorder._observe()
     assert recorder.tally.stops == {}
     assert recorder.tally.overruns == {}
+
+
+def test_each_sample_says_on_which_node_the_counted_tasks_ran() -> None:
+    # The second sample finds no manager: only the task off the failed node still counts.
+    nodes = [_node("node-1"), _node("node-2")]
+    running = [_task("t1", "node-1"), _task("t2", "node-2")]
+    recorder = _recorder([(nodes, [SERVICE], running), None], [set(), {"node-2"}])
+    recorder._observe()
+    recorder._observe()
+    first, second = recorder.tally.samples
+    assert first.where == {"web": {"node-1": 1, "node-2": 1}}
+    assert (second.running, second.where) == ({"web": 1}, {"web": {"node-1": 1}})
