@@ -24,6 +24,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from itertools import islice
 
 from controller.core.placement.candidates import Candidates
 
@@ -257,7 +258,9 @@ STANDBY_KEEP_MARGIN = 2
 def _current_standby(inputs: PlacementInputs, desired: Mapping[str, int]) -> str | None:
     if inputs.allowed_now is None:
         return None
-    spare = [n for n in inputs.allowed_now if n not in desired]
+    # Two spare nodes already mean no single standby: stop there (a service open to a
+    # thousand nodes would otherwise walk them all).
+    spare = list(islice((n for n in inputs.allowed_now if n not in desired), 2))
     return spare[0] if len(spare) == 1 else None
 
 
