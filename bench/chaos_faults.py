@@ -174,7 +174,8 @@ class Chaos:
                 detail = f"failed: {exc}"
             self.done.append(
                 {"event": event.describe().split(None, 1)[1], "at": round(started, 1),
-                 "took": round(self.recorder.now() - started, 1), "detail": detail}
+                 "planned": round(event.at, 1), "took": round(self.recorder.now() - started, 1),
+                 "detail": detail}
             )  # fmt: skip
 
     def do(self, event: Event) -> str:

@@ -175,18 +175,20 @@ def summarize(
 
 
 def _charged_to(done: list[dict[str, Any]], t: float) -> str:
-    """The latest event before `t`, and the node fault under way then if it is another."""
+    """The latest event before `t`, and the node fault under way then if it is another.
+    Events are named by their time in the schedule, not when they happened: the two runs
+    do an event at slightly different moments, and must charge their losses to one name."""
     latest, node_fault = "before the first fault", ""
     for d in done:
         if float(d["at"]) > t:
             break
-        latest = f"{d['at']}s {d['event']}"
+        latest = f"{d.get('planned', d['at'])}s {d['event']}"
         kind = str(d["event"]).split()[0]
         if kind in ("crash", "cut", "crash-leader"):
-            node_fault = f"{latest} {d['detail']}".split(",")[0]
+            node_fault = latest
         elif kind in ("restore", "heal"):
             node_fault = ""
-    if node_fault and not latest.startswith(node_fault.split(" ", 2)[0] + " "):
+    if node_fault and node_fault != latest:
         return f"{latest} (during {node_fault})"
     return latest
 
