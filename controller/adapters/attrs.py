@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 from controller.core.model import (
     Availability,
@@ -35,7 +35,8 @@ class AttrsError(ValueError):
 def _get(attrs: Attrs, *path: str, default: Any = None) -> Any:
     value: Any = attrs
     for key in path:
-        if not isinstance(value, Mapping):
+        # Decoded JSON is dicts: test for dict first, as the Mapping check is slow.
+        if not isinstance(value, dict) and not isinstance(value, Mapping):
             return default
         value = value.get(key)
         if value is None:
@@ -61,6 +62,7 @@ def _str_map(value: Any, where: str) -> dict[str, str]:
 
 
 _E = TypeVar("_E", NodeRole, Availability, NodeState, TaskState)
+_R = TypeVar("_R")
 
 
 def _enum(enum: type[_E], raw: Any, fallback: _E) -> _E:
@@ -204,24 +206,31 @@ def task_from_attrs(attrs: Attrs) -> Task:
     )
 
 
-class TaskConverter:
-    """`task_from_attrs`, remembering the last cycle's records: Swarm gives a task a new
-    `Version.Index` on every change, so an ID at the same version is the same record.
-    Most of a settled swarm's tasks are unchanged between two cycles."""
+class ByVersion(Generic[_R]):
+    """A converter that remembers the last cycle's records: Swarm gives an object a new
+    `Version.Index` on every change it stores, so an ID at the same version converts to
+    the same record, and most of a settled swarm's tasks and services are unchanged
+    between two cycles. Not for nodes: a manager fills in their `ManagerStatus` (leader,
+    reachability) as it answers, without a new version."""
 
-    def __init__(self) -> None:
-        self._last: dict[tuple[str, int], Task] = {}
-        self._seen: dict[tuple[str, int], Task] = {}
+    def __init__(self, convert: Callable[[Attrs], _R]) -> None:
+        self._convert = convert
+        self._last: dict[tuple[str, int], _R] = {}
+        self._seen: dict[tuple[str, int], _R] = {}
 
-    def __call__(self, attrs: Attrs) -> Task:
-        version = _get(attrs, "Version", "Index")
-        task_id = attrs.get("ID")
-        if not isinstance(version, int) or not isinstance(task_id, str):
-            return task_from_attrs(attrs)
-        key = (task_id, version)
-        task = self._last.get(key) or task_from_attrs(attrs)
-        self._seen[key] = task
-        return task
+    def __call__(self, attrs: Attrs) -> _R:
+        # Called for every task of every cycle: plain lookups, no `_get`.
+        version = attrs.get("Version")
+        index = version.get("Index") if isinstance(version, dict) else None
+        object_id = attrs.get("ID")
+        if not isinstance(index, int) or not isinstance(object_id, str):
+            return self._convert(attrs)
+        key = (object_id, index)
+        record = self._last.get(key)
+        if record is None:
+            record = self._convert(attrs)
+        self._seen[key] = record
+        return record
 
     def next_cycle(self) -> None:
         """Keep only what this cycle saw, so the memory follows the swarm's size."""
@@ -231,9 +240,6 @@ class TaskConverter:
 def _name_of(attrs: Attrs) -> str:
     name = _get(attrs, "Spec", "Name") or _get(attrs, "Description", "Hostname")
     return str(name or attrs.get("ID") or "?")
-
-
-_R = TypeVar("_R")
 
 
 def _convert_all(
@@ -258,11 +264,12 @@ def snapshot_from_attrs(
     services: list[Attrs],
     tasks: list[Attrs],
     convert_task: Callable[[Attrs], Task] = task_from_attrs,
+    convert_service: Callable[[Attrs], Service] = service_from_attrs,
 ) -> ClusterSnapshot:
     """Convert everything that converts; record the rest as unreadable, never guess."""
     unreadable: list[Unreadable] = []
     node_records = _convert_all("node", nodes, node_from_attrs, unreadable)
-    service_records = _convert_all("service", services, service_from_attrs, unreadable)
+    service_records = _convert_all("service", services, convert_service, unreadable)
     # A task that does not convert is simply re-read on the next poll.
     task_records = _convert_all("task", tasks, convert_task, [])
     return ClusterSnapshot(

@@ -20,7 +20,13 @@ import docker
 import docker.errors
 import requests
 
-from controller.adapters.attrs import Attrs, TaskConverter, snapshot_from_attrs
+from controller.adapters.attrs import (
+    Attrs,
+    ByVersion,
+    service_from_attrs,
+    snapshot_from_attrs,
+    task_from_attrs,
+)
 from controller.adapters.errors import RetryableError, TerminalError
 from controller.adapters.health_attrs import failure_events_from_attrs
 from controller.adapters.task_list import list_tasks
@@ -131,7 +137,8 @@ class ClusterObserver:
     ) -> None:
         self._client, self._every, self._clock = client, history_every, clock
         self._failures: dict[str, WorkloadEvent] | None = None
-        self._convert_task = TaskConverter()
+        self._convert_task = ByVersion(task_from_attrs)
+        self._convert_service = ByVersion(service_from_attrs)
         self._heartbeat: float | None = None
         self._listed_at = 0.0
         self.history_listings = 0
@@ -162,9 +169,14 @@ class ClusterObserver:
             services = _call(client.api.services)
             tasks = _call(lambda: list_tasks(client, desired_state="running"))
             snapshot = snapshot_from_attrs(
-                nodes=nodes, services=services, tasks=tasks, convert_task=self._convert_task
+                nodes=nodes,
+                services=services,
+                tasks=tasks,
+                convert_task=self._convert_task,
+                convert_service=self._convert_service,
             )
             self._convert_task.next_cycle()
+            self._convert_service.next_cycle()
             running_failures = failure_events_from_attrs(tasks)
             del nodes, services, tasks
             history_failures = self._finished_failures()

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from controller.adapters.attrs import TaskConverter
+from controller.adapters.attrs import ByVersion, service_from_attrs, task_from_attrs
 from controller.adapters.docker_api import ClusterObserver, collector_paused
 
 
@@ -121,7 +121,7 @@ def _running(task_id: str, version: int, node: str) -> dict[str, Any]:
 
 
 def test_a_task_at_the_same_version_is_not_converted_again_and_a_changed_one_is() -> None:
-    convert = TaskConverter()
+    convert = ByVersion(task_from_attrs)
     first = convert(_running("t1", 5, "node-a"))
     convert.next_cycle()
     assert convert(_running("t1", 5, "node-a")) is first
@@ -144,3 +144,15 @@ def test_an_engine_without_a_swarm_answer_gives_no_heartbeat_and_the_cycle_goes_
     api.inspect_swarm = no_swarm  # type: ignore[method-assign]
     client: Any = type("Client", (), {"api": api})()
     assert ClusterObserver(client)().heartbeat_seconds is None
+
+
+def test_a_service_at_the_same_version_is_not_converted_again() -> None:
+    def web(version: int, replicas: int) -> dict[str, Any]:
+        spec = {"Name": "web", "Mode": {"Replicated": {"Replicas": replicas}}}
+        return {"ID": "s1", "Version": {"Index": version}, "Spec": spec}
+
+    convert = ByVersion(service_from_attrs)
+    first = convert(web(7, 2))
+    convert.next_cycle()
+    assert convert(web(7, 2)) is first
+    assert convert(web(8, 3)).replicas == 3
