@@ -66,7 +66,7 @@ def _fmt_ratio(value: float | None) -> str:
 
 
 def _row(cells: list[object]) -> str:
-    widths = (8, 7, 9, 6, 8, 5, 6, 5, 5, 5, 8, 4)
+    widths = (8, 7, 9, 6, 7, 5, 8, 5, 6, 5, 5, 5, 8, 4)
     return " ".join(
         f"{c!s:>{w}}" if i else f"{c!s:<{w}}"
         for i, (c, w) in enumerate(zip(cells, widths, strict=True))
@@ -74,41 +74,11 @@ def _row(cells: list[object]) -> str:
 
 
 def table(swarm: dict[str, Any], ctl: dict[str, Any], tolerance: float = TOLERANCE) -> str:
-    lines = [
-        _row(
-            [
-                "",
-                "lost",
-                "replica-s",
-                "ratio",
-                "restarts",
-                "",
-                "writes",
-                "",
-                "stops",
-                "",
-                "overruns",
-                "ok",
-            ]
-        ),
-        _row(
-            [
-                "service",
-                "swarm",
-                "ctl",
-                "",
-                "swarm",
-                "ctl",
-                "swarm",
-                "ctl",
-                "swarm",
-                "ctl",
-                "ctl",
-                "",
-            ]
-        ),
-    ]
-    keys = ("lost", "restarts", "writes", "stops", "overruns")
+    top = ["", "lost", "replica-s", "ratio", "outage", "s", "restarts", "", "writes", ""]
+    top += ["stops", "", "overruns", "ok"]
+    pairs = ["swarm", "ctl"] * 5
+    lines = [_row(top), _row(["service", *pairs[:2], "", *pairs[2:], "ctl", ""])]
+    keys = ("lost", "outage", "restarts", "writes", "stops", "overruns")
     totals = {(run, k): 0.0 for run in ("a", "b") for k in keys}
     for s in SERVICES:
         a, b = swarm["services"][s.name], ctl["services"][s.name]
@@ -116,8 +86,8 @@ def table(swarm: dict[str, Any], ctl: dict[str, Any], tolerance: float = TOLERAN
         if s.name in UNMANAGED:
             ok = ok and not b["writes"]
         for k in keys:
-            totals["a", k] += a[k]
-            totals["b", k] += b[k]
+            totals["a", k] += a.get(k, 0.0)
+            totals["b", k] += b.get(k, 0.0)
         lines.append(
             _row(
                 [
@@ -125,6 +95,8 @@ def table(swarm: dict[str, Any], ctl: dict[str, Any], tolerance: float = TOLERAN
                     f"{a['lost']:.1f}",
                     f"{b['lost']:.1f}",
                     _fmt_ratio(ratio(b["lost"], a["lost"])),
+                    f"{a.get('outage', 0.0):.1f}",
+                    f"{b.get('outage', 0.0):.1f}",
                     a["restarts"],
                     b["restarts"],
                     a["writes"],
@@ -144,6 +116,8 @@ def table(swarm: dict[str, Any], ctl: dict[str, Any], tolerance: float = TOLERAN
                 f"{t['a', 'lost']:.1f}",
                 f"{t['b', 'lost']:.1f}",
                 _fmt_ratio(ratio(t["b", "lost"], t["a", "lost"])),
+                f"{t['a', 'outage']:.1f}",
+                f"{t['b', 'outage']:.1f}",
                 int(t["a", "restarts"]),
                 int(t["b", "restarts"]),
                 int(t["a", "writes"]),
@@ -156,6 +130,7 @@ def table(swarm: dict[str, Any], ctl: dict[str, Any], tolerance: float = TOLERAN
         )
     )
     lines.append("* unmanaged: the controller must never write it")
+    lines.append("outage s: seconds with none of the service's replicas running")
     for label, run in (("Swarm alone", swarm), ("controller", ctl)):
         lines.append(
             f"{label}: converged {run['converged_after']} s after the last fault "

@@ -128,13 +128,15 @@ def summarize(
     services: dict[str, dict[str, Any]] = {}
     for svc in SERVICES:
         s = svc.name
-        lost, by_event, on_node = 0.0, {}, {}
+        lost, by_event, on_node, outage = 0.0, {}, {}, 0.0
         short: list[list[float]] = []  # [from, to, most replicas missing]
         for i, sample in enumerate(tally.samples):
             upto = tally.samples[i + 1].t if i + 1 < len(tally.samples) else sample.t + INTERVAL
             for host, n in sample.where.get(s, {}).items():
                 on_node[host] = on_node.get(host, 0.0) + n * (upto - sample.t)
             deficit = max(0, sample.desired.get(s, 0) - sample.running.get(s, 0))
+            if sample.desired.get(s, 0) and not sample.running.get(s, 0):
+                outage += upto - sample.t
             if deficit:
                 cost = deficit * (upto - sample.t)
                 lost += cost
@@ -147,6 +149,8 @@ def summarize(
         started = tally.started.get(s, set()) - baseline.get(s, set())
         services[s] = {
             "lost": round(lost, 1),
+            # Seconds with none of its replicas running: what its users saw as an outage.
+            "outage": round(outage, 1),
             "restarts": max(0, len(started) - chaos.increases.get(s, 0)),
             "writes": len(tally.writes.get(f"service {s}", [])),
             "stops": tally.stops.get(s, 0),

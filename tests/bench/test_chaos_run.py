@@ -7,7 +7,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 
-from chaos_run import _charged_to
+from chaos_run import _charged_to, summarize
+from chaos_sample import Sample, Tally
 
 
 def _done(at: float, planned: float, event: str, detail: str = "") -> dict[str, object]:
@@ -28,3 +29,13 @@ def test_an_event_during_a_node_fault_names_both() -> None:
     assert _charged_to(done, 41.0) == "40.0s health-storm (during 35.0s crash node-3)"
     restored = [*done, _done(50.0, 50.0, "restore node-3"), _done(52.0, 52.0, "deploy-same")]
     assert _charged_to(restored, 53.0) == "52.0s deploy-same"
+
+
+def test_a_service_with_no_replica_running_counts_as_an_outage() -> None:
+    # api (2 replicas): 1 running, then none for 1.5 s, then 2 again.
+    running = [1, 0, 0, 0, 2]
+    samples = [Sample(t * 0.5, {"api": n}, {"api": 2}) for t, n in enumerate(running)]
+    chaos = type("Chaos", (), {"done": [], "increases": {}})()
+    summary = summarize(Tally(samples=samples), {}, chaos, last=0.0, converged=0.0, decisions=[])
+    api = summary["services"]["api"]
+    assert (api["outage"], api["lost"]) == (1.5, 3.5)
