@@ -175,6 +175,9 @@ def summarize(
         "observer_errors": tally.errors,
         "events": done,
         "decisions": [d for d in decisions if "action" in d or d.get("rule") == "guard"],
+        # Every sample, to read a loss back: when, whether a manager answered, what counted
+        # running and where.
+        "samples_seen": [[round(x.t, 2), x.answered, x.running, x.where] for x in tally.samples],
     }
 
 

@@ -52,6 +52,7 @@ class Sample:
     # each node's faults (Swarm places an unmanaged service by node totals, which the
     # controller's steering changes).
     where: dict[str, dict[str, int]] = field(default_factory=dict)
+    answered: bool = True  # False: no manager answered, the last sample carried over
 
 
 @dataclass
@@ -209,7 +210,7 @@ class Recorder:
             }
             left = {service: len(ids) for service, ids in kept.items()}
             where = {service: self._hosts_of(ids) for service, ids in kept.items()}
-            self.tally.samples.append(Sample(t, left, dict(self._desired), where))
+            self.tally.samples.append(Sample(t, left, dict(self._desired), where, answered=False))
             return
         nodes, services, tasks = got
         hostname = {n["ID"]: n["Description"]["Hostname"] for n in nodes}

@@ -82,3 +82,4 @@ def test_each_sample_says_on_which_node_the_counted_tasks_ran() -> None:
     first, second = recorder.tally.samples
     assert first.where == {"web": {"node-1": 1, "node-2": 1}}
     assert (second.running, second.where) == ({"web": 1}, {"web": {"node-1": 1}})
+    assert (first.answered, second.answered) == (True, False)
