@@ -5,7 +5,9 @@ sandboxes, once with Swarm alone and once with the controller as a real process;
 targets are those of `python bench/chaos.py` (docs/chaos.md): no write to the unmanaged
 service, converged within 60 s of the last fault (both must hold), no budget overrun and
 per service no more replica-seconds lost than with Swarm alone, beyond the measurement's
-resolution (not all hold yet: a miss is an expected failure that names it).
+resolution (not all hold yet: a miss is an expected failure that names it). A pair in
+which one run's managers were silent for more than a tenth of its samples (a long Raft
+election) cannot be judged, and is an expected failure that says so.
 """
 
 from __future__ import annotations
@@ -65,11 +67,11 @@ def test_with_the_controller_no_service_is_worse_off_than_with_swarm_alone(
     print(report)
 
     # The measurement itself: Swarm alone writes nothing, so a write seen there would be
-    # the observer's error; every scheduled event was done in both runs, and managers
-    # answered (the runs are comparable).
+    # the observer's error; every scheduled event was done in both runs.
     assert sum(s["writes"] for s in swarm["services"].values()) == 0, report
     assert swarm["node_writes"] == 0, report
-    assert comparable(swarm, ctl) == [], report
+    not_comparable = comparable(swarm, ctl)
+    assert [why for why in not_comparable if "was not done" in why] == [], report
     for run in (swarm, ctl):
         assert run["observer_errors"] == [], report
 
@@ -91,12 +93,16 @@ def test_with_the_controller_no_service_is_worse_off_than_with_swarm_alone(
         for s in SERVICES
         if ctl["services"][s.name]["lost"] > swarm["services"][s.name]["lost"] + TOLERANCE
     }
-    if overruns or worse:
+    # Managers silent through a long Raft election in one run (more than a tenth of its
+    # samples) make the pair incomparable: the targets cannot be judged on it either way.
+    silent = [why for why in not_comparable if "was not done" not in why]
+    if overruns or worse or silent:
         every = {
             s.name: (swarm["services"][s.name]["lost"], ctl["services"][s.name]["lost"])
             for s in SERVICES
         }
         pytest.xfail(
             f"not yet never-worse: budget overruns {overruns}, replica-seconds lost "
-            f"(Swarm alone, controller) where worse {worse}; every service {every}"
+            f"(Swarm alone, controller) where worse {worse}; every service {every}; "
+            f"not comparable: {silent}"
         )
