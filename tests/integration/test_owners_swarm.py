@@ -141,6 +141,10 @@ def test_preferred_owners_failover_and_graceful_failback(racks, client, policy) 
         wait_until(lambda: sum(running_by_node(client, db).values()) == 2, 30, "failover")
         hosts = set(running_by_node(client, db))
         assert "node-2" not in hosts and "node-3" in hosts
+        # Swarm may put node-2's replacement on node-3 too; the failback then stops one of
+        # node-3's two tasks, whichever Swarm's scale-down picks.
+        kept_on_node3 = task_ids_by_node(client, db)["node-3"]
+        assert on_node3 <= kept_on_node3
 
         with RunningSampler(racks.manager_host, db) as sampler:
             _restore(racks, "node-2")
@@ -150,7 +154,8 @@ def test_preferred_owners_failover_and_graceful_failback(racks, client, policy) 
         log = ctl.out.getvalue()
         print(log)
         assert sampler.minimum >= 1, sampler.samples
-        assert task_ids_by_node(client, db)["node-3"] == on_node3, "only the moved task restarts"
+        left = task_ids_by_node(client, db)["node-3"]
+        assert len(left) == 1 and left <= kept_on_node3, "only the moved task restarts"
     assert "failback to preferred owner #1" in log
 
 
