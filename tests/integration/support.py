@@ -234,12 +234,28 @@ def clean_client(
     c.close()
 
 
+_HOLDING = frozenset({"assigned", "accepted", "preparing", "ready", "starting", "running"})
+
+
+def _holding_resources(client: docker.DockerClient) -> list[str]:
+    """Tasks on ready nodes whose containers have not stopped (a down node's never report)."""
+    ready = {n["ID"] for n in client.api.nodes() if n["Status"]["State"] == "ready"}
+    return [
+        t["ID"]
+        for t in client.api.tasks()
+        if t.get("NodeID") in ready and t["Status"]["State"] in _HOLDING
+    ]
+
+
 def clean_swarm(client: docker.DockerClient) -> None:
     """Remove every service and the controller's own node labels (and the pause it held,
     health or quarantine): a clean slate."""
     for svc in client.api.services():
         client.api.remove_service(svc["ID"])
     wait_until(lambda: not client.api.tasks(filters={"desired-state": "running"}), 60, "no tasks")
+    # A removed service's task still holds its reservations until its container stops;
+    # the next test's tasks would be placed around it, not spread as that test expects.
+    wait_until(lambda: not _holding_resources(client), 60, "removed tasks stopped")
     for attrs in client.api.nodes():
         labels = attrs["Spec"].get("Labels") or {}
         own = {k for k in labels if k.startswith("swarm-placement.")}

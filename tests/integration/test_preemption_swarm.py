@@ -111,7 +111,9 @@ def test_failover_short_of_capacity_keeps_high_and_preempts_low(swarm, client) -
     low = _create(swarm, "low", 4, "low")
     wait_until(lambda: _running(client, low) == 4, 60, "low filling the swarm")
     # A worker that runs a high task (Swarm spread high's 2 tasks over 2 nodes).
-    victim = sorted(n for n in running_by_node(client, high) if n != "node-1")[0]
+    workers = sorted(n for n in running_by_node(client, high) if n != "node-1")
+    assert workers, f"Swarm put every task of {high} on node-1: {running_by_node(client, high)}"
+    victim = workers[0]
     with ControllerThread(swarm.manager_host) as ctl:
         swarm.fail(victim, "crash")
         swarm.wait_node_state(victim, "down")

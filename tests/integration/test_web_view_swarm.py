@@ -20,7 +20,7 @@ from selenium import webdriver
 from selenium.common.exceptions import StaleElementReferenceException, WebDriverException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
-from selenium.webdriver.support.ui import WebDriverWait
+from selenium.webdriver.support.ui import Select, WebDriverWait
 
 from tests.browser import chromium
 from tests.integration.support import ControllerThread, clean_client, running_by_node, wait_until
@@ -69,6 +69,23 @@ def _hosts_of(driver: webdriver.Chrome, service: str) -> set[str]:
     return found  # type: ignore[return-value]
 
 
+def _filter_decisions(driver: webdriver.Chrome, service: str) -> bool:
+    Select(driver.find_element(By.ID, "f-service")).select_by_value(service)
+    return True
+
+
+def _decision_rows_all_about(driver: webdriver.Chrome, service: str) -> bool:
+    rows = driver.find_elements(By.CSS_SELECTOR, "#decisions tbody tr")
+    return bool(rows) and all(f"service {service}" in r.text for r in rows)
+
+
+def _open_explanation(driver: webdriver.Chrome, service: str) -> bool:
+    driver.find_element(
+        By.CSS_SELECTOR, f'#services tr[data-service="{service}"] button'
+    ).send_keys(Keys.ENTER)
+    return True
+
+
 def test_the_page_shows_a_node_going_down_and_its_task_moving_without_a_reload(
     swarm,
     client: docker.DockerClient,
@@ -106,20 +123,17 @@ def test_the_page_shows_a_node_going_down_and_its_task_moving_without_a_reload(
             wait.until(lambda d: _node_card(d, "node-3").get_attribute("data-state") == "down")
             wait.until(lambda d: _hosts_of(d, db) and "node-3" not in _hosts_of(d, db))
             assert browser.execute_script("return window.stillTheSamePage === true;")
-            assert "down" in _node_card(browser, "node-3").text
+            # Every read below may meet an element replaced by the next pushed cycle: each
+            # is a wait, so a stale element is read again rather than failing the test.
+            wait.until(lambda d: "down" in _node_card(d, "node-3").text)
 
             # The decisions say why, filterable by service; the service's explanation opens
             # from the keyboard.
-            Select = webdriver.support.ui.Select  # noqa: N806
-            Select(browser.find_element(By.ID, "f-service")).select_by_value(db)
-            rows = browser.find_elements(By.CSS_SELECTOR, "#decisions tbody tr")
-            assert rows and all(f"service {db}" in r.text for r in rows)
-            button = browser.find_element(
-                By.CSS_SELECTOR, f'#services tr[data-service="{db}"] button'
-            )
-            button.send_keys(Keys.ENTER)
+            wait.until(lambda d: _filter_decisions(d, db))
+            wait.until(lambda d: _decision_rows_all_about(d, db))
+            wait.until(lambda d: _open_explanation(d, db))
             wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "#detail h3"))
-            assert "preferred-nodes" in browser.find_element(By.ID, "detail").text
+            wait.until(lambda d: "preferred-nodes" in d.find_element(By.ID, "detail").text)
 
             shot = tmp_path / "web-view.png"
             browser.save_screenshot(str(shot))
