@@ -2,9 +2,12 @@
 
 When a node goes down Swarm replaces its tasks only after the restart policy's delay
 (5 s by default). Raising the replica count instead places new tasks at once. As soon
-as they run, the count goes back: Swarm's scale-down removes unassigned slots first
-(swarmkit sorts tasks without a node last), and the delayed replacements have no node
-yet, so exactly they are dropped and no running task is touched. Both writes carry the
+as they run, the count goes back: Swarm's scale-down removes slots whose task is not
+running first (swarmkit orders running slots first and numbers each node's copies in
+that order), and the delayed replacements are not running: they are assigned a node at
+once but wait there, prepared, for the delay. So exactly they are dropped and no running
+task is touched. Trimmed before the surged tasks run, the two kinds would tie, and Swarm
+might drop a surged task rather than a delayed one. Both writes carry the
 replica record, so a crash between them is finished by the next controller.
 
 A service with priority `none` (0) is not failed over: its lost replicas are scaled
@@ -165,7 +168,7 @@ def _plan_service(ctx: PlanContext, service: Service) -> tuple[Action | None, De
         subject,
         Outcome.SURGE,
         f"{missing} replica(s) lost with a node: start them now rather than after "
-        "Swarm's restart delay, and trim before its delayed replacements get a node",
+        "Swarm's restart delay, and trim before its delayed replacements start",
     )
 
 
@@ -186,7 +189,8 @@ def _trim(
                 "no node may take its replicas any more (constraints and possible owners): "
                 "the surge is withdrawn and the replicas stay pending",
             )
-        # Trim while the delayed replacements still have no node; give up after a while.
+        # Trim while the delayed replacements still wait (not running, so they go first);
+        # give up after a while.
         done = running >= base or aged
     elif record.vacate:
         # A stop-first move: the owners rule stops the tasks on the nodes it leaves once

@@ -11,7 +11,7 @@ same loss.
 What follows the surge:
 - Swarm (or a health report) confirms a node down: once Swarm has taken the service's
   tasks off it, the record becomes the failover rule's `surge` and its trim takes over
-  (Swarm's delayed replacements have no node yet, so exactly they are dropped).
+  (Swarm's delayed replacements are not running yet, so exactly they are dropped).
 - Every node comes back to no suspicion while Swarm has not given it up: a false alarm,
   back to the operator's count. Swarm's scale-down picks among the nodes with the most
   tasks of the service and cannot be told which task to drop: where a node holding an

@@ -5,7 +5,9 @@ Modelled on swarmkit (docs/failover.md describes the levers, measured on real sw
   heartbeats from the last one, on average half a period before the failure: measured
   10.8-12.0 s at the default 5 s, 2.7 s at 1 s); its replicated tasks are replaced in
   the same slot after the service's restart delay, with no node meanwhile (restart
-  condition `none`: not at all); global tasks there just stop;
+  condition `none`: not at all); global tasks there just stop. Swarm itself assigns the
+  replacement a node at once and holds it there, prepared, until the delay ends; a
+  scale-down drops it first either way, as it is not running;
 - a restored node is ready JOIN_SECONDS later; nothing moves back to it by itself;
 - drain stops the node's tasks and replaces them at once; pause only stops new ones;
 - a replica count change adds or removes slots (see slots.py); the scheduler places
