@@ -161,6 +161,7 @@ def summarize(
             "task_seconds_on": {h: round(v, 1) for h, v in sorted(on_node.items())},
             "short": short,
             "waiting": tally.waiting.get(s, {}),
+            "waiting_at": tally.waiting_at.get(s, {}),  # when each reason was seen
             "actions": _actions_of(decisions, f"{STACK}_{s}"),
         }
     return {
@@ -176,8 +177,10 @@ def summarize(
         "events": done,
         "decisions": [d for d in decisions if "action" in d or d.get("rule") == "guard"],
         # Every sample, to read a loss back: when, whether a manager answered, what counted
-        # running and where.
-        "samples_seen": [[round(x.t, 2), x.answered, x.running, x.where] for x in tally.samples],
+        # running and where, and each node's state as the manager answered it.
+        "samples_seen": [
+            [round(x.t, 2), x.answered, x.running, x.where, x.nodes] for x in tally.samples
+        ],
     }
 
 

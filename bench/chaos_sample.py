@@ -53,6 +53,7 @@ class Sample:
     # controller's steering changes).
     where: dict[str, dict[str, int]] = field(default_factory=dict)
     answered: bool = True  # False: no manager answered, the last sample carried over
+    nodes: dict[str, str] = field(default_factory=dict)  # hostname -> state, as answered
 
 
 @dataclass
@@ -67,6 +68,7 @@ class Tally:
     failed_samples: int = 0
     write_log: list[tuple[float, str, str]] = field(default_factory=list)  # when, what, how
     waiting: dict[str, dict[str, int]] = field(default_factory=dict)  # service -> why -> samples
+    waiting_at: dict[str, dict[str, list[float]]] = field(default_factory=dict)  # ... -> when
     errors: list[str] = field(default_factory=list)  # samples the observer itself failed
 
 
@@ -251,6 +253,8 @@ class Recorder:
             if len(moved) == 1:
                 self._wrote(f"service {moved[0]}", f"version alone to {version}")
         self._count_tasks(t, tasks, names, sound, hostname)
+        states = {hostname[n["ID"]]: n["Status"]["State"] for n in nodes}
+        self.tally.samples[-1].nodes = states
 
     def _count_tasks(
         self,
@@ -284,6 +288,9 @@ class Recorder:
                 why = task["Status"].get("Err") or task["Status"].get("Message") or state
                 seen = self.tally.waiting.setdefault(service, {})
                 seen[why] = seen.get(why, 0) + 1
+                when = self.tally.waiting_at.setdefault(service, {}).setdefault(why, [])
+                if not when or when[-1] != round(t, 1):  # one entry per sample
+                    when.append(round(t, 1))
         node_of = {task["ID"]: task.get("NodeID") for task in tasks}
         self._host_of = {task: hostname.get(str(node), "") for task, node in node_of.items()}
         # A node restored moments ago: its dockerd restarted and stopped its containers,

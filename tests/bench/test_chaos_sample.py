@@ -83,3 +83,24 @@ def test_each_sample_says_on_which_node_the_counted_tasks_ran() -> None:
     assert first.where == {"web": {"node-1": 1, "node-2": 1}}
     assert (second.running, second.where) == ({"web": 1}, {"web": {"node-1": 1}})
     assert (first.answered, second.answered) == (True, False)
+
+
+def test_each_sample_keeps_the_node_states_and_when_a_task_waited_why() -> None:
+    # A shortfall read back later needs the manager's view of the nodes then, and when
+    # Swarm gave which reason for a waiting task (not just how often).
+    nodes = [_node("node-1"), {**_node("node-2"), "Status": {"State": "unknown"}}]
+    waiting = {
+        **_task("t2", ""),
+        "Status": {"State": "pending", "Err": "no suitable node (scheduling constraints ...)"},
+    }
+    answers = [(nodes, [SERVICE], [_task("t1", "node-1"), waiting]), None]
+    recorder = _recorder(answers, [set(), set()])
+    recorder.now = iter([1.0, 1.5]).__next__  # type: ignore[method-assign]
+    recorder._observe()
+    recorder._observe()
+    first, second = recorder.tally.samples
+    assert first.nodes == {"node-1": "ready", "node-2": "unknown"}
+    assert second.nodes == {}  # no manager answered: no view to keep
+    assert recorder.tally.waiting_at == {
+        "web": {"no suitable node (scheduling constraints ...)": [1.0]}
+    }
