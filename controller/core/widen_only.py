@@ -23,6 +23,7 @@ from controller.core.labels import (
     format_exclusions,
     recorded_exclusion_set,
 )
+from controller.core.model import Service
 from controller.core.placement.candidates import expand_owner_list
 from controller.policy import AntiAffinityMode
 
@@ -54,3 +55,24 @@ def widening_part(ctx: PlanContext, action: Action) -> SetServiceConstraints | N
         constraints=constraints,
         set_labels={EXCLUDED_LABEL: format_exclusions(before - dropped)},
     )
+
+
+def opening_ready_nodes(ctx: PlanContext, service: Service) -> SetServiceConstraints | None:
+    """While steering waits for a whole view (a new Raft leader has not heard from every
+    node), a replica Swarm is placing must not wait behind the controller's exclusions of
+    nodes that take tasks now: Swarm alone would have placed it there. The write that
+    drops those exclusions (the policy's own limits kept, as above), or None."""
+    if not any(t.is_pending for t in ctx.snapshot.tasks_of(service.id)):
+        return None
+    excluded = recorded_exclusion_set(service.labels)
+    opening = {n.id for n in ctx.snapshot.nodes if n.accepts_tasks and n.id in excluded}
+    if not opening:
+        return None
+    proposed = SetServiceConstraints(
+        service_id=service.id,
+        service_name=service.name,
+        version=service.version,
+        constraints=service.constraints,
+        set_labels={EXCLUDED_LABEL: format_exclusions(excluded - opening)},
+    )
+    return widening_part(ctx, proposed)

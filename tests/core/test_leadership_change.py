@@ -8,7 +8,7 @@ from dataclasses import replace
 
 from controller.core.actions import SetReplicas, SetServiceConstraints
 from controller.core.memory import Memory
-from controller.core.model import ClusterSnapshot, NodeState, Service, Task
+from controller.core.model import ClusterSnapshot, NodeState, Service, Task, TaskState
 from controller.core.outside_inputs import LivenessSignal
 from controller.core.plan import Plan, plan
 from controller.policy import Policy
@@ -105,3 +105,30 @@ def test_steering_waits_while_a_new_leader_has_not_heard_from_every_node() -> No
     # Once every node has reported, steering goes on as before (here: nothing to change).
     after = run(cluster([steered], tasks, {}), settled.memory, 112.0)
     assert not [d for d in after.decisions if "steering waits" in d.reason]
+
+
+def test_a_waiting_replica_is_let_onto_ready_nodes_only_its_steering_kept_it_off() -> None:
+    """Seen in a chaos run: db's node failed with a Raft leader, its replacement waited
+    `scheduling constraints not satisfied` on the one node taking tasks, which only the
+    controller's exclusions kept it off, while steering waited for every node to report.
+    Swarm alone would have placed it there: those exclusions go, and nothing else."""
+    db = service("db", replicas=1, labels={**MANAGED, "placement.preferred-nodes": "node-2"})
+    settled = run(cluster([db], [running(db, 2, 1)], {}), Memory(), 100.0)
+    (steer,) = [a for a in settled.actions if isinstance(a, SetServiceConstraints)]
+    steered = replace(db, constraints=steer.constraints, labels={**db.labels, **steer.set_labels})
+    excluded = set(steered.labels["swarm-placement.excluded"].split(","))
+    assert excluded == {"n3", "n4", "n5"}  # steered onto node-2, node-1 its standby
+    pending = replace(running(steered, 2, 2), node_id="", state=TaskState.PENDING)
+    # node-2 and its standby crashed; node-3 and node-5 report, node-4 not yet.
+    states = {1: D, 2: D, 4: U}
+    result = run(cluster([steered], [pending], states), settled.memory, 110.0)
+    (opened,) = result.actions
+    assert isinstance(opened, SetServiceConstraints) and opened.evicts_from == ()
+    kept = set(opened.set_labels["swarm-placement.excluded"].split(","))
+    assert kept == {"n4"}  # not reported yet: its exclusion stays
+    assert set(opened.constraints) == set(steered.constraints) - {"node.id!=n3", "node.id!=n5"}
+    (note,) = [d for d in result.decisions if d.rule == "owners"]
+    assert note.outcome == "steer" and "placement only widens" in note.reason
+    # A replica that runs needs nothing opened: steering just waits, as before.
+    settled_view = run(cluster([steered], [running(steered, 3, 1)], states), settled.memory, 110.0)
+    assert settled_view.actions == ()

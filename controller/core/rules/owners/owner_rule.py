@@ -48,6 +48,7 @@ from controller.core.rules.owners.owner_moves import (
     surge_to_reduce,
 )
 from controller.core.rules.owners.owner_notes import explain_placement
+from controller.core.widen_only import opening_ready_nodes
 from controller.policy import AntiAffinityMode, FailbackMode, ServiceSettings
 
 RULE = "owners"
@@ -206,6 +207,23 @@ def plan_owners(ctx: PlanContext) -> RuleOutput:
         projection.planned(settings.anti_affinity, service.id)
         if not settings.steered:
             continue
+        if unknown and ("service", service.id) not in written:
+            opening = opening_ready_nodes(ctx, service)
+            if opening is not None:
+                actions.append(opening)
+                decisions.append(
+                    Decision(
+                        RULE,
+                        f"service {service.name}",
+                        Outcome.STEER,
+                        f"a replica waits for a node while Swarm calls {', '.join(unknown)} "
+                        "unknown, and only the controller's exclusions keep it off nodes that "
+                        "take tasks now: they are dropped (placement only widens); steering "
+                        "resumes once every node has reported",
+                        action=opening,
+                    )
+                )
+                continue
         if unknown:
             decisions.append(
                 Decision(
