@@ -20,3 +20,7 @@ class HealthMemory:
     drained: frozenset[str] = frozenset()
     # Node id -> when it was seen leaving ungracefully (ready, then not, while not drained).
     exits: Mapping[str, tuple[float, ...]] = field(default_factory=dict)
+    # Nodes last seen `unknown` after being ready: a new Raft leader had not heard from
+    # them yet. One it then marks down (a healthy node that reported late is marked down
+    # and ready again seconds later, measured) left with the leader, not by itself.
+    unknown: frozenset[str] = frozenset()

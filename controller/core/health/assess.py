@@ -133,7 +133,12 @@ def track_exits(
         if (kept := tuple(t for t in times if now - t < keep))
     }
     before = memory.ready_since
-    # Unknown after a leadership change is no exit (yet): it keeps its ready-since.
+    # Unknown after a leadership change is no exit: it keeps its ready-since, and if the
+    # new leader then marks it down, that counts as no exit either. Swarm does that to a
+    # healthy node that reports late (on a 4-node sandbox a sound worker was marked down
+    # 7.7 s after the new leader first answered, and ready 2.3 s later), and the
+    # quarantine must not count it: it would keep a sound node from the managed services
+    # for hours. A node that really died in the election is replaced by Swarm all the same.
     pending = snapshot.unknown_among(before or ())
     if before is not None:
         for node in snapshot.nodes:
@@ -141,6 +146,7 @@ def track_exits(
                 node.id in before
                 and not node.is_ready
                 and node.id not in pending
+                and node.id not in memory.unknown
                 and node.id not in memory.drained
             ):
                 exits[node.id] = (*exits.get(node.id, ()), now)
@@ -157,7 +163,9 @@ def track_exits(
     drained = frozenset(
         n.id for n in snapshot.nodes if n.is_ready and n.availability is Availability.DRAIN
     )
-    return HealthMemory(ready_since=ready_since, drained=drained, exits=exits)
+    return HealthMemory(
+        ready_since=ready_since, drained=drained, exits=exits, unknown=frozenset(pending)
+    )
 
 
 def counted_failures(
