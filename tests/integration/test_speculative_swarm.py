@@ -481,8 +481,11 @@ def test_the_raft_leader_s_node_dies_and_a_controller_on_another_manager_fails_o
             print(suspicion(text))
             assert elected != leader
             # Suspected while Swarm calls it unknown (the new leader's view until the
-            # grace runs out), and surged for before Swarm marked it down.
-            assert "while Swarm says unknown" in suspicion(text), text[-4000:]
+            # grace runs out), and surged for before Swarm marked it down. The first
+            # view after the election may still call it ready (seen once in CI): the
+            # suspicion is then decided again once Swarm says unknown.
+            suspected = [line for line in text.splitlines() if "outcome=suspect" in line]
+            assert any("while Swarm says unknown" in line for line in suspected), text[-4000:]
             assert "outcome=speculate" in text, text[-4000:]
             wait_until(
                 lambda: answered(lambda: node_state(client, leader) == "down"),
