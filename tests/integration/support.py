@@ -21,6 +21,7 @@ from opentelemetry.sdk.trace import SpanProcessor
 
 from controller.adapters.lease_store import LeaseStore
 from controller.adapters.writes import Executor
+from controller.core.capacity import RESERVING_STATES
 from controller.core.records_mirror import RECORDS_CONFIG
 from controller.runtime.health_inputs import HealthConfig
 from controller.runtime.lease_keeper import LeaseConfig
@@ -234,7 +235,7 @@ def clean_client(
     c.close()
 
 
-_HOLDING = frozenset({"assigned", "accepted", "preparing", "ready", "starting", "running"})
+_HOLDING = frozenset(state.value for state in RESERVING_STATES)  # as the API spells them
 
 
 def _holding_resources(client: docker.DockerClient) -> list[str]:
