@@ -411,6 +411,8 @@ def _best_move(scores: _Scores, allowed: Callable[[str], bool]) -> Move | None:
     placing order, then by source and destination ID."""
     inputs, desired, dom = scores.inputs, scores.desired, scores.order.domain_of
     before = scores.objective()
+    if before == (0, 0, 0):
+        return None  # no part can fall below zero: nothing is strictly better
     # Destinations that share a domain, mates, cost, rank and score are alike but for
     # their load and name: per such group only the first in placing order can win. (A
     # move within its own group changes nothing, so the source is never that winner.)

@@ -99,9 +99,10 @@ class Fits:
         host = node.hostname
         if (why := platform_refusal(service, node)) is not None:
             return 0, why
-        clash = sorted(set(service.host_ports) & self.ports.get(node_id, frozenset()))
-        if clash:
-            return 0, f"host port {', '.join(clash)} is taken on {host}"
+        if service.host_ports and (clash := self.ports.get(node_id, frozenset())):
+            clash = frozenset(service.host_ports) & clash
+            if clash:
+                return 0, f"host port {', '.join(sorted(clash))} is taken on {host}"
         fit = copies_fitting(free, service.reservations)
         if fit <= 0:
             need = service.reservations
