@@ -36,7 +36,9 @@ from controller.sandbox.state import (
 from controller.sandbox.teardown import teardown_sandbox
 
 T = TypeVar("T")
-DEFAULT_COMMAND = ("sleep", "3600")
+# Ends at once on SIGTERM, as a well-behaved service does: `sleep` as PID 1 ignores it,
+# so every stop would wait out the stop grace period (10 s by default).
+DEFAULT_COMMAND = ("sh", "-c", "trap 'exit 0' TERM; sleep 3600 & wait")
 
 
 def _each(nodes: Iterable[NodeState], fn: Callable[[NodeState], T]) -> list[T]:

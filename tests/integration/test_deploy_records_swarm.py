@@ -47,6 +47,7 @@ services:
   db:
     image: {image}
     command: ["sleep", "3600"]
+    stop_grace_period: 1s
     deploy:
       replicas: 1
       labels:

@@ -2,8 +2,7 @@
 
 Every service reserves one slot (or more), so the swarm holds 6 tasks at most and Swarm
 itself leaves the rest pending for "insufficient resources". Tasks stop within 1 s
-(`stop_grace_seconds=1`): `sleep` as PID 1 ignores SIGTERM and would hold its slot for
-Swarm's default 10 s otherwise.
+(`stop_grace_seconds=1`), whatever their command does with SIGTERM.
 """
 
 from __future__ import annotations
