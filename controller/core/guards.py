@@ -3,9 +3,9 @@
 They run after every rule, so a rule bug can at worst propose something a guard drops
 (with a decision saying so), never write it. No write goes to a service Swarm is rolling
 an update or rollback for, running or paused (every spec write resets UpdateStatus: a
-paused rollout resumes), nor evicts its tasks, but for two exceptions while it actively
-rolls: a failover raise (`failover_raise`) and a write that only lets Swarm place a task
-it could not (`unblocks_rollout`).
+paused rollout resumes), nor evicts its tasks, but for a few exceptions while it actively
+rolls (`rollout_exception`): a failover raise and the trim that takes it back, and a
+write that only lets Swarm place a task it could not.
 """
 
 from __future__ import annotations
@@ -40,13 +40,21 @@ from controller.core.model import (
     ServiceMode,
 )
 from controller.core.release_plan import release_refusal
-from controller.core.replicas import OPERATION_LABEL, SURGE, ends_own_move
+from controller.core.replicas import (
+    OPERATION_LABEL,
+    RECORD_LABELS,
+    SURGE,
+    RecordError,
+    ends_own_move,
+    read_record,
+)
 from controller.core.widen_only import widening_part
 
 __all__ = [
     "apply_guards",
     "disrupted_nodes",
     "failover_raise",
+    "rollout_exception",
     "rollout_reason",
     "rollout_wait",
     "unblocks_rollout",
@@ -112,6 +120,30 @@ def failover_raise(service: Service, action: Action) -> bool:
     )
 
 
+def takes_back_failover_raise(service: Service, action: Action) -> bool:
+    """The trim that ends a failover surge, under the raise's own conditions (Swarm
+    actively rolls an update whose failure action is not rollback), at the same price.
+    Held back, the surge would outlast the rollout, and should Swarm pause it, stay until
+    an operator resumes it: replicas nobody asked for, holding room other tasks need."""
+    if not (
+        isinstance(action, SetReplicas)
+        and service.update_state == "updating"
+        and service.update_failure_action != "rollback"
+    ):
+        return False
+    try:
+        record = read_record(service.labels)
+    except RecordError:
+        return False
+    return (
+        record is not None
+        and record.operation == SURGE
+        and action.replicas == record.base
+        and not action.set_labels
+        and set(action.remove_labels) >= set(RECORD_LABELS)
+    )
+
+
 def unblocks_rollout(ctx: PlanContext, service: Service, action: Action) -> bool:
     """The other write allowed during a rollout: while Swarm actively rolls one and a task
     of it waits for a node Swarm cannot find, a constraint write that stops no task (the
@@ -130,6 +162,20 @@ def rollout_reason(service: Service) -> str:
     return _ROLLOUT_WAITS.get(service.update_state or "", "Swarm is rolling an update")
 
 
+def rollout_exception(ctx: PlanContext, service: Service, action: Action) -> str | None:
+    """Which exception lets this write reach a service in a rollout, as a decision says
+    it; None: it waits."""
+    if failover_raise(service, action):
+        return "a failover raise of the replica count"
+    if takes_back_failover_raise(service, action):
+        return "the trim that takes back the controller's failover raise"
+    if isinstance(action, SetReplicas) and service.updating and ends_own_move(service, action):
+        return "the trim that ends the controller's own stop-first move"
+    if unblocks_rollout(ctx, service, action):
+        return "it stops nothing and lets Swarm place a task it could not"
+    return None
+
+
 def rollout_wait(ctx: PlanContext, action: Action) -> str | None:
     """Why the action must wait for a rollout of a service it writes or evicts, if so."""
     service_id = _service_of(action)
@@ -137,9 +183,7 @@ def rollout_wait(ctx: PlanContext, action: Action) -> str | None:
         service = ctx.snapshot.service_by_id.get(service_id)
         if service is None or not service.in_rollout:
             return None
-        if failover_raise(service, action) or unblocks_rollout(ctx, service, action):
-            return None
-        if isinstance(action, SetReplicas) and service.updating and ends_own_move(service, action):
+        if rollout_exception(ctx, service, action) is not None:
             return None
         return rollout_reason(service)
     found = disruption(action, ctx.snapshot)
@@ -319,13 +363,7 @@ def apply_guards(
                 action,
                 Outcome.ALLOW,
                 f"written while Swarm rolls an update ({service.update_state}): "
-                + (
-                    "a failover raise of the replica count"
-                    if failover_raise(service, action)
-                    else "the trim that ends the controller's own stop-first move"
-                    if isinstance(action, SetReplicas)
-                    else "it stops nothing and lets Swarm place a task it could not"
-                ),
+                + (rollout_exception(ctx, service, action) or "allowed"),
             )
         if (
             isinstance(action, SetNodeAvailability)

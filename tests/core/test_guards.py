@@ -14,7 +14,14 @@ from controller.core.labels import EXCLUDED_LABEL, deny_label, steering_constrai
 from controller.core.memory import Memory
 from controller.core.model import Availability, NodeState, Service, Task, TaskState
 from controller.core.plan import plan
-from controller.core.replicas import PREEMPT, RECORD_LABELS, SURGE, change_replicas
+from controller.core.replicas import (
+    PREEMPT,
+    RECORD_LABELS,
+    SURGE,
+    change_replicas,
+    read_record,
+    restore_replicas,
+)
 from controller.policy import Policy
 
 from .builders import MANAGED, node, running, service, snapshot
@@ -143,6 +150,42 @@ def test_a_failover_raise_goes_through_only_while_the_rollout_runs() -> None:
     restore = change_replicas(db, replicas=3, operation=PREEMPT, now=0.0)
     trim = change_replicas(db, replicas=1, operation=SURGE, now=0.0)
     assert _plan(snap, restore).actions == () and _plan(snap, trim).actions == ()
+
+
+def test_the_trim_of_a_failover_raise_goes_through_as_the_raise_does() -> None:
+    """Seen in a chaos run: web was surged while Swarm rolled its update, its trim then
+    waited for the rollout, Swarm paused the rollout, and web kept twice its replicas
+    for as long as the pause lasted. The trim goes out when the raise would."""
+    for state in ROLLOUT_STATES:
+        for action in ("pause", "continue", "rollback"):
+            db, _ = _rolling(state, update_failure_action=action)
+            surge = change_replicas(db, replicas=3, operation=SURGE, now=0.0)
+            surged = replace(db, replicas=3, labels={**db.labels, **surge.set_labels})
+            snap = snapshot(
+                [node(1, manager=True), node(2), node(3)],
+                [surged],
+                [running(surged, 2, 1), running(surged, 3, 2), running(surged, 3, 3)],
+            )
+            record = read_record(surged.labels)
+            assert record is not None
+            trim = restore_replicas(surged, record, evicts_from=("n3",))
+            allowed = state == "updating" and action != "rollback"
+            result = _plan(snap, trim)
+            assert result.actions == ((trim,) if allowed else ()), (state, action)
+            (guard,) = [d for d in result.decisions if d.rule == "guard"]
+            if allowed:
+                assert guard.outcome == "allow"
+                assert "takes back the controller's failover raise" in guard.reason
+            else:
+                assert guard.outcome == "wait"
+    # Only the surge's own trim: a record of another kind, or another count, still waits.
+    db, _ = _rolling("updating")
+    for operation, to in ((PREEMPT, 2), (SURGE, 1)):
+        change = change_replicas(db, replicas=3, operation=operation, now=0.0)
+        changed = replace(db, replicas=3, labels={**db.labels, **change.set_labels})
+        snap = snapshot([node(1, manager=True), node(2), node(3)], [changed], [])
+        back = SetReplicas(db.id, db.name, db.version, to, remove_labels=RECORD_LABELS)
+        assert _plan(snap, back).actions == (), operation
 
 
 def test_a_write_that_only_lets_swarm_place_a_stuck_task_goes_through() -> None:
