@@ -40,14 +40,7 @@ from controller.core.model import (
     ServiceMode,
 )
 from controller.core.release_plan import release_refusal
-from controller.core.replicas import (
-    OPERATION_LABEL,
-    RECORD_LABELS,
-    SURGE,
-    RecordError,
-    ends_own_move,
-    read_record,
-)
+from controller.core.replicas import OPERATION_LABEL, SURGE, ends_own_move, record_taken_back
 from controller.core.widen_only import widening_part
 
 __all__ = [
@@ -110,8 +103,7 @@ def failover_raise(service: Service, action: Action) -> bool:
     """
     return (
         isinstance(action, SetReplicas)
-        and service.update_state == "updating"
-        and service.update_failure_action != "rollback"
+        and _raise_may_go(service)
         and service.replicas is not None
         and action.replicas > service.replicas
         and not action.evicts_from
@@ -120,28 +112,19 @@ def failover_raise(service: Service, action: Action) -> bool:
     )
 
 
+def _raise_may_go(service: Service) -> bool:
+    """Swarm actively rolls an update whose failure action is not rollback."""
+    return service.update_state == "updating" and service.update_failure_action != "rollback"
+
+
 def takes_back_failover_raise(service: Service, action: Action) -> bool:
-    """The trim that ends a failover surge, under the raise's own conditions (Swarm
-    actively rolls an update whose failure action is not rollback), at the same price.
-    Held back, the surge would outlast the rollout, and should Swarm pause it, stay until
-    an operator resumes it: replicas nobody asked for, holding room other tasks need."""
-    if not (
-        isinstance(action, SetReplicas)
-        and service.update_state == "updating"
-        and service.update_failure_action != "rollback"
-    ):
+    """The trim that ends a failover surge, under the raise's own conditions, at the same
+    price. Held back, the surge would outlast the rollout, and should Swarm pause it, stay
+    until an operator resumes it: replicas nobody asked for, holding room other tasks need."""
+    if not (isinstance(action, SetReplicas) and _raise_may_go(service)):
         return False
-    try:
-        record = read_record(service.labels)
-    except RecordError:
-        return False
-    return (
-        record is not None
-        and record.operation == SURGE
-        and action.replicas == record.base
-        and not action.set_labels
-        and set(action.remove_labels) >= set(RECORD_LABELS)
-    )
+    record = record_taken_back(service, action)
+    return record is not None and record.operation == SURGE and not action.set_labels
 
 
 def unblocks_rollout(ctx: PlanContext, service: Service, action: Action) -> bool:

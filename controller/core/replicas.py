@@ -149,6 +149,22 @@ def forget_record(service: Service) -> SetReplicas:
     )
 
 
+def record_taken_back(service: Service, action: SetReplicas) -> ReplicaRecord | None:
+    """The service's record, if `action` is the write that ends it: back to the
+    operator's count, the record's labels gone (see `restore_replicas`)."""
+    try:
+        record = read_record(service.labels)
+    except RecordError:
+        return None
+    if (
+        record is None
+        or action.replicas != record.base
+        or not set(action.remove_labels) >= set(RECORD_LABELS)
+    ):
+        return None
+    return record
+
+
 def ends_own_move(service: Service, action: SetReplicas) -> bool:
     """The trim that ends a stop-first move of the controller's (rules/owners/owner_moves),
     once its sources are excluded. The exclusion started a rolling update whose replacement
@@ -156,15 +172,10 @@ def ends_own_move(service: Service, action: SetReplicas) -> bool:
     that replacement and so ends the rollout, which would otherwise wait for good. The
     rollout is the controller's own: the spec it rolls is the exclusion the controller
     wrote."""
-    try:
-        record = read_record(service.labels)
-    except RecordError:
-        return False
+    record = record_taken_back(service, action)
     return (
         record is not None
         and record.operation == REBALANCE
         and bool(record.vacate)
         and set(record.vacate) <= recorded_exclusion_set(service.labels)
-        and action.replicas == record.base
-        and set(action.remove_labels) >= set(RECORD_LABELS)
     )

@@ -99,10 +99,9 @@ class Fits:
         host = node.hostname
         if (why := platform_refusal(service, node)) is not None:
             return 0, why
-        if service.host_ports and (clash := self.ports.get(node_id, frozenset())):
-            clash = frozenset(service.host_ports) & clash
-            if clash:
-                return 0, f"host port {', '.join(sorted(clash))} is taken on {host}"
+        taken = self.ports.get(node_id) if service.host_ports else None
+        if taken and (clash := taken.intersection(service.host_ports)):
+            return 0, f"host port {', '.join(sorted(clash))} is taken on {host}"
         fit = copies_fitting(free, service.reservations)
         if fit <= 0:
             need = service.reservations
