@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any, Generic, TypeVar
 
+from controller.core.labels import operator_texts
 from controller.core.model import (
     Availability,
     ClusterSnapshot,
@@ -155,7 +156,35 @@ def service_from_attrs(attrs: Attrs) -> Service:
         update_state=_get(attrs, "UpdateStatus", "State"),
         update_failure_action=_get(spec, "UpdateConfig", "FailureAction", default="pause"),
         stack=labels.get("com.docker.stack.namespace"),
+        rollout_is_own=_rollout_is_own(attrs, spec),
     )
+
+
+def _rollout_is_own(attrs: Attrs, spec: Attrs) -> bool:
+    """Whether the task template Swarm rolls out differs from the one before it only in
+    the controller's constraints: then the rollout is one the controller's write started.
+    A rollout changes only the template; labels and replica counts start none."""
+    previous = attrs.get("PreviousSpec")
+    if not attrs.get("UpdateStatus") or not isinstance(previous, Mapping):
+        return False
+    name = str(spec.get("Name", ""))
+    now, before = _template_but_ours(spec, name), _template_but_ours(previous, name)
+    return now is not None and now == before
+
+
+def _template_but_ours(spec: Attrs, name: str) -> tuple[dict[str, Any], tuple[str, ...]] | None:
+    """A spec's task template without its constraints, and its operator's constraints
+    (each spec's own records say which of its constraints are the controller's); None
+    if it cannot be read."""
+    template = dict(spec.get("TaskTemplate") or {})
+    placement = dict(template.pop("Placement", None) or {})
+    constraints = placement.pop("Constraints", None) or []
+    if placement:
+        template["Placement"] = placement
+    labels = spec.get("Labels") or {}
+    if not isinstance(constraints, list) or not isinstance(labels, Mapping):
+        return None
+    return template, operator_texts(name, labels, tuple(map(str, constraints)))
 
 
 def _platforms(items: Any) -> tuple[tuple[str, str], ...]:

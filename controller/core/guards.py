@@ -5,7 +5,8 @@ They run after every rule, so a rule bug can at worst propose something a guard 
 an update or rollback for, running or paused (every spec write resets UpdateStatus: a
 paused rollout resumes), nor evicts its tasks, but for a few exceptions while it actively
 rolls (`rollout_exception`): a failover raise and the trim that takes it back, and a
-write that only lets Swarm place a task it could not.
+write that only lets Swarm place a task it could not. A paused rollout that the
+controller's own write started is not held (`Service.in_rollout`).
 """
 
 from __future__ import annotations
@@ -65,6 +66,13 @@ _ROLLOUT_WAITS = {
         "into an update of the same spec"
     ),
 }
+
+
+OWN_PAUSED = (
+    "Swarm paused a rollout the controller's own write started (the spec differs from "
+    "the one before only in the controller's constraints): this write resumes it, with "
+    "the controller's newer spec; an operator's paused rollout is never resumed"
+)
 
 
 def _service_of(action: Action) -> str | None:
@@ -348,6 +356,8 @@ def apply_guards(
                 f"written while Swarm rolls an update ({service.update_state}): "
                 + (rollout_exception(ctx, service, action) or "allowed"),
             )
+        elif service is not None and service.own_rollout_paused:
+            note(action, Outcome.ALLOW, OWN_PAUSED)
         if (
             isinstance(action, SetNodeAvailability)
             and action.availability is not Availability.ACTIVE

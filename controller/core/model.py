@@ -117,6 +117,9 @@ class Service:
     update_state: str | None = None  # UpdateStatus.State while Swarm rolls an update
     stack: str | None = None
     update_failure_action: str = "pause"  # UpdateConfig.FailureAction
+    # The spec being rolled out differs from PreviousSpec only in the controller's own
+    # constraints: a rollout the controller's write started, not an operator's.
+    rollout_is_own: bool = False
 
     @property
     def updating(self) -> bool:
@@ -126,14 +129,26 @@ class Service:
     @property
     def in_rollout(self) -> bool:
         """An update or rollback is under way or paused: any spec write resets its
-        UpdateStatus (a paused one resumes) and replaces its PreviousSpec."""
-        return self.update_state in ROLLOUT_STATES
+        UpdateStatus (a paused one resumes) and replaces its PreviousSpec.
+
+        Not a paused rollout of the controller's own making: held, it would keep the
+        controller from writing the service (even to undo the steering that started it)
+        until an operator resumed it; resumed by the next write, it carries on with the
+        controller's newer spec, and the spec `docker service rollback` returns to differs
+        from the operator's only in the controller's constraints, as before it."""
+        return self.update_state in ROLLOUT_STATES and not self.own_rollout_paused
+
+    @property
+    def own_rollout_paused(self) -> bool:
+        """Swarm paused a rollout the controller's own write started."""
+        return self.rollout_is_own and self.update_state in PAUSED_ROLLOUT_STATES
 
 
 # UpdateStatus.State values (the same on Docker 20.10 and 26.1); "completed" and
 # "rollback_completed" (or no UpdateStatus at all) mean the service is at rest.
 ACTIVE_ROLLOUT_STATES = frozenset({"updating", "rollback_started"})
-ROLLOUT_STATES = ACTIVE_ROLLOUT_STATES | {"paused", "rollback_paused"}
+PAUSED_ROLLOUT_STATES = frozenset({"paused", "rollback_paused"})
+ROLLOUT_STATES = ACTIVE_ROLLOUT_STATES | PAUSED_ROLLOUT_STATES
 
 
 class TaskState(StrEnum):

@@ -51,8 +51,6 @@ from controller.core.replicas import (
 )
 
 RULE = "release"
-# A spec write during these would resume a paused rollout or change one in progress.
-_ROLLOUT_STATES = frozenset({"updating", "paused", "rollback_started", "rollback_paused"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,7 +92,7 @@ def release_service(service: Service) -> tuple[ReleaseAction | None, Decision | 
     labels = tuple(sorted(k for k in service.labels if is_own_label(k)))
     if not ours and not labels:
         return None, None
-    if service.update_state in _ROLLOUT_STATES:
+    if service.in_rollout:  # a write would resume or change it (not one of our own)
         return None, Decision(
             RULE,
             subject,

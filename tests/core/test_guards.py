@@ -135,6 +135,29 @@ def test_the_decision_says_a_write_would_resume_a_paused_rollout() -> None:
     )
 
 
+def test_a_paused_rollout_of_the_controller_s_own_making_does_not_hold_its_writes() -> None:
+    """Seed 45 of the chaos benchmark: the controller's steering started a rollout, Swarm
+    paused it (a task of it died with its node), and every write to the service then
+    waited for an operator, even the trim of a failover surge. A paused rollout of its
+    own is resumed by its next write, with a decision that says so; an operator's paused
+    rollout, or one of its own still running, still holds every write but the exceptions."""
+    for state in ("paused", "rollback_paused"):
+        db, snap = _rolling(state, rollout_is_own=True)
+        assert not db.in_rollout
+        for write in _every_write(db):
+            result = _plan(snap, write)
+            assert result.actions == (write,), (state, write, result.decisions)
+            if isinstance(write, SetServiceConstraints | SetReplicas):
+                (allow,) = [d for d in result.decisions if d.rule == "guard"]
+                assert allow.outcome == "allow" and "own write started" in allow.reason
+        db, snap = _rolling(state, rollout_is_own=False)
+        assert all(_plan(snap, write).actions == () for write in _every_write(db))
+    for state in ("updating", "rollback_started"):
+        db, snap = _rolling(state, rollout_is_own=True)
+        assert db.in_rollout
+        assert all(_plan(snap, write).actions == () for write in _every_write(db))
+
+
 def test_a_failover_raise_goes_through_only_while_the_rollout_runs() -> None:
     for state in ROLLOUT_STATES:
         for action in ("pause", "continue", "rollback"):

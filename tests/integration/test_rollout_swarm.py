@@ -1,9 +1,13 @@
-"""A rollout Swarm paused is left paused: the controller never resumes it.
+"""An operator's rollout Swarm paused is left paused: the controller never resumes it.
 
 Every service spec write resets UpdateStatus in SwarmKit, so a controller write to a
 service whose failing update Swarm paused resumes that update, and a stop-first rollout
 of a failing image then stops the tasks that still work. The same scenario is measured
 first without the controller, then with it, in one test on one 4-node sandbox.
+
+A rollout the controller's own write started is told apart from an operator's by what
+Swarm stores (Spec against PreviousSpec), on both engines: paused, it would otherwise
+keep the controller from writing the service at all.
 """
 
 from __future__ import annotations
@@ -15,10 +19,18 @@ from typing import Any
 import docker
 import pytest
 
+from controller.adapters.attrs import service_from_attrs
 from controller.adapters.docker_api import update_service_spec
+from controller.core.labels import possible_constraint
 from controller.sandbox import Sandbox
 
-from .support import ControllerThread, RunningSampler, running_task_ids, wait_until
+from .support import (
+    ControllerThread,
+    RunningSampler,
+    running_by_node,
+    running_task_ids,
+    wait_until,
+)
 
 pytestmark = pytest.mark.swarm
 
@@ -124,4 +136,54 @@ def test_a_paused_rollout_stays_paused_under_the_controller(
     assert with_controller.minimum >= floor, (with_controller.samples, baseline, out)
     assert int(client.api.inspect_service(managed)["Version"]["Index"]) == version, out
     assert f"service {managed}" in out and "rollout paused by Swarm" in out, out
+    client.close()
+
+
+@pytest.mark.second_engine
+def test_a_rollout_is_the_controller_s_own_only_while_only_its_constraints_changed(
+    make_sandbox: Any, tmp_path: Path
+) -> None:
+    sandbox: Sandbox = make_sandbox(nodes=4)
+    client = docker.DockerClient(base_url=sandbox.manager_host, version="auto", timeout=30)
+    name = "db"
+    sandbox.create_service(name, replicas=2, update_order="stop-first")
+    sandbox.wait_services_running([name])
+    # Possible owners that take exactly one task off its node: the controller's write
+    # moves it (a move of two at once would wait for the disruption budget).
+    kept, moved = sorted(running_by_node(client, name))
+    free = sorted(set(sandbox.nodes) - {kept, moved})[0]
+    attrs = client.api.inspect_service(name)
+    spec: dict[str, Any] = attrs["Spec"]
+    spec["Labels"] = {"placement.managed": "true", "placement.possible-nodes": f"{kept},{free}"}
+    update_service_spec(client, attrs["ID"], int(attrs["Version"]["Index"]), spec)
+    policy = tmp_path / "policy.yaml"
+    policy.write_text("apiVersion: placement/v1\ncontroller:\n  resync-interval: 1s\n")
+
+    def read() -> Any:
+        return service_from_attrs(client.api.inspect_service(name))
+
+    def rolled() -> Any:
+        """The service once Swarm's updater has set UpdateStatus for the last write (a
+        write clears it; 26.1 shows it cleared for a moment)."""
+        return wait_until(lambda: (s := read()).update_state and s, 30, "UpdateStatus")
+
+    ours = possible_constraint(name)
+    with ControllerThread(sandbox.manager_host, policy=policy) as controller:
+        wait_until(lambda: ours in read().constraints, 60, "the controller's constraint")
+        controller.wait_cycles(1, timeout=60)
+    out = controller.out.getvalue()
+    # The write that added the constraint started Swarm's rollout: the controller's own.
+    service = rolled()
+    assert service.update_state in ("updating", "completed"), (service, out)
+    assert service.rollout_is_own, (client.api.inspect_service(name), out)
+
+    # An operator's edit sends the spec back with the controller's constraint in it: the
+    # rollout it starts is the operator's, although the constraints did not change.
+    attrs = client.api.inspect_service(name)
+    spec = attrs["Spec"]
+    spec["TaskTemplate"]["ContainerSpec"]["Env"] = ["EDITED=1"]
+    update_service_spec(client, attrs["ID"], int(attrs["Version"]["Index"]), spec)
+    service = rolled()
+    assert ours in service.constraints, service
+    assert not service.rollout_is_own, client.api.inspect_service(name)
     client.close()
