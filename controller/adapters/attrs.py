@@ -157,7 +157,20 @@ def service_from_attrs(attrs: Attrs) -> Service:
         update_failure_action=_get(spec, "UpdateConfig", "FailureAction", default="pause"),
         stack=labels.get("com.docker.stack.namespace"),
         rollout_is_own=_rollout_is_own(attrs, spec),
+        update_batch=_update_batch(spec.get("UpdateConfig")),
     )
+
+
+def _update_batch(config: Any) -> int:
+    """Service.update_batch from UpdateConfig. Without one SwarmKit applies its defaults
+    (parallelism 1, failure action pause, max failure ratio 0)."""
+    if config is None:
+        return 1
+    if not isinstance(config, Mapping):
+        raise AttrsError("UpdateConfig is not an object")
+    if config.get("FailureAction", "pause") == "continue" or config.get("MaxFailureRatio"):
+        return 0
+    return int(config.get("Parallelism") or 0)
 
 
 def _rollout_is_own(attrs: Attrs, spec: Attrs) -> bool:

@@ -123,6 +123,10 @@ def disruption(action: Action, snapshot: ClusterSnapshot) -> Disruption | None:
             service = snapshot.service_by_id.get(action.service_id)
             stop_first = service is None or service.update_order != "start-first"
             moved = _tasks_on(snapshot, action.service_id, nodes) if stop_first else 0
+            if service is not None and service.update_batch:
+                # Swarm's updater replaces them a batch at a time, each once the last
+                # runs; its constraint enforcer judges a task by the task's own spec.
+                moved = min(moved, service.update_batch)
             return Disruption(
                 nodes, (action.service_id,), {action.service_id: moved} if moved else {}
             )

@@ -120,6 +120,11 @@ class Service:
     # The spec being rolled out differs from PreviousSpec only in the controller's own
     # constraints: a rollout the controller's write started, not an operator's.
     rollout_is_own: bool = False
+    # The most tasks Swarm's updater has down at once rolling out a stop-first spec
+    # change: each of UpdateConfig.Parallelism workers stops a task and waits for its
+    # replacement to run before the next. 0: no bound (unlimited parallelism, or a
+    # failure action or ratio that lets the update go on stopping tasks after a failure).
+    update_batch: int = 0
 
     @property
     def updating(self) -> bool:

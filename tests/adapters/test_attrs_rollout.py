@@ -71,3 +71,18 @@ def test_no_rollout_or_no_previous_spec_is_nobody_s() -> None:
     unreadable = _spec([])
     unreadable["TaskTemplate"]["Placement"] = {"Constraints": "node.role==worker"}
     assert not service_from_attrs(_attrs(spec, unreadable)).rollout_is_own
+
+
+def test_the_update_batch_is_the_parallelism_only_when_a_failure_stops_the_update() -> None:
+    def batch(config: Any) -> int:
+        spec = _spec([])
+        if config is not None:
+            spec["UpdateConfig"] = config
+        return service_from_attrs({"ID": "s", "Version": {"Index": 1}, "Spec": spec}).update_batch
+
+    assert batch(None) == 1  # SwarmKit's defaults: parallelism 1, pause, ratio 0
+    assert batch({"Parallelism": 2, "FailureAction": "pause"}) == 2
+    assert batch({"Parallelism": 1, "FailureAction": "rollback", "MaxFailureRatio": 0}) == 1
+    assert batch({"Parallelism": 0, "FailureAction": "pause"}) == 0  # all at once
+    assert batch({"Parallelism": 1, "FailureAction": "continue"}) == 0
+    assert batch({"Parallelism": 1, "FailureAction": "pause", "MaxFailureRatio": 0.5}) == 0

@@ -216,6 +216,31 @@ def test_a_start_first_move_leaves_no_task_unavailable() -> None:
     assert result.actions == () and "max-unavailable 1" in _deferred(result)[0]
 
 
+def test_a_constraint_write_stops_at_most_what_swarm_s_updater_stops_at_once() -> None:
+    """A stop-first spec change is rolled out UpdateConfig.Parallelism tasks at a time,
+    each once the last one's replacement runs; a node write's enforcer stops all at once.
+    Counting the write's two evictions as two at once left a service both of whose tasks
+    ran off its new possible owners unmoved for good (max-unavailable 1)."""
+    db = replace(service("db", replicas=2, labels=MANAGED), update_order="stop-first")
+    tasks = [running(db, 2, 1), running(db, 3, 2)]
+    nodes = [node(1, manager=True), node(2), node(3), node(4)]
+    off = SetServiceConstraints(
+        db.id, db.name, db.version, ("node.id!=n2", "node.id!=n3"), evicts_from=("n2", "n3")
+    )
+    unbounded = snapshot(nodes, [db], tasks)
+    result = _plan(unbounded, off)
+    assert result.actions == () and "stops 2 of its task(s)" in _deferred(result)[0]
+    one_at_a_time = replace(db, update_batch=1)
+    assert _plan(replace(unbounded, services=(one_at_a_time,)), off).actions == (off,)
+    two_at_a_time = replace(db, update_batch=2)
+    result = _plan(replace(unbounded, services=(two_at_a_time,)), off)
+    assert result.actions == () and "stops 2 of its task(s)" in _deferred(result)[0]
+    # A node write is not rolled out: Swarm's constraint enforcer stops both at once.
+    both = SetNodeLabels("n2", "node-2", 12, set_labels={"x": "1"}, evicts_services=(db.id,))
+    twice = snapshot(nodes, [one_at_a_time], [running(db, 2, 1), running(db, 2, 2)])
+    assert _plan(twice, both).actions == ()
+
+
 def test_a_rules_copy_of_the_budget_is_its_own() -> None:
     _, db, snap = _three()
     budget = DisruptionBudget(Budgets(actions_per_cycle=1), snap, {})

@@ -16,6 +16,7 @@ from pathlib import Path
 import docker
 import pytest
 
+from controller.adapters.docker_api import update_service_spec
 from controller.sandbox import Sandbox, SandboxSpec
 
 from .support import (
@@ -243,6 +244,33 @@ def test_a_restarted_controller_still_distrusts_a_flapping_preferred_owner(
             time.sleep(0.3)
         _on(client, db, {"node-2"}, timeout=60)
     assert "once ready 16 s" in ctl.out.getvalue(), ctl.out.getvalue()
+
+
+def test_possible_owners_take_both_stop_first_tasks_off_other_nodes_one_at_a_time(  # type: ignore[no-untyped-def]
+    racks, client, policy
+) -> None:
+    """Both tasks of a stop-first service run on nodes its new possible owners leave out.
+    The constraint write rules both out, but Swarm's updater replaces them one at a time
+    (parallelism 1), each stopped with its replacement started at once: within
+    max-unavailable 1. Counted as two at once, the write waited for good."""
+    db = _name("db")
+    racks.create_service(db, replicas=2, update_order="stop-first")
+    racks.wait_services_running([db])
+    hosts = set(running_by_node(client, db))
+    assert len(hosts) == 2, hosts
+    owners = sorted(set(racks.nodes) - hosts)
+    attrs = client.api.inspect_service(db)
+    spec = attrs["Spec"]
+    spec["Labels"] = _managed(possible_nodes=",".join(owners))  # labels only: no rollout
+    update_service_spec(client, attrs["ID"], int(attrs["Version"]["Index"]), spec)
+    with (
+        RunningSampler(racks.manager_host, db) as sampler,
+        ControllerThread(racks.manager_host, policy=policy) as ctl,
+    ):
+        _on(client, db, set(owners), timeout=90)
+    out = ctl.out.getvalue()
+    assert sampler.minimum >= 1, (sampler.samples, out)
+    assert "max-unavailable" not in out, out
 
 
 def test_possible_owners_are_hard_even_when_all_are_down(racks, client, policy) -> None:  # type: ignore[no-untyped-def]
