@@ -60,9 +60,7 @@ def stack(make_sandbox, tmp_path) -> Iterator[tuple[Sandbox, dict[str, str]]]:  
     cli = shutil.which("docker")
     if cli is None:
         pytest.fail("the docker command line (docker.io) is needed for `docker stack deploy`")
-    # A heartbeat of 1 s, not Swarm's 5: a dead node is marked down in seconds rather
-    # than about 15, a wait of Swarm's own that each failover here would pay.
-    sandbox = make_sandbox(nodes=4, managers=3, heartbeat_seconds=1.0)
+    sandbox = make_sandbox(nodes=4, managers=3)
     started = time.monotonic()
     built = build_controller_image(sandbox.docker_host("node-1"))
     load_into([sandbox.docker_host(n) for n in sandbox.nodes[1:]], built)
