@@ -17,7 +17,11 @@ from pathlib import Path
 import docker
 import pytest
 from selenium import webdriver
-from selenium.common.exceptions import StaleElementReferenceException, WebDriverException
+from selenium.common.exceptions import (
+    ElementNotInteractableException,
+    StaleElementReferenceException,
+    WebDriverException,
+)
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support.ui import Select, WebDriverWait
@@ -110,9 +114,13 @@ def test_the_page_shows_a_node_going_down_and_its_task_moving_without_a_reload(
     with ControllerThread(swarm.manager_host, policy=policy, http=("127.0.0.1", port)) as ctl:
         wait_until(lambda: running_by_node(client, db) == {"node-3": 1}, 60, "db on node-3")
         browser.get(f"http://127.0.0.1:{port}/ui")
-        # The page re-renders on every pushed cycle: an element read mid-render is gone.
+        # The page re-renders on every pushed cycle: an element read mid-render is gone,
+        # or there but not laid out yet (not interactable).
         wait = WebDriverWait(
-            browser, 60, poll_frequency=0.25, ignored_exceptions=(StaleElementReferenceException,)
+            browser,
+            60,
+            poll_frequency=0.25,
+            ignored_exceptions=(StaleElementReferenceException, ElementNotInteractableException),
         )
         wait.until(lambda d: _hosts_of(d, db) == {"node-3"})
         assert "live" in browser.find_element(By.ID, "status").text
