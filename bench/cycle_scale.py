@@ -29,6 +29,7 @@ import gc
 import json
 import os
 import pstats
+import shutil
 import sys
 import tempfile
 import threading
@@ -112,6 +113,7 @@ class RecordedEngine:
     def __exit__(self, *exc: object) -> None:
         self._server.should_exit = True
         self._thread.join(timeout=10)
+        shutil.rmtree(self._dir, ignore_errors=True)
 
     def _count(self, what: str) -> None:
         self.calls[what] = self.calls.get(what, 0) + 1
