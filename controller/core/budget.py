@@ -24,7 +24,8 @@ from controller.core.actions import (
 )
 from controller.core.capacity import scale_down
 from controller.core.constraints import ConstraintError, node_filter, parse_constraint
-from controller.core.model import ACTIVE_TASK_STATES, Availability, ClusterSnapshot
+from controller.core.model import ACTIVE_TASK_STATES, Availability, ClusterSnapshot, Service
+from controller.core.replicas import RecordError, read_record
 from controller.policy import Budgets
 
 
@@ -115,6 +116,20 @@ def _ruled_out(snapshot: ClusterSnapshot, action: SetServiceConstraints) -> tupl
     )
 
 
+def _spare(snapshot: ClusterSnapshot, service: Service) -> int:
+    """Tasks running on ready nodes beyond the operator's count (a surge recorded on the
+    service raised it); 0 without a readable record."""
+    try:
+        record = read_record(service.labels)
+    except RecordError:
+        return 0
+    if record is None:
+        return 0
+    ready = {n.id for n in snapshot.nodes if n.is_ready}
+    running = sum(1 for t in snapshot.tasks_of(service.id) if t.node_id in ready and t.is_running)
+    return max(0, running - record.base)
+
+
 def disruption(action: Action, snapshot: ClusterSnapshot) -> Disruption | None:
     """What the action may stop, or None when it stops nothing."""
     match action:
@@ -127,6 +142,10 @@ def disruption(action: Action, snapshot: ClusterSnapshot) -> Disruption | None:
                 # Swarm's updater replaces them a batch at a time, each once the last
                 # runs; its constraint enforcer judges a task by the task's own spec.
                 moved = min(moved, service.update_batch)
+            if moved and service is not None:
+                # A stop-first move's surge runs beyond the operator's count: stopping
+                # that many leaves no replica missing.
+                moved = max(0, moved - _spare(snapshot, service))
             return Disruption(
                 nodes, (action.service_id,), {action.service_id: moved} if moved else {}
             )

@@ -225,6 +225,8 @@ class Sandbox:
         restart_delay_seconds: float | None = None,
         mode: str = "replicated",
         stop_grace_seconds: float | None = None,
+        reserve_cpus: float | None = None,
+        reserve_memory_bytes: int | None = None,
     ) -> str:
         """Create a service running the sandbox image by ID; returns the service ID."""
         if mode not in ("replicated", "global"):
@@ -238,6 +240,8 @@ class Sandbox:
             reserve_generic=reserve_generic,
             restart_delay_seconds=restart_delay_seconds,
             stop_grace_seconds=stop_grace_seconds,
+            reserve_cpus=reserve_cpus,
+            reserve_memory_bytes=reserve_memory_bytes,
         )
         service_mode: dict[str, Any] = (
             {"Replicated": {"Replicas": replicas}} if mode == "replicated" else {"Global": {}}

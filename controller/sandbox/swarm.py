@@ -180,6 +180,8 @@ def service_spec(
     reserve_generic: Mapping[str, int] | None,
     restart_delay_seconds: float | None,
     stop_grace_seconds: float | None,
+    reserve_cpus: float | None = None,
+    reserve_memory_bytes: int | None = None,
 ) -> dict[str, Any]:
     """The TaskTemplate of a sandbox service, running the sandbox image by ID."""
     container: dict[str, Any] = {"Image": image_id, "Command": list(command)}
@@ -189,15 +191,18 @@ def service_spec(
         "ContainerSpec": container,
         "Placement": {"Constraints": list(constraints)},
     }
+    reservations: dict[str, Any] = {}
     if reserve_generic:
-        template["Resources"] = {
-            "Reservations": {
-                "GenericResources": [
-                    {"DiscreteResourceSpec": {"Kind": kind, "Value": int(value)}}
-                    for kind, value in sorted(reserve_generic.items())
-                ]
-            }
-        }
+        reservations["GenericResources"] = [
+            {"DiscreteResourceSpec": {"Kind": kind, "Value": int(value)}}
+            for kind, value in sorted(reserve_generic.items())
+        ]
+    if reserve_cpus:
+        reservations["NanoCPUs"] = int(reserve_cpus * NANOSECONDS)
+    if reserve_memory_bytes:
+        reservations["MemoryBytes"] = int(reserve_memory_bytes)
+    if reservations:
+        template["Resources"] = {"Reservations": reservations}
     if restart_delay_seconds is not None:
         template["RestartPolicy"] = {
             "Condition": "any",

@@ -14,7 +14,7 @@ from controller.core.actions import (
 from controller.core.budget import DisruptionBudget, disrupted_nodes, disruption
 from controller.core.context import PlanContext, RuleOutput
 from controller.core.memory import Memory
-from controller.core.model import Availability, NodeState
+from controller.core.model import Availability, NodeState, TaskState
 from controller.core.plan import Plan, plan
 from controller.core.replicas import PREEMPT, change_replicas
 from controller.core.rules.preemption import plan_preemption
@@ -239,6 +239,27 @@ def test_a_constraint_write_stops_at_most_what_swarm_s_updater_stops_at_once() -
     both = SetNodeLabels("n2", "node-2", 12, set_labels={"x": "1"}, evicts_services=(db.id,))
     twice = snapshot(nodes, [one_at_a_time], [running(db, 2, 1), running(db, 2, 2)])
     assert _plan(twice, both).actions == ()
+
+
+def test_tasks_a_stop_first_surge_made_spare_stop_without_spending_max_unavailable() -> None:
+    """Two tasks leave node-1 and node-2 once the surge of two runs on node-3 and node-4:
+    the service never runs fewer than its operator's two, whatever Swarm's batch."""
+    db = replace(service("db", replicas=2, labels=MANAGED), update_order="stop-first")
+    surged = change_replicas(db, replicas=4, operation="rebalance", now=0.0)
+    db4 = replace(db, replicas=4, labels={**db.labels, **surged.set_labels})
+    nodes = [node(1, manager=True), node(2), node(3), node(4)]
+    off = SetServiceConstraints(
+        db.id, db.name, db.version, ("node.id!=n1", "node.id!=n2"), evicts_from=("n1", "n2")
+    )
+    four = [running(db4, n, n) for n in range(1, 5)]
+    assert _plan(snapshot(nodes, [db4], four), off).actions == (off,)
+    # One surged task not running yet: one replica would be missing, within the budget.
+    one_starting = [*four[:3], replace(four[3], state=TaskState.STARTING)]
+    assert _plan(snapshot(nodes, [db4], one_starting), off).actions == (off,)
+    # Neither runs yet: two would be missing.
+    both_starting = [*four[:2], *(replace(t, state=TaskState.STARTING) for t in four[2:])]
+    result = _plan(snapshot(nodes, [db4], both_starting), off)
+    assert result.actions == () and "stops 2 of its task(s)" in _deferred(result)[0]
 
 
 def test_a_rules_copy_of_the_budget_is_its_own() -> None:

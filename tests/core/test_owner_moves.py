@@ -9,7 +9,7 @@ from controller.core.actions import Action, SetReplicas, SetServiceConstraints
 from controller.core.apply import apply_actions
 from controller.core.clock import time_of_day
 from controller.core.guards import disrupted_nodes
-from controller.core.labels import EXCLUDED_LABEL
+from controller.core.labels import EXCLUDED_LABEL, possible_constraint, possible_label
 from controller.core.memory import Memory
 from controller.core.model import ClusterSnapshot, NodeState, Resources, Service, Task, TaskState
 from controller.core.plan import Plan, plan
@@ -299,3 +299,59 @@ def test_a_placement_does_not_go_on_to_a_node_that_went_down_since_it_began() ->
     # node-4 is back for 2 s: neither the placement that began before it went down nor
     # failback (delay 60 s) sends a task there.
     assert not [a for a in back.actions if disrupted_nodes(a)], back.decisions
+
+
+def test_stop_first_tasks_off_new_possible_owners_move_by_surge_before_the_constraint() -> None:
+    """The possible-owner constraint would reject both tasks at once and Swarm's updater
+    would stop each before its replacement starts: the tasks move by surge first, and
+    the constraint follows once nothing runs where it would reject a task."""
+    mark = {possible_label("api"): "true"}
+    nodes = [node(1, manager=True), node(2), node(3, labels=mark), node(4, labels=mark)]
+    api = replace(
+        managed("api", 2, steered=False, possible_nodes="node-3,node-4"),
+        update_order="stop-first",
+    )
+    snap = snapshot(nodes, [api], [running(api, 1, 1), running(api, 2, 2)])
+
+    # Its constraints already allow every node: the surge comes first, the constraint waits.
+    first, memory = cycle(snap, STABLE, NOW)
+    surge = one(first)
+    assert isinstance(surge, SetReplicas) and surge.replicas == 4
+    assert surge.evicts_from == ("n1", "n2")
+    assert any("possible-owner constraint follows" in d.reason for d in first.decisions)
+
+    # Both surged tasks run on the possible owners: the sources are excluded, by ID only.
+    snap = written(snap, first, [])
+    api2 = snap.service_by_id[api.id]
+    four_running = [running(api2, n, n) for n in range(1, 5)]
+    second, memory = cycle(replace(snap, tasks=tuple(four_running)), memory, NOW + 1)
+    leave = one(second)
+    assert isinstance(leave, SetServiceConstraints) and leave.evicts_from == ("n1", "n2")
+    assert possible_constraint("api") not in leave.constraints
+    assert excluded_hosts(leave) == {"node-1", "node-2"}
+
+    # Old tasks gone, the trim; then, with nothing left to reject, the constraint.
+    snap = written(replace(snap, tasks=tuple(four_running)), second, [])
+    api3 = snap.service_by_id[api.id]
+    third, memory = cycle(
+        replace(snap, tasks=(running(api3, 3, 3), running(api3, 4, 4))), memory, NOW + 2
+    )
+    trim = one(third)
+    assert isinstance(trim, SetReplicas) and trim.replicas == 2 and trim.evicts_from == ()
+    snap = written(snap, third, [running(api3, 3, 3), running(api3, 4, 4)])
+    fourth, _ = cycle(snap, memory, NOW + 3)
+    constrain = one(fourth)
+    assert isinstance(constrain, SetServiceConstraints) and constrain.evicts_from == ()
+    assert possible_constraint("api") in constrain.constraints
+
+
+def test_a_start_first_service_gets_its_possible_owner_constraint_at_once() -> None:
+    # Swarm's updater starts each replacement before it stops the old task.
+    mark = {possible_label("api"): "true"}
+    nodes = [node(1, manager=True), node(2), node(3, labels=mark), node(4, labels=mark)]
+    api = managed("api", 2, steered=False, possible_nodes="node-3,node-4")
+    snap = snapshot(nodes, [api], [running(api, 1, 1), running(api, 2, 2)])
+    action = one(cycle(snap, STABLE, NOW)[0])
+    assert isinstance(action, SetServiceConstraints)
+    assert possible_constraint("api") in action.constraints
+    assert action.evicts_from == ("n1", "n2")

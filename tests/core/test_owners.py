@@ -164,6 +164,34 @@ def test_possible_owners_wait_for_their_labels_then_constrain() -> None:
     assert action.evicts_from == ()
 
 
+def test_a_possible_owner_mark_stays_while_tasks_run_there_and_goes_once_they_moved() -> None:
+    """node-2 left the possible owners. Removing its mark would stop the task there at
+    once (Swarm's constraint enforcer ignores the update order): the owners rule moves
+    the task first, and the mark goes once nothing of the service runs there."""
+    mark = {possible_label("web"): "true"}
+    web = replace(
+        managed("web", 2, possible_nodes="node-3,node-4"),
+        constraints=(steering_constraint("web"), possible_constraint("web")),
+    )
+    nodes = [
+        node(1, manager=True),
+        node(2, labels=mark),
+        node(3, labels=mark),
+        node(4, labels=mark),
+    ]
+    snap = snapshot(nodes, [web], [running(web, 2, 1), running(web, 3, 2)])
+    full = plan(snapshot=snap, policy=Policy.default(), memory=STABLE, now=NOW)
+    assert not [a for a in full.actions if isinstance(a, SetNodeLabels)], full.actions
+    assert any("stays while web still runs tasks here" in d.reason for d in full.decisions)
+    (move,) = [a for a in full.actions if isinstance(a, SetServiceConstraints)]
+    assert move.evicts_from == ("n2",)
+
+    moved = snapshot(nodes, [web], [running(web, 4, 1), running(web, 3, 2)])
+    after = plan(snapshot=moved, policy=Policy.default(), memory=STABLE, now=NOW + 1)
+    (label,) = [a for a in after.actions if isinstance(a, SetNodeLabels)]
+    assert label.hostname == "node-2" and label.remove_labels == (possible_label("web"),)
+
+
 def test_every_possible_owner_down_leaves_replicas_pending() -> None:
     web = managed("web", 1, possible_nodes="node-2")
     snap = snapshot(

@@ -246,31 +246,82 @@ def test_a_restarted_controller_still_distrusts_a_flapping_preferred_owner(
     assert "once ready 16 s" in ctl.out.getvalue(), ctl.out.getvalue()
 
 
-def test_possible_owners_take_both_stop_first_tasks_off_other_nodes_one_at_a_time(  # type: ignore[no-untyped-def]
+# What a stop-first service of a real stack reserves (Swarm counts it on every node).
+RESERVED = {"reserve_cpus": 0.25, "reserve_memory_bytes": 64 << 20}
+
+
+def test_new_possible_owners_take_both_stop_first_tasks_off_other_nodes_by_surge(  # type: ignore[no-untyped-def]
     racks, client, policy
 ) -> None:
     """Both tasks of a stop-first service run on nodes its new possible owners leave out.
-    The constraint write rules both out, but Swarm's updater replaces them one at a time
-    (parallelism 1), each stopped with its replacement started at once: within
-    max-unavailable 1. Counted as two at once, the write waited for good."""
+    Requiring the possible owners' mark at once would make Swarm's updater stop each task
+    before its replacement starts: the tasks move by surge first, and the constraint
+    follows. The service never runs fewer than its two."""
     db = _name("db")
-    racks.create_service(db, replicas=2, update_order="stop-first")
+    racks.create_service(db, replicas=2, update_order="stop-first", **RESERVED)
     racks.wait_services_running([db])
     hosts = set(running_by_node(client, db))
     assert len(hosts) == 2, hosts
     owners = sorted(set(racks.nodes) - hosts)
-    attrs = client.api.inspect_service(db)
-    spec = attrs["Spec"]
-    spec["Labels"] = _managed(possible_nodes=",".join(owners))  # labels only: no rollout
-    update_service_spec(client, attrs["ID"], int(attrs["Version"]["Index"]), spec)
+    _relabel(client, db, _managed(possible_nodes=",".join(owners)))
     with (
         RunningSampler(racks.manager_host, db) as sampler,
         ControllerThread(racks.manager_host, policy=policy) as ctl,
     ):
         _on(client, db, set(owners), timeout=90)
+        wait_until(lambda: _requires_possible_mark(client, db), 30, "the possible-owner constraint")
     out = ctl.out.getvalue()
-    assert sampler.minimum >= 1, (sampler.samples, out)
-    assert "max-unavailable" not in out, out
+    assert sampler.minimum >= 2, (sampler.samples, out)
+    assert "possible-owner constraint follows" in out, out
+
+
+def test_a_node_that_leaves_the_possible_owners_keeps_its_mark_until_its_task_moved(  # type: ignore[no-untyped-def]
+    racks, client, policy
+) -> None:
+    """Removing a possible owner's mark stops the service's task there at once (Swarm's
+    constraint enforcer ignores the update order): the mark stays until the stop-first
+    task has moved by surge, and the service never runs fewer than its two."""
+    db = _name("db")
+    racks.create_service(
+        db,
+        replicas=2,
+        update_order="stop-first",
+        labels=_managed(possible_nodes="node-2,node-3"),
+        **RESERVED,
+    )
+    with ControllerThread(racks.manager_host, policy=policy):
+        _on(client, db, {"node-2", "node-3"}, timeout=90)
+        wait_until(lambda: _requires_possible_mark(client, db), 30, "the possible-owner constraint")
+    _relabel(client, db, _managed(possible_nodes="node-3,node-4"))
+    with (
+        RunningSampler(racks.manager_host, db) as sampler,
+        ControllerThread(racks.manager_host, policy=policy) as ctl,
+    ):
+        _on(client, db, {"node-3", "node-4"}, timeout=90)
+        label = f"swarm-placement.possible.{db}"
+        wait_until(lambda: label not in _node_labels(client, "node-2"), 30, "node-2's mark removed")
+    out = ctl.out.getvalue()
+    assert sampler.minimum >= 2, (sampler.samples, out)
+    assert "still runs tasks here" in out, out
+
+
+def _relabel(client: docker.DockerClient, name: str, labels: dict[str, str]) -> None:
+    """Add or change labels only, as `docker service update --label-add` does: no rollout."""
+    attrs = client.api.inspect_service(name)
+    spec = attrs["Spec"]
+    spec["Labels"] = {**(spec.get("Labels") or {}), **labels}
+    update_service_spec(client, attrs["ID"], int(attrs["Version"]["Index"]), spec)
+
+
+def _requires_possible_mark(client: docker.DockerClient, name: str) -> bool:
+    spec = client.api.inspect_service(name)["Spec"]
+    constraints = spec["TaskTemplate"].get("Placement", {}).get("Constraints") or []
+    return f"node.labels.swarm-placement.possible.{name}==true" in constraints
+
+
+def _node_labels(client: docker.DockerClient, hostname: str) -> dict[str, str]:
+    (found,) = [n for n in client.api.nodes() if n["Description"]["Hostname"] == hostname]
+    return dict(found["Spec"].get("Labels") or {})
 
 
 def test_possible_owners_are_hard_even_when_all_are_down(racks, client, policy) -> None:  # type: ignore[no-untyped-def]

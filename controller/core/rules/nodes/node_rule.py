@@ -211,7 +211,7 @@ def _unhealthy(change: _Change, node: Node, wanted: dict[str, float]) -> None:
 
 def _marks(change: _Change, marks: MarkChange | None) -> None:
     if marks is None or not (marks.add or marks.remove):
-        return  # only kept marks: said by _kept_marks
+        return  # only kept or moving marks: said by _kept_marks
     change.put.update(marks.add)
     change.drop.update(marks.remove)
     change.evicts.extend(e for e in marks.evicts if e not in change.evicts)
@@ -232,6 +232,16 @@ def _kept_marks(observed: ClusterSnapshot, marks: dict[str, MarkChange]) -> list
                     Outcome.KEEP,
                     f"{label} stays while a constraint requires it ({', '.join(names)}): "
                     "removing it would stop their tasks here; it goes once they are released",
+                )
+            )
+        for label, name in sorted(change.moving.items() if change else ()):
+            out.append(
+                Decision(
+                    RULE,
+                    f"node {node.hostname}",
+                    Outcome.KEEP,
+                    f"{label} stays while {name} still runs tasks here: removing it would "
+                    "stop them before their replacements start; it goes once they have moved",
                 )
             )
     return out

@@ -1,13 +1,15 @@
 """The controller's possible-owner marks on nodes: what each node should carry.
 
 Adding a possible-owner label stops nothing; the constraint that requires it is added
-only once every possible owner carries it (see the owners rule). Removing one evicts
-that service's tasks from the node: deliberate for a managed service whose possible
-owners no longer include the node, and never otherwise. A mark that any other service's
-constraint still requires (one no longer managed, whose release drops the constraint
-first; one whose possible owners were unset; one the controller cannot read) stays
-until that constraint is gone. The nodes rule writes these together with every other
-label of ours on the node, in one write per node per cycle.
+only once every possible owner carries it (see the owners rule). Removing one would
+stop that service's tasks on the node at once (Swarm's constraint enforcer ignores the
+update order), so a mark the policy no longer wants stays while the service's tasks
+still run there: the owners rule moves them off first (a stop-first one by surge, or
+not at all if it cannot do so safely), and the mark goes once none is left. A mark that
+any other service's constraint still requires (one no longer managed, whose release
+drops the constraint first; one whose possible owners were unset; one the controller
+cannot read) stays until that constraint is gone. The nodes rule writes these together
+with every other label of ours on the node, in one write per node per cycle.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from controller.core.context import PlanContext
+from controller.core.counts import active_counts
 from controller.core.labels import POSSIBLE_LABEL_PREFIX, POSSIBLE_VALUE, possible_label
 from controller.core.placement.candidates import expand_owner_list
 from controller.core.release_plan import mark_requirements, required_on
@@ -27,20 +30,28 @@ class MarkChange:
     evicts: tuple[str, ...] = ()  # service ids whose tasks a removed mark evicts
     # Marks that stay though no policy wants them: label -> services that require them.
     kept: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    # Marks that stay while their service's tasks still run on the node: label -> service.
+    moving: dict[str, str] = field(default_factory=dict)
 
 
 def possible_marks(ctx: PlanContext) -> dict[str, MarkChange]:
     """Node id -> the possible-owner marks to add and remove (nodes with no change left out)."""
     managed = ctx.managed_services()
     wanted: dict[str, set[str]] = {n.id: set() for n in ctx.snapshot.nodes}
-    # Marks that follow a policy: removing one where the policy no longer wants it is the
-    # owners' deliberate eviction (counted against the budgets).
+    # Marks that follow a policy: one the policy no longer wants goes once the owners rule
+    # has moved the service's tasks off the node (counted against the budgets all the same).
     followed: set[str] = set()
+    # Label -> (service, node id -> its active tasks): where a mark still holds tasks.
+    holding: dict[str, tuple[str, dict[str, int]]] = {}
     for service in managed:
         settings = ctx.settings(service.id)
         if not settings.possible_nodes:
             continue
         followed.add(possible_label(service.name))
+        holding[possible_label(service.name)] = (
+            service.name,
+            active_counts(ctx.snapshot, service.id),
+        )
         for node_id in expand_owner_list(
             settings.possible_nodes, ctx.snapshot.nodes, ctx.policy.groups
         ):
@@ -59,10 +70,16 @@ def possible_marks(ctx: PlanContext) -> dict[str, MarkChange]:
         to_remove = have - wanted[node.id]
         kept = _still_required(to_remove, required_on(requirements, node), followed)
         to_remove -= set(kept)
-        if to_set or to_remove or kept:
+        moving = {
+            label: holding[label][0]
+            for label in sorted(to_remove & holding.keys())
+            if holding[label][1].get(node.id)
+        }
+        to_remove -= set(moving)
+        if to_set or to_remove or kept or moving:
             evicts = tuple(s.id for s in managed if possible_label(s.name) in to_remove)
             out[node.id] = MarkChange(
-                add=to_set, remove=frozenset(to_remove), evicts=evicts, kept=kept
+                add=to_set, remove=frozenset(to_remove), evicts=evicts, kept=kept, moving=moving
             )
     return out
 

@@ -20,7 +20,9 @@ from controller.core.counts import active_counts
 from controller.core.decisions import Decision, Outcome
 from controller.core.labels import (
     EXCLUDED_LABEL,
+    POSSIBLE_VALUE,
     format_exclusions,
+    possible_constraint,
     possible_label,
     recorded_exclusion_set,
 )
@@ -445,6 +447,17 @@ def _plan_service(
         notes.append(
             Decision(RULE, subject, Outcome.WAIT, "possible-owner labels are being written")
         )
+    elif possible_ready and (unmarked := _unmarked_stop_first(ctx, service, current)):
+        possible_ready = False
+        notes.append(
+            Decision(
+                RULE,
+                subject,
+                Outcome.WAIT,
+                f"the possible-owner constraint follows once its stop-first task(s) on "
+                f"{', '.join(unmarked)} have moved: required now, it would stop them first",
+            )
+        )
     steering = steer(
         service_name=service.name,
         operator_constraints=[str(c) for c in constraints],
@@ -527,6 +540,25 @@ def _plan_service(
         why = "keep Swarm's failover on the policy's nodes (no task moves)"
     notes.append(Decision(RULE, subject, Outcome.STEER, why, action=action))
     return action, notes, result.desired
+
+
+def _unmarked_stop_first(
+    ctx: PlanContext, service: Service, current: Mapping[str, int]
+) -> list[str]:
+    """Hosts whose stop-first tasks of the service a new possible-owner constraint would
+    reject (they lack its mark): Swarm's updater would stop each before its replacement
+    starts. Until they have moved by surge, the exclusions alone keep the service on its
+    possible owners. Empty when the constraint is already there: nothing changes then."""
+    required = possible_constraint(service.name)
+    if not is_stop_first(service) or required in service.constraints:
+        return []
+    label = possible_label(service.name)
+    nodes = ctx.snapshot.node_by_id
+    return sorted(
+        nodes[n].hostname
+        for n, count in current.items()
+        if count and nodes[n].labels.get(label) != POSSIBLE_VALUE
+    )
 
 
 def _settling(
