@@ -6,7 +6,8 @@ conversion into a snapshot, the plan. This bench builds the same settled cluster
 planner_scale.py (about 20 running tasks per node), adds the task history Swarm keeps
 (`--history` finished tasks per running one; Swarm keeps up to 5 per slot), serves the
 answers as recorded JSON from a small HTTP server on a unix socket (Starlette on
-uvicorn, in a thread of its own), and runs the controller's own `observe_cluster` and
+uvicorn, in a process of its own as dockerd is; the records mirror's config too, as the
+settled controller wrote it), and runs the controller's own `observe_cluster` and
 `plan()` through docker-py against it, as `run` does:
 
 - observe: every API call of a cycle, HTTP and JSON decoding included, and the snapshot;
@@ -27,14 +28,16 @@ import argparse
 import cProfile
 import gc
 import json
+import multiprocessing
 import os
 import pstats
 import shutil
+import socket
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -50,9 +53,20 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from planner_scale import NOW, best_of, cluster_attrs, policy, settle
 
+from controller.adapters.attrs import snapshot_from_attrs
 from controller.adapters.docker_api import ClusterObserver, observe_cluster
 from controller.adapters.task_list import list_tasks
+from controller.core.actions import SetRecords
+from controller.core.memory import Memory
 from controller.core.plan import plan
+from controller.core.records_mirror import (
+    DOWNS_PREFIX,
+    ENTRY_PREFIX,
+    RECORDS_CONFIG,
+    RecordStore,
+    patched,
+)
+from controller.policy import Policy
 from controller.runtime.view_document import view_document
 
 API = "1.41"
@@ -71,17 +85,44 @@ def history_of(tasks: list[dict[str, Any]], per_task: int) -> list[dict[str, Any
     return out
 
 
+def mirrored(
+    attrs: dict[str, list[dict[str, Any]]], pol: Policy, memory: Memory
+) -> tuple[Memory, dict[str, str]]:
+    """The records mirror's labels as the settled controller wrote them (a real cycle
+    reads and parses that config too), and its memory after that write."""
+    snapshot = replace(snapshot_from_attrs(**attrs), records=RecordStore())  # none kept yet
+    result = plan(snapshot=snapshot, policy=pol, memory=memory, now=NOW)
+    labels: dict[str, str] = {}
+    for action in result.actions:
+        if isinstance(action, SetRecords):
+            save = {ENTRY_PREFIX + sid: raw for sid, raw in action.save.items()}
+            save |= {DOWNS_PREFIX + nid: raw for nid, raw in action.save_downs.items()}
+            labels = patched(labels, (), save)
+    return result.memory, labels
+
+
 class RecordedEngine:
     """The answers of a manager's API for one cluster, served over a unix socket."""
 
-    def __init__(self, attrs: dict[str, list[dict[str, Any]]], history: list[dict[str, Any]]):
+    def __init__(
+        self,
+        attrs: dict[str, list[dict[str, Any]]],
+        history: list[dict[str, Any]],
+        records: dict[str, str] | None = None,
+    ):
         self.answers = {
             "nodes": json.dumps(attrs["nodes"]).encode(),
             "services": json.dumps(attrs["services"]).encode(),
             "running": json.dumps(attrs["tasks"]).encode(),
             "shutdown": json.dumps(history).encode(),
         }
-        self.calls: dict[str, int] = {}
+        if records is not None:
+            config = {
+                "ID": "recordsconfig",
+                "Version": {"Index": 1},
+                "Spec": {"Name": RECORDS_CONFIG, "Labels": records},
+            }
+            self.answers["config"] = json.dumps(config).encode()
         self._dir = tempfile.mkdtemp(prefix="engine-")
         self.socket = os.path.join(self._dir, "docker.sock")
         routes = [
@@ -90,7 +131,7 @@ class RecordedEngine:
             Route(f"/v{API}/nodes", self._list("nodes")),
             Route(f"/v{API}/services", self._list("services")),
             Route(f"/v{API}/tasks", self._tasks),
-            Route(f"/v{API}/configs/{{name}}", self._no_config),
+            Route(f"/v{API}/configs/{{name}}", self._config),
             Route(f"/v{API}/swarm", self._swarm),
         ]
         config = uvicorn.Config(
@@ -100,23 +141,27 @@ class RecordedEngine:
             lifespan="off",
             timeout_keep_alive=600,  # a cycle at scale outlasts the default 5 s
         )
-        self._server = uvicorn.Server(config)
-        self._thread = threading.Thread(target=self._server.run, daemon=True)
+        # A process of its own, as dockerd is: in a thread of the measured process, its
+        # sending would take the interpreter from the client it serves.
+        server = uvicorn.Server(config)
+        self._process = multiprocessing.get_context("fork").Process(target=server.run, daemon=True)
 
     def __enter__(self) -> RecordedEngine:
-        self._thread.start()
+        self._process.start()
         deadline = time.monotonic() + 10
-        while not self._server.started and time.monotonic() < deadline:
-            time.sleep(0.02)
+        while time.monotonic() < deadline:
+            try:
+                with socket.socket(socket.AF_UNIX) as probe:
+                    probe.connect(self.socket)
+                break
+            except OSError:
+                time.sleep(0.02)
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._server.should_exit = True
-        self._thread.join(timeout=10)
+        self._process.terminate()
+        self._process.join(timeout=10)
         shutil.rmtree(self._dir, ignore_errors=True)
-
-    def _count(self, what: str) -> None:
-        self.calls[what] = self.calls.get(what, 0) + 1
 
     async def _ping(self, request: Request) -> Response:
         return Response(b"OK")
@@ -126,7 +171,6 @@ class RecordedEngine:
 
     def _list(self, what: str) -> Callable[[Request], Any]:
         async def answer(request: Request) -> Response:
-            self._count(what)
             return Response(self.answers[what], media_type="application/json")
 
         return answer
@@ -136,25 +180,25 @@ class RecordedEngine:
         wanted = filters.get("desired-state", ["running"])
         state = next(iter(wanted)) if isinstance(wanted, dict | list) else wanted
         what = "shutdown" if state == "shutdown" else "running"
-        self._count(f"tasks:{what}")
         return Response(self.answers[what], media_type="application/json")
 
     async def _swarm(self, request: Request) -> Response:
-        self._count("swarm")
         spec = {"Dispatcher": {"HeartbeatPeriod": 5_000_000_000}}
         return Response(json.dumps({"ID": "swarm", "Spec": spec}).encode())
 
-    async def _no_config(self, request: Request) -> Response:
-        self._count("config")
-        return Response(b'{"message":"config not found"}', status_code=404)
+    async def _config(self, request: Request) -> Response:
+        if "config" not in self.answers:
+            return Response(b'{"message":"config not found"}', status_code=404)
+        return Response(self.answers["config"], media_type="application/json")
 
 
 def measure(n_nodes: int, history: int, repeat: int, profile: bool) -> dict[str, float]:
     pol = policy("standby", None)
     attrs = cluster_attrs(n_nodes)
     memory, _ = settle(attrs, pol)
+    memory, records = mirrored(attrs, pol, memory)
     finished = history_of(attrs["tasks"], history)
-    engine = RecordedEngine(attrs, finished)
+    engine = RecordedEngine(attrs, finished, records)
     listed = len(finished)
     # Only the recorded answers stay: the controller's heap holds no copy of the cluster's
     # JSON, and every collection the measured code triggers would walk this one.
