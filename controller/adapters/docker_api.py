@@ -10,10 +10,11 @@ from __future__ import annotations
 import gc
 import os
 import re
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any, cast
 
 import docker
@@ -120,13 +121,24 @@ def observe_cluster(client: docker.DockerClient) -> ClusterSnapshot:
     return ClusterObserver(client, history_every=lambda: 0.0)()
 
 
+@dataclass(frozen=True)
+class _History:
+    """What one listing of the finished tasks left: their failures, and the heartbeat."""
+
+    failures: dict[str, WorkloadEvent]
+    heartbeat: float | None
+    listed_at: float
+
+
 class ClusterObserver:
     """A cycle's observation. The finished tasks (Swarm keeps up to five per slot, so
     most of what a task listing returns) are only health input: failures for quarantine
-    and workload health, counted over minutes to an hour. They are listed again at most
-    every `history_every()` seconds (the controller passes its resync interval) and only
-    their failures are kept in between, so a burst of event-triggered cycles lists what
-    placement needs and little more."""
+    and workload health, counted over minutes to an hour. They are listed by
+    `refresh_history`, which the controller calls off its worker once per resync
+    interval, so no cycle waits on the largest answer of all; only their failures are
+    kept. A cycle lists them itself only when no listing is younger than
+    `history_every()` seconds: the first cycle, the one-shot commands (0), and a
+    refresher that keeps failing."""
 
     def __init__(
         self,
@@ -136,22 +148,29 @@ class ClusterObserver:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._client, self._every, self._clock = client, history_every, clock
-        self._failures: dict[str, WorkloadEvent] | None = None
+        self._history: _History | None = None
         self._convert_task = ByVersion(task_from_attrs)
         self._convert_service = ByVersion(service_from_attrs)
-        self._heartbeat: float | None = None
-        self._listed_at = 0.0
         self.history_listings = 0
 
-    def _finished_failures(self) -> dict[str, WorkloadEvent]:
-        now = self._clock()
-        if self._failures is None or now - self._listed_at >= self._every():
+    def refresh_history(self) -> None:
+        """List the finished tasks and keep their failures (safe beside a cycle: the
+        result replaces the last one in a single assignment)."""
+        listed_at = self._clock()
+        with collector_paused():
             history = _call(lambda: list_tasks(self._client, desired_state="shutdown"))
-            self._failures = {e.task_id: e for e in failure_events_from_attrs(history)}
-            self._heartbeat = self._read_heartbeat()
-            self._listed_at = now
-            self.history_listings += 1
-        return self._failures
+            failures = {e.task_id: e for e in failure_events_from_attrs(history)}
+            del history
+        self._history = _History(failures, self._read_heartbeat(), listed_at)
+        self.history_listings += 1
+
+    def _current_history(self) -> _History:
+        history = self._history
+        if history is None or self._clock() - history.listed_at >= self._every():
+            self.refresh_history()
+            history = self._history
+            assert history is not None
+        return history
 
     def _read_heartbeat(self) -> float | None:
         try:
@@ -179,15 +198,15 @@ class ClusterObserver:
             self._convert_service.next_cycle()
             running_failures = failure_events_from_attrs(tasks)
             del nodes, services, tasks
-            history_failures = self._finished_failures()
+        history = self._current_history()
         # A task listed in both (its desired state changed in between): the history's
         # newer word wins, as one listing of both would have had it.
-        failures = {e.task_id: e for e in running_failures} | history_failures
+        failures = {e.task_id: e for e in running_failures} | history.failures
         return replace(
             snapshot,
             workload=tuple(sorted(failures.values(), key=lambda e: (e.at, e.task_id))),
             records=observe_records(client),
-            heartbeat_seconds=self._heartbeat,
+            heartbeat_seconds=history.heartbeat,
         )
 
 
@@ -197,16 +216,41 @@ def heartbeat_seconds(swarm: Attrs) -> float | None:
     return period / 1e9 if isinstance(period, int) and period > 0 else None
 
 
+class _CollectorSwitch:
+    """The cyclic collector's switch is the process's: pauses are counted, so that a
+    cycle and a history listing in two threads leave it off until both are done, and
+    as it was before the first."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._pauses = 0
+        self._was_enabled = False
+
+    def pause(self) -> None:
+        with self._lock:
+            if self._pauses == 0:
+                self._was_enabled = gc.isenabled()
+                gc.disable()
+            self._pauses += 1
+
+    def resume(self) -> None:
+        with self._lock:
+            self._pauses -= 1
+            if self._pauses == 0 and self._was_enabled:
+                gc.enable()
+
+
+_COLLECTOR = _CollectorSwitch()
+
+
 @contextmanager
 def collector_paused() -> Iterator[None]:
     """The cyclic garbage collector off for a block (reference counting still frees)."""
-    was_enabled = gc.isenabled()
-    gc.disable()
+    _COLLECTOR.pause()
     try:
         yield
     finally:
-        if was_enabled:
-            gc.enable()
+        _COLLECTOR.resume()
 
 
 def observe_records(client: docker.DockerClient) -> RecordStore:

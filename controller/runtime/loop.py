@@ -73,6 +73,9 @@ from controller.runtime.webhook import HealthApi
 log = logging.getLogger(__name__)
 
 POLICY_POLL_SECONDS = 1.0
+# A cycle lists the task history itself once the resync timer's listing is this many
+# resync intervals old (the timer's listings keep failing).
+HISTORY_STALE_INTERVALS = 3
 STARTUP_ERRORS: tuple[type[Exception], ...] = (RetryableError, *ENGINE_ERRORS)
 
 
@@ -135,6 +138,7 @@ class Controller:
         self._executor = executor
         self._clock = clock
         self.reconciler: Reconciler | None = None
+        self._observer: ClusterObserver | None = None
         self.lease = self._make_lease(lease_store)
         self.watcher = EventWatcher(event_opener(client_factory), self.trigger)
         self._scope: anyio.CancelScope | None = None
@@ -341,10 +345,15 @@ class Controller:
         client = await self._connect()
         await anyio.to_thread.run_sync(self._started, client)
         lease = self.lease
+        # Finished tasks once per resync interval, listed by the resync timer off the
+        # worker (failures are seen as fast as a task that went pending is, and no
+        # cycle waits on the listing); a cycle lists them itself only at the start, or
+        # when the timer's listings have failed for three intervals.
+        self._observer = ClusterObserver(
+            client, history_every=lambda: HISTORY_STALE_INTERVALS * self._resync_seconds()
+        )
         self.reconciler = Reconciler(
-            # Finished tasks once per resync interval: failures are seen as fast as a
-            # task that went pending is (the resync's own reason).
-            observe=ClusterObserver(client, history_every=self._resync_seconds),
+            observe=self._observer,
             policy=self.policy,
             tracer=get_tracer(self._provider),
             decision_log=self._decision_log,
@@ -437,7 +446,20 @@ class Controller:
         # Tasks have no events: polling is how a task that failed or went pending is seen.
         while True:
             await anyio.sleep(self._resync_seconds())
+            await self._refresh_history()
             self.trigger.fire("resync")
+
+    async def _refresh_history(self) -> None:
+        """The finished tasks listed beside the worker, for the resync cycle to find."""
+        if self._observer is None:
+            return
+        try:
+            await anyio.to_thread.run_sync(self._observer.refresh_history)
+        except Exception as exc:  # the cycle keeps the last listing's failures
+            cause, why = _cycle_failure(exc)
+            self.say(f"task history not listed, {why}: {exc}")
+            if cause == "unexpected":
+                log.error("listing the task history failed", exc_info=exc)
 
     async def _policy_watch(self) -> None:
         while True:

@@ -23,6 +23,26 @@ def _failed(task_id: str, at: str, desired: str) -> dict[str, Any]:
     }
 
 
+class _Raw:
+    def __init__(self, body: bytes | Exception) -> None:
+        self.body, self.closed = body, False
+
+    def read(self, decode_content: bool = False) -> bytes:
+        if isinstance(self.body, Exception):
+            raise self.body
+        return self.body
+
+
+class _Response:
+    """What adapters/task_list reads of a streamed response: the raw body, in one read."""
+
+    def __init__(self, body: bytes | Exception) -> None:
+        self.raw = _Raw(body)
+
+    def close(self) -> None:
+        self.raw.closed = True
+
+
 class _Api:
     def __init__(self) -> None:
         self.listings: list[str] = []
@@ -38,11 +58,11 @@ class _Api:
     def _url(self, path: str) -> str:
         return f"http+docker://localhost/v1.41{path}"
 
-    def _get(self, url: str, params: dict[str, str]) -> Any:
-        assert url.endswith("/tasks")
+    def _get(self, url: str, params: dict[str, str], stream: bool) -> Any:
+        assert url.endswith("/tasks") and stream
         (state,) = json.loads(params["filters"])["desired-state"]
         self.listings.append(state)
-        return type("Response", (), {"content": json.dumps(self.answers[state]).encode()})()
+        return _Response(json.dumps(self.answers[state]).encode())
 
     def _raise_for_status(self, response: Any) -> None:
         assert not gc.isenabled(), "decoding with the cyclic collector on"
@@ -156,3 +176,60 @@ def test_a_service_at_the_same_version_is_not_converted_again() -> None:
     convert.next_cycle()
     assert convert(web(7, 2)) is first
     assert convert(web(8, 3)).replicas == 3
+
+
+def test_a_refreshed_history_spares_the_cycles_the_listing_until_it_is_stale() -> None:
+    """The controller lists the history off its worker (`refresh_history`); a cycle
+    lists it itself only once the last listing is older than `history_every()`."""
+    api = _Api()
+    api.answers["shutdown"] = [_failed("old", "2026-01-01T10:00:00Z", "shutdown")]
+    client: Any = type("Client", (), {"api": api})()
+    now = [0.0]
+    observe = ClusterObserver(client, history_every=lambda: 30.0, clock=lambda: now[0])
+    observe.refresh_history()
+    for t in (1.0, 10.0, 29.9):
+        now[0] = t
+        assert [e.task_id for e in observe().workload] == ["old"]
+    assert api.listings.count("shutdown") == 1
+    api.answers["shutdown"] = [_failed("newer", "2026-01-01T10:00:30Z", "shutdown")]
+    now[0] = 25.0
+    observe.refresh_history()  # the timer's next listing: the cycles take its failures
+    now[0] = 40.0
+    assert [e.task_id for e in observe().workload] == ["newer"]
+    assert api.listings.count("shutdown") == 2
+    now[0] = 55.0  # 30 s since the last listing: the cycle lists it itself
+    observe()
+    assert api.listings.count("shutdown") == 3 and observe.history_listings == 3
+
+
+def test_overlapping_pauses_in_two_threads_keep_the_collector_off_until_both_end() -> None:
+    """A history listing and a cycle pause the collector in two threads, in any order:
+    the first to finish must not switch it on under the other."""
+    listing, cycle = collector_paused(), collector_paused()
+    listing.__enter__()
+    cycle.__enter__()
+    listing.__exit__(None, None, None)
+    assert not gc.isenabled()
+    cycle.__exit__(None, None, None)
+    assert gc.isenabled()
+
+
+def test_a_listing_cut_mid_body_is_a_lost_engine_and_the_response_is_closed() -> None:
+    """The body is read in one piece from urllib3; its transport errors reach the
+    cycle as requests' would have (`response.content`), not as unexpected ones."""
+    import urllib3.exceptions  # noqa: PLC0415
+
+    from controller.adapters.docker_api import DockerUnavailableError  # noqa: PLC0415
+
+    api = _Api()
+    responses: list[_Response] = []
+
+    def cut(url: str, params: dict[str, str], stream: bool) -> Any:
+        responses.append(_Response(urllib3.exceptions.ProtocolError("Connection broken")))
+        return responses[-1]
+
+    api._get = cut  # type: ignore[method-assign]
+    client: Any = type("Client", (), {"api": api})()
+    with pytest.raises(DockerUnavailableError, match="lost the Docker engine"):
+        ClusterObserver(client)()
+    assert responses and all(r.raw.closed for r in responses)
