@@ -13,7 +13,9 @@ settled controller wrote it), and runs the controller's own `observe_cluster` an
 - observe: every API call of a cycle, HTTP and JSON decoding included, and the snapshot;
   split into the running-task list and the history list;
 - plan: `plan()` on that snapshot with the memory of a settled controller;
-- cycle: both, as one resync cycle costs (the writes of a settled cluster: none);
+- cycle: both (the writes of a settled cluster: none), with the history listed in it as
+  the one-shot commands do, and without it as `run` does (its resync timer lists the
+  history in another thread; also timed: a cycle while that listing runs beside it);
 - view: the web view's document (every service explained), built once per cycle while
   a page is open.
 
@@ -35,6 +37,7 @@ import shutil
 import socket
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import replace
@@ -213,12 +216,24 @@ def measure(n_nodes: int, history: int, repeat: int, profile: bool) -> dict[str,
             def cycle() -> object:
                 return plan(snapshot=observe_cluster(client), policy=pol, memory=memory, now=now)
 
-            # As `run` observes between two listings of the history (its resync interval).
+            # As `run` observes: the history listed by its resync timer, off the worker.
             reusing = ClusterObserver(client, history_every=lambda: 1e9)
             reusing()
 
             def cycle_reusing() -> object:
                 return plan(snapshot=reusing(), policy=pol, memory=memory, now=now)
+
+            def cycle_beside_listing() -> float:
+                """A cycle's time while the resync timer lists the history in another
+                thread (they share the interpreter), the listing started first."""
+                lister = threading.Thread(target=reusing.refresh_history)
+                lister.start()
+                try:
+                    start = time.perf_counter()
+                    cycle_reusing()
+                    return time.perf_counter() - start
+                finally:
+                    lister.join()
 
             if profile:
                 prof = cProfile.Profile()
@@ -247,6 +262,8 @@ def measure(n_nodes: int, history: int, repeat: int, profile: bool) -> dict[str,
                 "cycle_s": best_of(repeat, cycle),
                 "observe_reusing_s": best_of(repeat, reusing),
                 "cycle_reusing_s": best_of(repeat, cycle_reusing),
+                "refresh_s": best_of(repeat, reusing.refresh_history),
+                "cycle_beside_s": min(cycle_beside_listing() for _ in range(repeat)),
                 "actions": len(plan(snapshot=snap, policy=pol, memory=memory, now=now).actions),
             }
             planned = plan(snapshot=snap, policy=pol, memory=memory, now=now)
@@ -280,7 +297,7 @@ def main() -> int:
         f"{'nodes':>6} {'services':>8} {'tasks':>7} {'history':>7} {'answers':>8} "
         f"{'list run':>8} {'(whole)':>8} {'list hist':>9} {'(whole)':>8} "
         f"{'observe':>8} {'plan':>7} {'cycle':>7} "
-        f"{'observe*':>8} {'cycle*':>7} {'actions':>7} {'view':>7}"
+        f"{'observe*':>8} {'cycle*':>7} {'refresh':>7} {'cycle+':>7} {'actions':>7} {'view':>7}"
     )
     for size in (int(s) for s in args.sizes.split(",")):
         r = measure(size, args.history, args.repeat, profile=size == args.profile)
@@ -291,15 +308,17 @@ def main() -> int:
             f"{r['history_whole_s'] * 1000:>6.0f}ms "
             f"{r['observe_s'] * 1000:>6.0f}ms {r['plan_s'] * 1000:>5.0f}ms "
             f"{r['cycle_s'] * 1000:>5.0f}ms {r['observe_reusing_s'] * 1000:>6.0f}ms "
-            f"{r['cycle_reusing_s'] * 1000:>5.0f}ms {r['actions']:>7} "
+            f"{r['cycle_reusing_s'] * 1000:>5.0f}ms {r['refresh_s'] * 1000:>5.0f}ms "
+            f"{r['cycle_beside_s'] * 1000:>5.0f}ms {r['actions']:>7} "
             f"{r['view_s'] * 1000:>5.0f}ms",
             flush=True,
         )
     print("list run / list hist: the running tasks and the history as the observer lists them")
     print("(HTTP, and JSON decoding of the fields it reads); (whole): docker-py's tasks(), every")
-    print("field decoded; observe: every call of a cycle and the snapshot; cycle:")
-    print("observe and plan. observe*, cycle*: the same with the history reused, as `run`")
-    print("does between two listings of it (once per resync interval). view: the web view's")
+    print("field decoded; observe, cycle: every call, the history included, and the plan, as")
+    print("the one-shot commands do. observe*, cycle*: a cycle of `run`, whose resync timer")
+    print("lists the history off the worker (refresh: that listing and its failures);")
+    print("cycle+: a cycle while such a listing runs in another thread. view: the web view's")
     print("document, built once per cycle while a page is open.")
     return 0
 
