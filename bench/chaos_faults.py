@@ -184,6 +184,8 @@ class Chaos:
             return self._fail(event)
         if kind in ("restore", "heal"):
             node = event.node or self._leader_victim
+            if not node:  # the leader crash before it found no leader: nothing is down
+                return "nothing to restore: the leader crash found no leader"
             for attempt in range(3):
                 try:
                     self.sandbox.restore(node)
@@ -228,6 +230,8 @@ class Chaos:
         return self._edit(event)
 
     def _fail(self, event: Event) -> str:
+        if event.kind == "crash-leader":
+            self._leader_victim = ""  # until one is crashed: its restore must not guess
         node = event.node or self._leader()
         deadline = time.monotonic() + 30
         while not node and time.monotonic() < deadline:  # an election is under way
