@@ -163,7 +163,7 @@ def _failover(
     victim_id = _node_id(client, victim)
     raft_before = _raft_index(client)
     sandbox.fail(victim, "crash")
-    killed = time.monotonic()
+    killed, killed_at = time.monotonic(), time.time()
     down = _until(
         lambda: any(
             n["ID"] == victim_id and n["Status"]["State"] == "down" for n in client.api.nodes()
@@ -188,7 +188,25 @@ def _failover(
         "all_s": max(whole.values()) if len(whole) == len(tier_of) else None,
         "missing": len(tier_of) - len(whole),
         "raft_entries": _raft_index(client) - raft_before,
+        **_work_since(client, set(tier_of), killed_at),
     }
+
+
+def _work_since(client: docker.DockerClient, service_ids: set[str], since: float) -> dict[str, int]:
+    """The services' tasks created since `since` (a wall-clock time, the managers' clock
+    on this machine), and how many of them got a container: the starts the failover
+    cost. One per lost task is the least; a surge whose delayed twin also starts, two."""
+    created = [
+        t
+        for t in client.api.tasks()
+        if t["ServiceID"] in service_ids and timestamp_from_attrs(t["CreatedAt"]) > since
+    ]
+    containers = sum(
+        1
+        for t in created
+        if ((t.get("Status") or {}).get("ContainerStatus") or {}).get("ContainerID")
+    )
+    return {"tasks_created": len(created), "containers": containers}
 
 
 def _cycle_split(docker_host: str, policy_path: Path) -> dict[str, float]:
@@ -366,7 +384,9 @@ def report(rows: list[dict[str, Any]]) -> None:
         )
         print(
             f"     writes {r['failover_writes']}, Raft entries {ctl['raft_entries']} "
-            f"(Swarm alone {native['raft_entries']}), controller CPU "
+            f"(Swarm alone {native['raft_entries']}), tasks created {ctl['tasks_created']} "
+            f"(Swarm alone {native['tasks_created']}), containers {ctl['containers']} "
+            f"(Swarm alone {native['containers']}), controller CPU "
             f"{r['failover_cpu_pct']:.1f}%, RSS {r['failover_rss_mib']:.0f} MB, "
             f"not whole in 180 s: {native['missing']} / {ctl['missing']}"
         )
