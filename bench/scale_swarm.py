@@ -124,11 +124,18 @@ def _services(n_nodes: int, per_node: float, victim: str) -> list[dict[str, Any]
     return out
 
 
-def _running_by_service(client: docker.DockerClient, skip_node: str) -> dict[str, int]:
+def _running_by_service(
+    client: docker.DockerClient, skip_node: str, work: _Work | None = None
+) -> dict[str, int]:
     ready = {n["ID"] for n in client.api.nodes() if n["Status"]["State"] == "ready"}
     out: dict[str, int] = {}
-    for t in client.api.tasks(filters={"desired-state": "running"}):
+    tasks = client.api.tasks()
+    if work is not None:
+        work.see(tasks)
+    for t in tasks:
         node = t.get("NodeID")
+        if t["DesiredState"] != "running":
+            continue
         if t["Status"]["State"] == "running" and node in ready and node != skip_node:
             out[t["ServiceID"]] = out.get(t["ServiceID"], 0) + 1
     return out
@@ -171,42 +178,65 @@ def _failover(
         60,
         f"{victim} down",
     )
+    down_at = killed_at + (down - killed)  # on the wall clock, as the decision log
     whole: dict[str, float] = {}
+    work = _Work(set(tier_of), killed_at)
     while len(whole) < len(tier_of) and time.monotonic() - down < 180:
-        running = _quiet(lambda: _running_by_service(client, victim_id)) or {}
+        running = _quiet(lambda: _running_by_service(client, victim_id, work)) or {}
         now = time.monotonic()
         for sid in tier_of:
             if sid not in whole and running.get(sid, 0) >= 1:
                 whole[sid] = now - down
+        time.sleep(POLL)
+    for _ in range(20):  # the trims' victims, a few seconds on
+        _quiet(lambda: _running_by_service(client, victim_id, work))
         time.sleep(POLL)
     by_tier = {
         tier: sorted(v for sid, v in whole.items() if tier_of[sid] == tier) for tier in TIERS
     }
     return {
         "detect_s": down - killed,
+        "down_at": down_at,
         "by_tier": by_tier,
         "all_s": max(whole.values()) if len(whole) == len(tier_of) else None,
         "missing": len(tier_of) - len(whole),
         "raft_entries": _raft_index(client) - raft_before,
-        **_work_since(client, set(tier_of), killed_at),
+        **work.counts(),
     }
 
 
-def _work_since(client: docker.DockerClient, service_ids: set[str], since: float) -> dict[str, int]:
+class _Work:
     """The services' tasks created since `since` (a wall-clock time, the managers' clock
-    on this machine), and how many of them got a container: the starts the failover
-    cost. One per lost task is the least; a surge whose delayed twin also starts, two."""
-    created = [
-        t
-        for t in client.api.tasks()
-        if t["ServiceID"] in service_ids and timestamp_from_attrs(t["CreatedAt"]) > since
-    ]
-    containers = sum(
-        1
-        for t in created
-        if ((t.get("Status") or {}).get("ContainerStatus") or {}).get("ContainerID")
-    )
-    return {"tasks_created": len(created), "containers": containers}
+    on this machine), as the failover's polls saw them: a task scaled away is deleted
+    soon after, so one listing at the end would miss it. `containers`: those that got a
+    container (prepared); `ran`: those seen running. One per lost task is the least; a
+    surged task whose delayed twin also runs costs two."""
+
+    def __init__(self, service_ids: set[str], since: float) -> None:
+        self.service_ids, self.since = service_ids, since
+        self.created: set[str] = set()
+        self.containers: set[str] = set()
+        self.ran: set[str] = set()
+
+    def see(self, tasks: list[dict[str, Any]]) -> None:
+        for t in tasks:
+            if t["ServiceID"] not in self.service_ids:
+                continue
+            if timestamp_from_attrs(t["CreatedAt"]) <= self.since:
+                continue
+            status = t.get("Status") or {}
+            self.created.add(t["ID"])
+            if (status.get("ContainerStatus") or {}).get("ContainerID"):
+                self.containers.add(t["ID"])
+            if status.get("State") == "running":
+                self.ran.add(t["ID"])
+
+    def counts(self) -> dict[str, int]:
+        return {
+            "tasks_created": len(self.created),
+            "containers": len(self.containers),
+            "ran": len(self.ran),
+        }
 
 
 def _cycle_split(docker_host: str, policy_path: Path) -> dict[str, float]:
@@ -262,6 +292,19 @@ def _writes(log: Path, since: int) -> int:
         record = json.loads(line)
         count += record.get("event") == "decision" and record.get("rule") != "guard"
     return count
+
+
+def _surges_after(log: Path, since: int, down_at: float) -> tuple[float, float] | None:
+    """Seconds from Swarm's down (as this bench saw it, polling) to the first and the
+    last failover surge the controller decided: its own part of the failover."""
+    times = []
+    for line in log.read_text().splitlines()[since:]:
+        if not line.startswith("{"):
+            continue
+        record = json.loads(line)
+        if record.get("rule") == "failover" and record.get("outcome") == "surge":
+            times.append(timestamp_from_attrs(record["time"]) - down_at)
+    return (min(times), max(times)) if times else None
 
 
 def _versions(client: docker.DockerClient) -> dict[str, int]:
@@ -342,6 +385,7 @@ def measure(n_nodes: int, per_node: float, idle: float, workdir: Path) -> dict[s
                     100 * (_cpu_ticks(pid) - ticks) / TICK / (time.monotonic() - started)
                 )
                 row["failover_writes"] = _writes(log, lines)
+                row["surges_s"] = _surges_after(log, lines, row["controller"]["down_at"])
                 row["failover_rss_mib"] = _rss_mib(pid)
             finally:
                 controller.stop()
@@ -386,10 +430,16 @@ def report(rows: list[dict[str, Any]]) -> None:
             f"     writes {r['failover_writes']}, Raft entries {ctl['raft_entries']} "
             f"(Swarm alone {native['raft_entries']}), tasks created {ctl['tasks_created']} "
             f"(Swarm alone {native['tasks_created']}), containers {ctl['containers']} "
-            f"(Swarm alone {native['containers']}), controller CPU "
+            f"(Swarm alone {native['containers']}), ran {ctl['ran']} "
+            f"(Swarm alone {native['ran']}), surges decided {_span(r['surges_s'])} s "
+            f"after the down, controller CPU "
             f"{r['failover_cpu_pct']:.1f}%, RSS {r['failover_rss_mib']:.0f} MB, "
             f"not whole in 180 s: {native['missing']} / {ctl['missing']}"
         )
+
+
+def _span(span: tuple[float, float] | None) -> str:
+    return "-" if span is None else f"{span[0]:.2f} to {span[1]:.2f}"
 
 
 def _fmt(value: float | None, digits: int = 1) -> str:
