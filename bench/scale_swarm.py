@@ -105,7 +105,8 @@ def _services(n_nodes: int, per_node: float, victim: str) -> list[dict[str, Any]
     """HOT one-replica services on the victim; the others (kept off it, so that it holds
     the same 40 tasks whenever it fails) share the rest of TASKS_PER_NODE per node."""
     count = max(HOT + len(TIERS), round(n_nodes * per_node))
-    spread = max(1, round((TASKS_PER_NODE * n_nodes - HOT) / (count - HOT)))
+    # TASKS_PER_NODE x nodes in all: the first `extra` of the others take one more.
+    spread, extra = divmod(max(count - HOT, TASKS_PER_NODE * n_nodes - HOT), count - HOT)
     out = []
     for i in range(count):
         hot = i < HOT
@@ -117,7 +118,7 @@ def _services(n_nodes: int, per_node: float, victim: str) -> list[dict[str, Any]
                 "name": f"{'hot' if hot else 'svc'}{i:03d}",
                 "labels": labels,
                 "hot": hot,
-                "replicas": 1 if hot else spread,
+                "replicas": 1 if hot else spread + (1 if i - HOT < extra else 0),
                 "constraints": [] if hot else [f"node.hostname!={victim}"],
             }
         )
