@@ -34,7 +34,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -284,27 +284,30 @@ def _latencies(sandbox: Sandbox, client: docker.DockerClient, count: int) -> lis
     return out
 
 
+def _records(log: Path, since: int) -> Iterator[dict[str, Any]]:
+    """The JSON lines of the decision log from line `since` on."""
+    for line in log.read_text().splitlines()[since:]:
+        if line.startswith("{"):
+            yield json.loads(line)
+
+
 def _writes(log: Path, since: int) -> int:
     """Decisions with an action (the guards' repeat of a rule's write not counted again)."""
-    count = 0
-    for line in log.read_text().splitlines()[since:]:
-        if not (line.startswith("{") and '"action"' in line):
-            continue
-        record = json.loads(line)
-        count += record.get("event") == "decision" and record.get("rule") != "guard"
-    return count
+    return sum(
+        1
+        for r in _records(log, since)
+        if r.get("event") == "decision" and r.get("action") and r.get("rule") != "guard"
+    )
 
 
 def _surges_after(log: Path, since: int, down_at: float) -> tuple[float, float] | None:
     """Seconds from Swarm's down (as this bench saw it, polling) to the first and the
     last failover surge the controller decided: its own part of the failover."""
-    times = []
-    for line in log.read_text().splitlines()[since:]:
-        if not line.startswith("{"):
-            continue
-        record = json.loads(line)
-        if record.get("rule") == "failover" and record.get("outcome") == "surge":
-            times.append(timestamp_from_attrs(record["time"]) - down_at)
+    times = [
+        timestamp_from_attrs(r["time"]) - down_at
+        for r in _records(log, since)
+        if r.get("rule") == "failover" and r.get("outcome") == "surge"
+    ]
     return (min(times), max(times)) if times else None
 
 
