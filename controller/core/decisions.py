@@ -45,6 +45,7 @@ class Outcome(StrEnum):
     STEER = "steer"
     SUSPECT = "suspect"
     SURGE = "surge"
+    TIDY = "tidy"
     TRIM = "trim"
     UNMANAGED = "unmanaged"
     WAIT = "wait"

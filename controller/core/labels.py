@@ -15,6 +15,10 @@ OWN_PREFIX = "swarm-placement."
 # Service label: set once the controller has added its steering constraint.
 ADOPTED_LABEL = OWN_PREFIX + "adopted"
 
+# Service label: when the controller last wrote a service again to have Swarm's updater
+# take out the extra task of a slot running two (core/rules/tidy.py).
+TIDIED_LABEL = OWN_PREFIX + "tidied"
+
 # Node label family: `swarm-placement.deny.<service>=true` keeps that service's tasks off
 # the node. Missing labels compare as "", so the constraint below matches every node
 # until the controller labels one: adding it restarts nothing.

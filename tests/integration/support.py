@@ -130,6 +130,23 @@ def wait_until(
         time.sleep(interval)
 
 
+def wait_steady(predicate: Callable[[], Any], hold: float, timeout: float, what: str) -> None:
+    """Wait until the predicate has held for `hold` seconds on end."""
+    deadline = time.monotonic() + timeout
+    since: float | None = None
+    while True:
+        now = time.monotonic()
+        if predicate():
+            since = now if since is None else since
+            if now - since >= hold:
+                return
+        else:
+            since = None
+        if now > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}, {hold} s on end")
+        time.sleep(0.2)
+
+
 def running_task_ids(client: docker.DockerClient, service: str) -> set[str]:
     tasks = client.api.tasks(filters={"service": service, "desired-state": "running"})
     return {t["ID"] for t in tasks if t["Status"]["State"] == "running"}
@@ -161,6 +178,32 @@ def running_by_node(client: docker.DockerClient, service: str) -> dict[str, int]
             host = hosts[task["NodeID"]]
             out[host] = out.get(host, 0) + 1
     return out
+
+
+def doubled_slots(client: docker.DockerClient, service: str) -> list[int]:
+    """Slots running more than one task that Swarm wants running."""
+    slots = [
+        t["Slot"]
+        for t in client.api.tasks(filters={"service": service, "desired-state": "running"})
+        if t["Status"]["State"] == "running"
+    ]
+    return sorted({s for s in slots if slots.count(s) > 1})
+
+
+def tasks_table(client: docker.DockerClient, service: str) -> str:
+    """The service's update state and every task, as `docker service ps` would show them:
+    what a failed wait prints, so a flake says what Swarm was doing."""
+    hosts = {n["ID"]: n["Description"]["Hostname"] for n in client.api.nodes()}
+    update = (client.api.inspect_service(service).get("UpdateStatus") or {}).get("State")
+    lines = [f"{service}: update {update or 'none'}"]
+    for task in sorted(client.api.tasks(filters={"service": service}), key=lambda t: t["Slot"]):
+        status = task["Status"]
+        lines.append(
+            f"  slot {task.get('Slot')} {hosts.get(task.get('NodeID', ''), '-')} "
+            f"desired {task['DesiredState']} state {status['State']} "
+            f"{status.get('Err') or status.get('Message', '')}"
+        )
+    return "\n".join(lines)
 
 
 def task_ids_by_node(client: docker.DockerClient, service: str) -> dict[str, set[str]]:

@@ -17,6 +17,7 @@ from controller.core.rules.records import plan_records
 from controller.core.rules.release import plan_release
 from controller.core.rules.restore import plan_restores
 from controller.core.rules.speculative import plan_speculative
+from controller.core.rules.tidy import plan_tidy
 
 RULES: tuple[tuple[str, Rule], ...] = (
     # Every node write first (marks, health, quarantine, deny labels): an eviction lands
@@ -40,4 +41,6 @@ RULES: tuple[tuple[str, Rule], ...] = (
     ("adoption", adopt_services),
     ("owners", plan_owners),
     ("rebalance", plan_rebalance),
+    # Last: any other write to a service runs Swarm's updater too, which tidies it.
+    ("tidy", plan_tidy),
 )
