@@ -162,6 +162,7 @@ def summarize(
             "short": short,
             "waiting": tally.waiting.get(s, {}),
             "waiting_at": tally.waiting_at.get(s, {}),  # when each reason was seen
+            "doubled_at": tally.doubled_at.get(s, []),  # samples with a slot running two
             "actions": _actions_of(decisions, f"{STACK}_{s}"),
         }
     return {

@@ -70,6 +70,9 @@ class Tally:
     waiting: dict[str, dict[str, int]] = field(default_factory=dict)  # service -> why -> samples
     waiting_at: dict[str, dict[str, list[float]]] = field(default_factory=dict)  # ... -> when
     errors: list[str] = field(default_factory=list)  # samples the observer itself failed
+    # service -> samples in which a slot ran two tasks Swarm wants running (a rollout's
+    # leftover: more tasks than replicas, which no scale-down takes away)
+    doubled_at: dict[str, list[float]] = field(default_factory=dict)
 
 
 class Recorder:
@@ -291,6 +294,11 @@ class Recorder:
                 when = self.tally.waiting_at.setdefault(service, {}).setdefault(why, [])
                 if not when or when[-1] != round(t, 1):  # one entry per sample
                     when.append(round(t, 1))
+        slot_of = {task["ID"]: task.get("Slot") for task in tasks}
+        for service, ids in running.items():
+            slots = [slot_of[task_id] for task_id in ids]
+            if len(set(slots)) < len(slots):
+                self.tally.doubled_at.setdefault(service, []).append(round(t, 1))
         node_of = {task["ID"]: task.get("NodeID") for task in tasks}
         self._host_of = {task: hostname.get(str(node), "") for task, node in node_of.items()}
         # A node restored moments ago: its dockerd restarted and stopped its containers,

@@ -104,3 +104,17 @@ def test_each_sample_keeps_the_node_states_and_when_a_task_waited_why() -> None:
     assert recorder.tally.waiting_at == {
         "web": {"no suitable node (scheduling constraints ...)": [1.0]}
     }
+
+
+def test_a_slot_running_two_tasks_is_recorded_when_seen() -> None:
+    # Two running tasks in one slot: more than the replicas, yet no scale-down removes
+    # either (a rollout's leftover); the run's result says when it was seen.
+    nodes = [_node("node-1"), _node("node-2")]
+    one_each = [{**_task("t1", "node-1"), "Slot": 1}, {**_task("t2", "node-2"), "Slot": 2}]
+    doubled = [*one_each, {**_task("t3", "node-2"), "Slot": 2}]
+    answers = [(nodes, [SERVICE], one_each), (nodes, [SERVICE], doubled)]
+    recorder = _recorder(answers, [set(), set()])
+    recorder.now = iter([1.0, 1.5]).__next__  # type: ignore[method-assign]
+    recorder._observe()
+    recorder._observe()
+    assert recorder.tally.doubled_at == {"web": [1.5]}
