@@ -118,3 +118,13 @@ def test_an_unmanaged_service_is_never_tidied() -> None:
     legacy = service("legacy", replicas=3)
     result = _plan(_cluster(legacy, _second(legacy, 3, 2)))
     assert result.actions == ()
+
+
+def test_a_running_task_that_no_longer_meets_the_constraints_holds_the_tidy() -> None:
+    """The updater's pass would replace that task too (a stop-first one stopped first):
+    a move, which is no tidy's to make."""
+    web = replace(_web(), constraints=(*ADOPTED, "node.hostname!=node-1"))
+    result = _plan(_cluster(web, _second(web, 3, 2)))
+    assert result.actions == ()
+    (wait,) = [d for d in result.decisions if d.rule == "tidy"]
+    assert wait.outcome == "wait" and "node-1, which no longer meet" in wait.reason

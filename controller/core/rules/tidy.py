@@ -10,7 +10,8 @@ someone wrote it. Swarm alone rolls out only on a deploy; the controller writes 
 more often, so it clears what its writes leave: the same spec again, with a label
 saying when, which Swarm's updater answers by keeping one running task per slot. No
 slot loses its running task, so no budget is spent; a service in a rollout that is not
-the controller's own is left to it.
+the controller's own is left to it, and so is one whose running tasks the pass would
+also replace (a node that no longer meets its constraints): that write is a move.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from __future__ import annotations
 from collections import Counter
 
 from controller.core.actions import Action, SetServiceConstraints, target_of
+from controller.core.constraints import ConstraintError, node_satisfies, parse_constraint
 from controller.core.context import PlanContext, RuleOutput
 from controller.core.decisions import Decision, Outcome
 from controller.core.guards import rollout_reason
@@ -47,6 +49,14 @@ def plan_tidy(ctx: PlanContext) -> RuleOutput:
         slots = f"{len(doubled)} slot(s) run two tasks ({', '.join(map(str, doubled))})"
         if service.in_rollout:
             why = f"{slots}; {rollout_reason(service)}"
+            decisions.append(Decision(RULE, subject, Outcome.WAIT, why))
+            continue
+        misplaced = _misplaced(ctx, service)
+        if misplaced:
+            why = (
+                f"{slots}; but the updater's pass would also replace the task(s) on "
+                f"{', '.join(misplaced)}, which no longer meet the constraints"
+            )
             decisions.append(Decision(RULE, subject, Outcome.WAIT, why))
             continue
         since = _last_tidied(service)
@@ -79,6 +89,24 @@ def doubled_slots(tasks: tuple[Task, ...], now: float) -> list[int]:
         if t.is_running and t.slot > 0 and now - t.updated_at >= SETTLE_SECONDS
     ]
     return sorted(slot for slot, count in Counter(settled).items() if count > 1)
+
+
+def _misplaced(ctx: PlanContext, service: Service) -> list[str]:
+    """Hostnames of the service's running tasks whose nodes fail its constraints: the
+    updater's pass would replace those too (stop-first: stop them first), so the write
+    would be a move, not a tidy."""
+    try:
+        parsed = tuple(parse_constraint(c) for c in service.constraints)
+    except ConstraintError:
+        return ["(constraints it cannot read)"]
+    nodes = ctx.snapshot.node_by_id
+    return sorted(
+        {
+            nodes[t.node_id].hostname
+            for t in ctx.snapshot.tasks_of(service.id)
+            if t.is_running and t.node_id in nodes and not node_satisfies(nodes[t.node_id], parsed)
+        }
+    )
 
 
 def _last_tidied(service: Service) -> float | None:
