@@ -7,7 +7,7 @@ from dataclasses import replace
 from controller.core.actions import SetServiceConstraints
 from controller.core.labels import TIDIED_LABEL, steering_constraint
 from controller.core.memory import Memory
-from controller.core.model import ClusterSnapshot, Service, Task, TaskState
+from controller.core.model import ClusterSnapshot, Service, Task
 from controller.core.plan import Plan, plan
 from controller.policy import Policy
 
@@ -23,15 +23,8 @@ def _plan(snap: ClusterSnapshot) -> Plan:
 
 def _second(svc: Service, node_n: int, slot: int, ran_for: float = 30.0) -> Task:
     """Another running task in the slot, running for `ran_for` seconds."""
-    return Task(
-        id=f"t-{svc.name}-{slot}-again",
-        service_id=svc.id,
-        node_id=f"n{node_n}",
-        slot=slot,
-        desired_state=TaskState.RUNNING,
-        state=TaskState.RUNNING,
-        updated_at=NOW - ran_for,
-    )
+    task = running(svc, node_n, slot)
+    return replace(task, id=f"{task.id}-again", updated_at=NOW - ran_for)
 
 
 def _cluster(web: Service, *extra: Task) -> ClusterSnapshot:
