@@ -196,7 +196,8 @@ def tasks_table(client: docker.DockerClient, service: str) -> str:
     hosts = {n["ID"]: n["Description"]["Hostname"] for n in client.api.nodes()}
     update = (client.api.inspect_service(service).get("UpdateStatus") or {}).get("State")
     lines = [f"{service}: update {update or 'none'}"]
-    for task in sorted(client.api.tasks(filters={"service": service}), key=lambda t: t["Slot"]):
+    tasks = client.api.tasks(filters={"service": service})
+    for task in sorted(tasks, key=lambda t: t.get("Slot", 0)):
         status = task["Status"]
         lines.append(
             f"  slot {task.get('Slot')} {hosts.get(task.get('NodeID', ''), '-')} "
