@@ -138,7 +138,30 @@ def table(swarm: dict[str, Any], ctl: dict[str, Any], tolerance: float = TOLERAN
             f"node writes {run['node_writes']}; {run['samples']} samples, "
             f"{run['failed_samples']} failed (no manager answered)"
         )
+    for label, run in (("Swarm alone", swarm), ("controller", ctl)):
+        lines.append(f"{label}: {load_line(run)}")
     return "\n".join(lines)
+
+
+def load_line(run: dict[str, Any]) -> str:
+    """How busy the machine was, the controller's CPU, and the nodes Swarm marked down
+    that no fault touched, with the CPU just before each (older JSON: not recorded)."""
+    load = run.get("load")
+    if load is None:
+        return "load not recorded"
+    downs = run.get("unprompted_downs", [])
+    text = (
+        f"machine {100 * load['busy']:.0f} % busy, controller {load['controller_cpu']:.2f} "
+        f"cores (peak {load['controller_cpu_peak']:.2f}); "
+        f"{len(downs)} node(s) marked down that no fault touched"
+    )
+    for d in downs:
+        text += (
+            f"\n    {d['host']} {d['from']}-{d['to']} s, the 10 s before: machine "
+            f"{100 * d['busy_before']:.0f} % busy, "
+            f"controller {d['controller_cpu_before']:.2f} cores"
+        )
+    return text
 
 
 def losses(swarm: dict[str, Any], ctl: dict[str, Any]) -> str:

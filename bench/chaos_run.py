@@ -12,7 +12,8 @@ from typing import Any
 
 from chaos_app import RACKS, SERVICES, STACK, UNMANAGED, replicas_of
 from chaos_faults import Chaos, Controller
-from chaos_sample import INTERVAL, Recorder, Tally
+from chaos_load import LoadMeter
+from chaos_sample import INTERVAL, Recorder, Sample, Tally
 from chaos_schedule import Event
 
 from controller.sandbox import Sandbox, SandboxSpec
@@ -20,6 +21,10 @@ from controller.sandbox import Sandbox, SandboxSpec
 QUIET = 10.0  # converged: every service at its count and no write for this long
 SETTLE_LIMIT = 120.0  # how long after the last fault convergence is waited for
 SETUP_LIMIT = 180.0
+# A node the schedule restored reads `down` until its agent reconnects: only a down this
+# long after the node's last fault is one the schedule did not cause.
+DOWN_GRACE = 30.0
+BEFORE_DOWN = 10.0  # how far back the load before an unprompted down is read
 
 
 def run_once(
@@ -42,6 +47,7 @@ def run_once(
         chaos = Chaos(sandbox, recorder, ctl, work, desired)
         recorder.hosts = chaos.managers
         recorder.faulted = lambda: set(chaos.faulted)
+        recorder.meter = LoadMeter(lambda: _pid_of(ctl))
         # Node IDs by hostname: the decision log's constraints name nodes by ID.
         node_ids = {str(n["hostname"]): str(n["id"]) for n in sandbox.node_info()}
         recorder.begin()
@@ -180,8 +186,61 @@ def summarize(
         # Every sample, to read a loss back: when, whether a manager answered, what counted
         # running and where, and each node's state as the manager answered it.
         "samples_seen": [
-            [round(x.t, 2), x.answered, x.running, x.where, x.nodes] for x in tally.samples
+            [round(x.t, 2), x.answered, x.running, x.where, x.nodes, x.faulted]
+            for x in tally.samples
         ],
+        "unprompted_downs": unprompted_downs(tally.samples),
+        "load": load_of(tally.samples),
+    }
+
+
+def _pid_of(ctl: Controller | None) -> int | None:
+    return ctl.process.proc.pid if ctl is not None and ctl.process is not None else None
+
+
+def unprompted_downs(samples: list[Sample]) -> list[dict[str, Any]]:
+    """Spans in which a manager reported a node down or disconnected that the schedule had
+    not failed (nor within DOWN_GRACE before): Swarm's own doing, as after an election on
+    a busy machine. Each with the machine's and the controller's CPU just before it."""
+    spans: list[dict[str, Any]] = []
+    open_: dict[str, dict[str, Any]] = {}
+    faulted_at: dict[str, float] = {}
+    for i, sample in enumerate(samples):
+        faulted_at.update(dict.fromkeys(sample.faulted, sample.t))
+        if not sample.answered:
+            continue  # no view this sample: an open span stays open
+        upto = samples[i + 1].t if i + 1 < len(samples) else sample.t + INTERVAL
+        for host, state in sample.nodes.items():
+            down = state in ("down", "disconnected") and host not in sample.faulted
+            if down and sample.t - faulted_at.get(host, -1e9) > DOWN_GRACE:
+                if host not in open_:
+                    open_[host] = {"host": host, "from": round(sample.t, 1)}
+                    spans.append(open_[host])
+                    open_[host].update(_load_before(samples, sample.t))
+                open_[host]["to"] = round(upto, 1)
+            else:
+                open_.pop(host, None)
+    return spans
+
+
+def _load_before(samples: list[Sample], t: float) -> dict[str, float]:
+    window = [s for s in samples if t - BEFORE_DOWN <= s.t < t]
+    if not window:
+        return {"busy_before": 0.0, "controller_cpu_before": 0.0}
+    return {
+        "busy_before": round(sum(s.busy for s in window) / len(window), 2),
+        "controller_cpu_before": round(sum(s.controller_cpu for s in window) / len(window), 2),
+    }
+
+
+def load_of(samples: list[Sample]) -> dict[str, float]:
+    """The run's mean machine busy share and the controller's mean and peak cores."""
+    if not samples:
+        return {"busy": 0.0, "controller_cpu": 0.0, "controller_cpu_peak": 0.0}
+    return {
+        "busy": round(sum(s.busy for s in samples) / len(samples), 2),
+        "controller_cpu": round(sum(s.controller_cpu for s in samples) / len(samples), 3),
+        "controller_cpu_peak": round(max(s.controller_cpu for s in samples), 2),
     }
 
 

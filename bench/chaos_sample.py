@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import docker
+from chaos_load import LoadMeter
 
 INTERVAL = 0.5
 
@@ -54,6 +55,9 @@ class Sample:
     where: dict[str, dict[str, int]] = field(default_factory=dict)
     answered: bool = True  # False: no manager answered, the last sample carried over
     nodes: dict[str, str] = field(default_factory=dict)  # hostname -> state, as answered
+    faulted: list[str] = field(default_factory=list)  # hostnames the schedule had failed
+    busy: float = 0.0  # share of the machine's cores busy since the last sample
+    controller_cpu: float = 0.0  # cores the controller process used since then
 
 
 @dataclass
@@ -89,6 +93,7 @@ class Recorder:
         # the schedule has failed right now.
         self.hosts: Callable[[], list[str]] = list
         self.faulted: Callable[[], set[str]] = set
+        self.meter: LoadMeter | None = None  # how busy the machine and the controller were
         self._desired = desired
         self._budgets, self._prefix = budgets, prefix
         self._clients: dict[str, docker.DockerClient] = {}
@@ -203,6 +208,7 @@ class Recorder:
     def _observe(self) -> None:
         got = self._read(lambda c: (c.api.nodes(), c.api.services(), c.api.tasks()))
         t, faulted = self.now(), self.faulted()
+        load = self.meter.read() if self.meter is not None else (0.0, 0.0)
         self._faulted_at.update(dict.fromkeys(faulted, t))
         if got is None:
             # No manager answers (a Raft election): nothing new is scheduled meanwhile, and
@@ -216,6 +222,7 @@ class Recorder:
             left = {service: len(ids) for service, ids in kept.items()}
             where = {service: self._hosts_of(ids) for service, ids in kept.items()}
             self.tally.samples.append(Sample(t, left, dict(self._desired), where, answered=False))
+            self._stamp(sorted(faulted), load)
             return
         nodes, services, tasks = got
         hostname = {n["ID"]: n["Description"]["Hostname"] for n in nodes}
@@ -258,6 +265,12 @@ class Recorder:
         self._count_tasks(t, tasks, names, sound, hostname)
         states = {hostname[n["ID"]]: n["Status"]["State"] for n in nodes}
         self.tally.samples[-1].nodes = states
+        self._stamp(sorted(faulted), load)
+
+    def _stamp(self, faulted: list[str], load: tuple[float, float]) -> None:
+        sample = self.tally.samples[-1]
+        sample.faulted = faulted
+        sample.busy, sample.controller_cpu = load
 
     def _count_tasks(
         self,
