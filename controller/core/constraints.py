@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-from controller.core.model import Node
+from controller.core.model import Node, Task
 
 _OPERATOR = re.compile(r"(==|!=)")
 
@@ -102,6 +102,17 @@ def _node_value(node: Node, key: str) -> str:
 
 def node_satisfies(node: Node, constraints: tuple[Constraint, ...]) -> bool:
     return all(c.matches(node) for c in constraints)
+
+
+def refused_tasks(
+    tasks: Iterable[Task], nodes: Mapping[str, Node], constraints: tuple[Constraint, ...]
+) -> Iterator[tuple[Task, Node]]:
+    """The tasks on a known node that the constraints refuse, each with its node: what
+    Swarm's constraint enforcer (or an updater's pass) would replace under them."""
+    for task in tasks:
+        node = nodes.get(task.node_id or "")
+        if node is not None and not node_satisfies(node, constraints):
+            yield task, node
 
 
 @dataclass(frozen=True, slots=True)

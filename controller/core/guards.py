@@ -28,6 +28,7 @@ from controller.core.constraints import (
     ConstraintError,
     node_satisfies,
     parse_constraint,
+    refused_tasks,
 )
 from controller.core.context import PlanContext
 from controller.core.counts import is_active
@@ -234,13 +235,11 @@ def _strands(ctx: PlanContext, action: Action, kept: list[Action]) -> str | None
         return None
     # Swarm's constraint enforcer stops refused tasks on active nodes, whatever their
     # state; it leaves a paused node alone.
-    nodes = after.node_by_id
+    tasks = ctx.swarm.tasks_of(service.id)
     refused = [
-        t
-        for t in ctx.swarm.tasks_of(service.id)
-        if t.node_id in nodes
-        and nodes[t.node_id].availability is Availability.ACTIVE
-        and not node_satisfies(nodes[t.node_id], parsed)
+        task
+        for task, node in refused_tasks(tasks, after.node_by_id, parsed)
+        if node.availability is Availability.ACTIVE
     ]
     if not refused:
         return None  # it stops nothing: a service kept pending by its policy stays so
@@ -274,14 +273,12 @@ def _stops_undeclared(ctx: PlanContext, action: Action, kept: list[Action]) -> s
     declared = set(action.evicts_from)
     undeclared = sorted(
         {
-            nodes[t.node_id].hostname
-            for t in ctx.swarm.tasks_of(service.id)
-            if t.node_id in nodes
-            and t.node_id not in declared
-            and is_active(t)
-            and nodes[t.node_id].state in (NodeState.UNKNOWN, NodeState.DISCONNECTED)
-            and nodes[t.node_id].availability is Availability.ACTIVE
-            and not node_satisfies(nodes[t.node_id], parsed)
+            node.hostname
+            for task, node in refused_tasks(ctx.swarm.tasks_of(service.id), nodes, parsed)
+            if node.id not in declared
+            and is_active(task)
+            and node.state in (NodeState.UNKNOWN, NodeState.DISCONNECTED)
+            and node.availability is Availability.ACTIVE
         }
     )
     if not undeclared:

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections import Counter
 
 from controller.core.actions import Action, SetServiceConstraints, target_of
-from controller.core.constraints import ConstraintError, node_satisfies, parse_constraint
+from controller.core.constraints import ConstraintError, parse_constraint, refused_tasks
 from controller.core.context import PlanContext, RuleOutput
 from controller.core.decisions import Decision, Outcome
 from controller.core.guards import rollout_reason
@@ -99,14 +99,9 @@ def _misplaced(ctx: PlanContext, service: Service) -> list[str]:
         parsed = tuple(parse_constraint(c) for c in service.constraints)
     except ConstraintError:
         return ["(constraints it cannot read)"]
-    nodes = ctx.snapshot.node_by_id
-    return sorted(
-        {
-            nodes[t.node_id].hostname
-            for t in ctx.snapshot.tasks_of(service.id)
-            if t.is_running and t.node_id in nodes and not node_satisfies(nodes[t.node_id], parsed)
-        }
-    )
+    tasks = ctx.snapshot.tasks_of(service.id)
+    refused = refused_tasks(tasks, ctx.snapshot.node_by_id, parsed)
+    return sorted({node.hostname for task, node in refused if task.is_running})
 
 
 def _last_tidied(service: Service) -> float | None:
