@@ -59,9 +59,6 @@ class Memory:
     lost: Mapping[str, tuple[int, float]] = field(default_factory=dict)
     # Node id -> when it went down, within FLAP_MEMORY_SECONDS (flap damping).
     node_downs: Mapping[str, tuple[float, ...]] = field(default_factory=dict)
-    # The node last seen going down or turning ready, and when (a down an earlier
-    # controller recorded counts; a node found ready at the first observation does not).
-    last_node_change: tuple[str, float] | None = None
     # Service id -> (nodes a controller move took its tasks off, when): never straight back.
     left: Mapping[str, tuple[tuple[str, ...], float]] = field(default_factory=dict)
     # Service id -> (node id -> replicas, since when): the placement a move of the owners
@@ -128,12 +125,6 @@ class Memory:
             downs = _remembered_downs(snapshot, now)
         for node_id in sorted(went_down):
             downs[node_id] = (*downs.get(node_id, ()), now)
-        returned = [n for n in ready_since if self.started and n not in self.node_ready_since]
-        changes = [(t, n) for n, times in downs.items() for t in times]
-        changes += [(now, n) for n in returned]
-        if self.last_node_change is not None:
-            changes.append((self.last_node_change[1], self.last_node_change[0]))
-        last = max(changes) if changes else None
         return replace(
             self,
             node_ready_since=ready_since,
@@ -142,7 +133,6 @@ class Memory:
             placement=_placement(snapshot, self.placement, pending),
             lost=lost,
             node_downs=downs,
-            last_node_change=(last[1], last[0]) if last is not None else None,
             placing={k: v for k, v in self.placing.items() if k in snapshot.service_by_id},
         )
 

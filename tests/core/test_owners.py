@@ -132,54 +132,10 @@ def test_a_lost_preferred_owner_is_excluded_and_the_standby_is_the_next_preferre
     db = managed("db", 1, preferred_nodes="node-2,node-3")
     down2 = node(2, state=NodeState.DOWN)
     snap = snapshot([node(1, manager=True), down2, node(3), node(4)], [db], [running(db, 3, 1)])
-    # Seen down just now: another node may have died unseen meanwhile, so steering that
-    # moves no task waits a down grace (6 heartbeats; 30 s when the heartbeat is unknown).
-    first = owners_only(snap)
-    assert not first.actions
-    assert any("node-2 went down at" in d.reason for d in first.decisions)
-    assert not owners_only(snap, memory=first.memory, now=NOW + 29).actions
-    action = only_constraints(owners_only(snap, memory=first.memory, now=NOW + 30))
+    action = only_constraints(owners_only(snap))
     assert action.evicts_from == ()
     # Runs on node-3; standby is node-1 (next by load and name); node-2 and node-4 out.
     assert excluded_hosts(action) == {"node-2", "node-4"}
-
-
-def test_while_node_states_settle_steering_only_widens() -> None:
-    # db's steering excludes node-1 too, which it need not: dropping that exclusion
-    # stops nothing and only lets Swarm place more widely, so it goes out at once, even
-    # with node-2 just gone down; narrowing it waits.
-    db = managed("db", 1, preferred_nodes="node-2,node-3")
-    down2 = node(2, state=NodeState.DOWN)
-    excluded = ("node.id!=n1", "node.id!=n2", "node.id!=n4")
-    wide = replace(
-        db,
-        constraints=(*db.constraints, *excluded),
-        labels={**db.labels, EXCLUDED_LABEL: "n1,n2,n4"},
-    )
-    snap = snapshot([node(1, manager=True), down2, node(3), node(4)], [wide], [running(wide, 3, 1)])
-    action = only_constraints(owners_only(snap))
-    assert set(action.constraints) < set(wide.constraints)
-    assert excluded_hosts(action) == {"node-2", "node-4"}
-    narrow = replace(db, constraints=(*db.constraints, "node.id!=n2"))
-    held = owners_only(replace(snap, services=(narrow,), tasks=(running(narrow, 3, 1),)))
-    assert not held.actions
-    (wait,) = [d for d in held.decisions if d.subject == "service db"]
-    assert wait.outcome == "wait" and "node-2 went down at" in wait.reason
-
-
-def test_a_node_that_came_back_holds_steering_that_narrows_for_a_down_grace() -> None:
-    db = managed("db", 1, preferred_nodes="node-2,node-3")
-    nodes = [node(1, manager=True), node(2, state=NodeState.DOWN), node(3), node(4)]
-    snap = replace(snapshot(nodes, [db], [running(db, 3, 1)]), heartbeat_seconds=1.0)
-    gone = owners_only(snap)  # node-2 seen going down (and steering waits)
-    assert not gone.actions
-    back = replace(snap, nodes=(node(1, manager=True), node(2), node(3), node(4)))
-    returned = owners_only(back, memory=gone.memory, now=NOW + 60)
-    # node-2 came back: steering waits 6 heartbeats (here 6 s) from its return.
-    assert not [a for a in returned.actions if not a.evicts_from], returned.decisions
-    assert any("node-2 came back at" in d.reason for d in returned.decisions)
-    later = owners_only(back, memory=returned.memory, now=NOW + 66)
-    assert not any("came back" in d.reason for d in later.decisions)
 
 
 def test_possible_owners_wait_for_their_labels_then_constrain() -> None:
@@ -273,8 +229,7 @@ def test_hard_anti_affinity_never_shares_a_node_and_leaves_one_pending() -> None
     snap = snapshot(
         [node(1, manager=True, state=NodeState.DOWN), node(2)], [a, b], [running(a, 2, 1)]
     )
-    # node-1 has long been down: steering is not held for node states to settle.
-    result = owners_only(snap, memory=Memory(node_ready_since={"n2": 0.0}, started=True))
+    result = owners_only(snap)
     (b_action,) = [
         x for x in result.actions if isinstance(x, SetServiceConstraints) and x.service_name == "b"
     ]

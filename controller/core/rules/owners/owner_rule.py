@@ -56,8 +56,6 @@ from controller.policy import AntiAffinityMode, FailbackMode, ServiceSettings
 RULE = "owners"
 # Swarm marks a silent node down after 3 heartbeats, and 6 after a Raft leader change.
 DOWN_GRACE_HEARTBEATS = 6
-# That grace at Swarm's default heartbeat (5 s), when the swarm's is not known.
-UNSEEN_DOWN_SECONDS = 30.0
 
 
 @dataclass
@@ -521,10 +519,6 @@ def _plan_service(
         if action is not None:  # a step of the move: the rest follows, whatever the cooldown
             shared.heading(service, _destination(inputs))
         return action, notes, result.desired if action is not None else current
-    unsettled = None if steering.vacate else _nodes_unsettled(ctx, service, steering.constraints)
-    if unsettled is not None:
-        notes.append(Decision(RULE, subject, Outcome.WAIT, unsettled))
-        return None, notes, current
     action = SetServiceConstraints(
         service_id=service.id,
         service_name=service.name,
@@ -610,35 +604,6 @@ def _settling(
                 f"{time_of_day(watching + watch)})"
             )
     return None
-
-
-def _nodes_unsettled(
-    ctx: PlanContext, service: Service, constraints: tuple[str, ...]
-) -> str | None:
-    """Why steering that moves no task waits, if it does: a node went down or came back
-    less than a down grace ago. Another node may have died unseen meanwhile (Swarm marks
-    it down only after its grace), and the node that changed may flap back: seen in the
-    chaos run, a write made 0.3 s after a node died steered a service onto it, and the
-    rollout it started waited on that node. Swarm's failover and the controller's surges
-    go on meanwhile; a write that only drops constraints (placement widens) goes out."""
-    if set(constraints) <= set(service.constraints):
-        return None
-    changed = ctx.memory.last_node_change
-    if changed is None:
-        return None
-    node_id, at = changed
-    heartbeat = ctx.snapshot.heartbeat_seconds
-    grace = UNSEEN_DOWN_SECONDS if heartbeat is None else DOWN_GRACE_HEARTBEATS * heartbeat
-    if ctx.now - at >= grace:
-        return None
-    node = ctx.snapshot.node_by_id.get(node_id)
-    hostname = node.hostname if node is not None else node_id
-    turned = "came back" if node is not None and node.is_ready else "went down"
-    return (
-        f"{hostname} {turned} at {time_of_day(at)}: steering that moves no task waits "
-        f"until node states have held {grace:.0f} s (at {time_of_day(at + grace)}), as a "
-        "node that died meanwhile is not down yet"
-    )
 
 
 def _startup_watch(ctx: PlanContext, wait: float) -> float:
