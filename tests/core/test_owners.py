@@ -275,6 +275,23 @@ def test_a_never_steered_service_is_placed_on_its_preferred_owners_whatever_fail
     assert move.code is None  # not a failback
 
 
+def test_a_failover_of_a_never_steered_service_is_recorded_at_once() -> None:
+    # The exclusion label is what makes the return a failback: a steering write held
+    # back after a node went down (as a settle wait once did) left a service that had
+    # never been steered looking unsteered, and node-2's quick return then moved the
+    # task back as a first placement, whatever `failback: never` said.
+    db = managed("db", 1, steered=False, preferred_nodes="node-2", failback="never")
+    nodes = [node(1, manager=True), node(2, state=NodeState.DOWN), node(3), node(4)]
+    lost = snapshot(nodes, [db], [running(db, 3, 1)])
+    first = owners_only(lost)
+    record = only_constraints(first)
+    assert record.evicts_from == () and EXCLUDED_LABEL in record.set_labels
+    back = replace(apply_actions(lost, first.actions), nodes=tuple(four_nodes()))
+    result = owners_only(back, memory=first.memory, now=NOW + 600)
+    assert all(not a.evicts_from for a in result.actions if isinstance(a, SetServiceConstraints))
+    assert any("failback is never" in d.reason for d in result.decisions)
+
+
 def test_spread_surplus_on_a_node_that_keeps_tasks_is_moved_by_surge_and_trim() -> None:
     racks = {1: "r1", 2: "r1", 3: "r2", 4: "r2"}
     nodes = [node(i, manager=i == 1, labels={"rack": racks[i]}) for i in range(1, 5)]
