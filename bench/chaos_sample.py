@@ -143,8 +143,9 @@ class Recorder:
 
         Sampling goes on meanwhile (a write may be retried for a while), but the services'
         specs are not compared until the write is done; then a PreviousSpec other than
-        the spec it replaced means someone else wrote in between (counted once). A write
-        that failed is not the schedule's: whatever changed is left to `_observe`."""
+        the spec it replaced, and other than the spec it wrote, means someone else wrote
+        in between (counted once). A write that failed is not the schedule's: whatever
+        changed is left to `_observe`."""
         names = [self._prefix + s for s in services]
         with self._lock:
             self._observe()  # everyone else's writes so far are attributed first
@@ -162,7 +163,10 @@ class Recorder:
                     if name not in before:
                         continue
                     state = self._state_of(svc)
-                    if state.previous != before[name] and state.spec != before[name]:
+                    # PreviousSpec equal to Spec: the edit sent again (a stack deploy
+                    # refused half way and retried), not a write in between.
+                    resent = state.previous == state.spec
+                    if state.previous != before[name] and state.spec != before[name] and not resent:
                         self._wrote(f"service {name[len(self._prefix) :]}", "during an edit")
                     self._services[name] = state
                     self._edited[name[len(self._prefix) :]] = self.now()

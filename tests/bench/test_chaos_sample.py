@@ -118,3 +118,30 @@ def test_a_slot_running_two_tasks_is_recorded_when_seen() -> None:
     recorder._observe()
     recorder._observe()
     assert recorder.tally.doubled_at == {"web": [1.5]}
+
+
+def _spec(image: str) -> dict[str, Any]:
+    return {"Name": "app_web", "TaskTemplate": {"ContainerSpec": {"Image": image}}}
+
+
+def _edited(after: dict[str, Any]) -> Recorder:
+    """One edit of web seen by the recorder: web had spec A before, `after` once done."""
+    nodes = [_node("node-1")]
+    before = {**SERVICE, "Spec": _spec("a")}
+    recorder = _recorder(
+        [(nodes, [before], []), [{**SERVICE, "Version": {"Index": 2}, **after}]], [set()]
+    )
+    recorder.edit(["web"], lambda: (True, "ok"))
+    return recorder
+
+
+def test_an_edit_retried_with_the_same_spec_is_the_schedule_s_own() -> None:
+    # A stack deploy refused half way and sent again: web got B, then B once more.
+    recorder = _edited({"Spec": _spec("b"), "PreviousSpec": _spec("b")})
+    assert recorder.tally.writes == {}
+
+
+def test_a_write_slipped_in_during_an_edit_is_counted() -> None:
+    recorder = _edited({"Spec": _spec("b"), "PreviousSpec": _spec("c")})
+    assert list(recorder.tally.writes) == ["service web"]
+    assert len(recorder.tally.writes["service web"]) == 1
