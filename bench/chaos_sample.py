@@ -36,6 +36,15 @@ def _canon(value: Any) -> str:
     return json.dumps(value, sort_keys=True)
 
 
+def _nodes_after_tasks(client: docker.DockerClient) -> tuple[Any, Any, Any]:
+    """Nodes, services and tasks, the nodes read last: a task Swarm stopped because its
+    node went down then never shows beside that node still `ready` (read first, the node
+    could be, and the stop counted as one on a sound node)."""
+    tasks = client.api.tasks()
+    services = client.api.services()
+    return client.api.nodes(), services, tasks
+
+
 @dataclass
 class ServiceState:
     spec: str
@@ -210,7 +219,7 @@ class Recorder:
         self.tally.write_log.append((round(self.now(), 1), subject, what))
 
     def _observe(self) -> None:
-        got = self._read(lambda c: (c.api.nodes(), c.api.services(), c.api.tasks()))
+        got = self._read(_nodes_after_tasks)
         t, faulted = self.now(), self.faulted()
         load = self.meter.read() if self.meter is not None else (0.0, 0.0)
         self._faulted_at.update(dict.fromkeys(faulted, t))

@@ -145,3 +145,47 @@ def test_a_write_slipped_in_during_an_edit_is_counted() -> None:
     recorder = _edited({"Spec": _spec("b"), "PreviousSpec": _spec("c")})
     assert list(recorder.tally.writes) == ["service web"]
     assert len(recorder.tally.writes["service web"]) == 1
+
+
+class _SwarmMarkingNode2Down:
+    """A Docker client whose swarm marks node-2 down, and stops its task, right after
+    the first call of a sample: whatever the sampler reads first is one step older."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.api = self
+
+    def _down(self) -> bool:
+        self.calls += 1
+        return self.calls > 1
+
+    def nodes(self) -> list[dict[str, Any]]:
+        down = self._down()
+        node2 = _node("node-2")
+        if down:
+            node2["Status"] = {"State": "down"}
+        return [_node("node-1"), node2]
+
+    def services(self) -> list[dict[str, Any]]:
+        self._down()
+        return [SERVICE]
+
+    def tasks(self) -> list[dict[str, Any]]:
+        down = self._down()
+        return [_task("t1", "node-1"), _task("t2", "node-2", "shutdown" if down else "running")]
+
+
+def test_a_node_marked_down_between_two_reads_is_no_stop_on_a_sound_node() -> None:
+    recorder = _recorder([], [set(), set()])
+    client = _SwarmMarkingNode2Down()
+    before = [_node("node-1"), _node("node-2")]
+    recorder._read = lambda call: (
+        before,
+        [SERVICE],
+        [_task("t1", "node-1"), _task("t2", "node-2")],
+    )  # type: ignore[method-assign]
+    recorder._observe()
+    recorder._read = lambda call: call(client)  # type: ignore[method-assign]
+    recorder._observe()
+    assert recorder.tally.stops == {}
+    assert recorder.tally.overruns == {}
