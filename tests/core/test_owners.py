@@ -138,39 +138,6 @@ def test_a_lost_preferred_owner_is_excluded_and_the_standby_is_the_next_preferre
     assert excluded_hosts(action) == {"node-2", "node-4"}
 
 
-def test_steering_that_moves_no_task_waits_while_other_services_fail_over() -> None:
-    surge = {
-        "swarm-placement.replicas": "2",
-        "swarm-placement.replicas-set": "3",
-        "swarm-placement.operation": "surge",
-        "swarm-placement.operation-since": str(NOW - 2),
-    }
-    api = service("api", replicas=3, labels={"placement.managed": "true", **surge})
-    db = managed("db", 2, preferred_nodes="node-2,node-3")
-    tasks = [running(db, 2, 1), running(db, 3, 2), running(api, 1, 1), running(api, 4, 2)]
-    held = owners_only(snapshot(four_nodes(), [db, api], tasks))
-    assert not held.actions
-    (wait,) = [d for d in held.decisions if d.subject == "service db"]
-    assert wait.outcome == "wait" and "failover surges are in flight (api)" in wait.reason
-    # Never steered: the write is also the record a failback reads, so it goes at once.
-    fresh = managed("db", 2, steered=False, preferred_nodes="node-2,node-3")
-    first = owners_only(snapshot(four_nodes(), [fresh, api], tasks))
-    assert excluded_hosts(only_constraints(first)) == {"node-4"}
-    # Steering that only widens (node-1 was excluded too) goes at once as well.
-    wide = replace(
-        db,
-        constraints=(*db.constraints, "node.id!=n1", "node.id!=n4"),
-        labels={**db.labels, EXCLUDED_LABEL: "n1,n4"},
-    )
-    widened = only_constraints(owners_only(snapshot(four_nodes(), [wide, api], tasks)))
-    assert set(widened.constraints) < set(wide.constraints)
-    # With no surge in flight, db is steered as at rest.
-    calm = replace(api, labels={"placement.managed": "true"})
-    assert excluded_hosts(
-        only_constraints(owners_only(snapshot(four_nodes(), [db, calm], tasks)))
-    ) == {"node-4"}
-
-
 def test_possible_owners_wait_for_their_labels_then_constrain() -> None:
     web = managed("web", 2, possible_nodes="node-2,node-3")
     snap = snapshot(four_nodes(), [web], [running(web, 2, 1), running(web, 3, 2)])

@@ -50,10 +50,8 @@ from controller.core.rules.owners.owner_waits import (
     current_counts,
     failback_due,
     failback_ready_nodes,
-    failover_first,
     move_in_flight,
     settle_wait,
-    surging,
 )
 from controller.core.widen_only import opening_ready_nodes
 from controller.policy import AntiAffinityMode, ServiceSettings
@@ -209,7 +207,6 @@ class _Shared:
         self.placing: dict[str, tuple[Mapping[str, int], float] | None] = {}
         # Node id -> services planned so far that keep it as their standby.
         self.standbys: Counter[str] = Counter()
-        self.surging = surging(ctx)  # managed services whose failover surge is in flight
 
     def heading(self, service: Service, destination: dict[str, int]) -> None:
         """Remember where the service's move is heading, since when it has been."""
@@ -418,11 +415,6 @@ def _plan_service(
         if action is not None:  # a step of the move: the rest follows, whatever the cooldown
             shared.heading(service, _destination(inputs))
         return action, notes, result.desired if action is not None else current
-    surges = () if steering.vacate else shared.surging
-    behind = failover_first(surges, service, steering.constraints)
-    if behind is not None:
-        notes.append(Decision(RULE, subject, Outcome.WAIT, behind))
-        return None, notes, current
     action = SetServiceConstraints(
         service_id=service.id,
         service_name=service.name,

@@ -14,7 +14,7 @@ from controller.core.counts import active_counts
 from controller.core.labels import EXCLUDED_LABEL, recorded_exclusion_set
 from controller.core.model import Service, TaskState
 from controller.core.placement.candidates import Candidates
-from controller.core.replicas import SURGE, RecordError, is_in_flight, read_record
+from controller.core.replicas import is_in_flight
 from controller.policy import FailbackMode, ServiceSettings
 
 # Swarm marks a silent node down after 3 heartbeats, and 6 after a Raft leader change.
@@ -166,37 +166,3 @@ def _startup_watch(ctx: PlanContext, wait: float) -> float:
     watch = min(wait, level_for(ctx.policy.controller.aggressiveness).settle_seconds)
     heartbeat = ctx.snapshot.heartbeat_seconds
     return watch if heartbeat is None else min(watch, DOWN_GRACE_HEARTBEATS * heartbeat)
-
-
-def surging(ctx: PlanContext) -> tuple[str, ...]:
-    """Managed services whose failover surge is in flight, by name."""
-    names = []
-    for service in ctx.managed_services():
-        try:
-            record = read_record(service.labels)
-        except RecordError:
-            continue
-        if record is not None and record.operation == SURGE:
-            names.append(service.name)
-    return tuple(names)
-
-
-def failover_first(
-    surges: tuple[str, ...], service: Service, constraints: tuple[str, ...]
-) -> str | None:
-    """Why steering that moves no task waits while other services fail over, if it does.
-
-    Each steering write is a Raft entry and a rollout Swarm's managers work through
-    beside the failover's surges and their starts; at 20 nodes, 45 of them went out
-    while the last of 40 lost tasks were still starting. It only prepares the next
-    failover, so it waits, unless it only widens placement. A service the controller
-    never steered writes at once: that write is also the record a failback reads."""
-    others = [n for n in surges if n != service.name]
-    if not others or EXCLUDED_LABEL not in service.labels:
-        return None
-    if set(constraints) <= set(service.constraints):
-        return None
-    shown = ", ".join(others[:3]) + (f" and {len(others) - 3} more" if len(others) > 3 else "")
-    return (
-        f"failover surges are in flight ({shown}): steering that moves no task waits until they end"
-    )
