@@ -447,7 +447,7 @@ def _possible_wait(
         return None
     label = possible_label(service.name)
     nodes = ctx.snapshot.node_by_id
-    if not all(nodes[n].labels.get(label) == "true" for n in cands.possible):
+    if not all(nodes[n].labels.get(label) == POSSIBLE_VALUE for n in cands.possible):
         return "possible-owner labels are being written"
     if unmarked := _unmarked_stop_first(ctx, service, current):
         return (
