@@ -227,6 +227,7 @@ class Sandbox:
         stop_grace_seconds: float | None = None,
         reserve_cpus: float | None = None,
         reserve_memory_bytes: int | None = None,
+        healthy_after_seconds: float | None = None,
     ) -> str:
         """Create a service running the sandbox image by ID; returns the service ID."""
         if mode not in ("replicated", "global"):
@@ -242,6 +243,7 @@ class Sandbox:
             stop_grace_seconds=stop_grace_seconds,
             reserve_cpus=reserve_cpus,
             reserve_memory_bytes=reserve_memory_bytes,
+            healthy_after_seconds=healthy_after_seconds,
         )
         service_mode: dict[str, Any] = (
             {"Replicated": {"Replicas": replicas}} if mode == "replicated" else {"Global": {}}

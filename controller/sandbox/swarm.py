@@ -182,9 +182,22 @@ def service_spec(
     stop_grace_seconds: float | None,
     reserve_cpus: float | None = None,
     reserve_memory_bytes: int | None = None,
+    healthy_after_seconds: float | None = None,
 ) -> dict[str, Any]:
-    """The TaskTemplate of a sandbox service, running the sandbox image by ID."""
+    """The TaskTemplate of a sandbox service, running the sandbox image by ID.
+
+    `healthy_after_seconds`: each task passes its health check only that long after it
+    started, and Swarm reports a task with a health check running only once it is
+    healthy: a replacement that takes a while to come up, as a real server's does."""
     container: dict[str, Any] = {"Image": image_id, "Command": list(command)}
+    if healthy_after_seconds is not None:
+        wait = f"{healthy_after_seconds:g}"
+        container["Healthcheck"] = {
+            "Test": ["CMD-SHELL", f"test -e /tmp/up || {{ sleep {wait}; touch /tmp/up; false; }}"],
+            "Interval": NANOSECONDS // 2,
+            "Timeout": int((healthy_after_seconds + 5) * NANOSECONDS),
+            "Retries": 3,
+        }
     if stop_grace_seconds is not None:
         container["StopGracePeriod"] = int(stop_grace_seconds * NANOSECONDS)
     template: dict[str, Any] = {
