@@ -4,8 +4,9 @@ They run after every rule, so a rule bug can at worst propose something a guard 
 (with a decision saying so), never write it. No write goes to a service Swarm is rolling
 an update or rollback for, running or paused (every spec write resets UpdateStatus: a
 paused rollout resumes), nor evicts its tasks, but for a few exceptions while it actively
-rolls (`rollout_exception`): a failover raise and the trim that takes it back, and a
-write that only lets Swarm place a task it could not. A paused rollout that the
+rolls (`rollout_exception`): a failover raise and the trim that takes it back, a write
+that only lets Swarm place a task it could not, and one that calls off the controller's
+own move onto a node that went down. A paused rollout that the
 controller's own write started is not held (`Service.in_rollout`).
 """
 
@@ -26,6 +27,7 @@ from controller.core.budget import disrupted_nodes, disruption
 from controller.core.constraints import (
     Constraint,
     ConstraintError,
+    node_filter,
     node_satisfies,
     parse_constraint,
     refused_tasks,
@@ -43,6 +45,7 @@ from controller.core.model import (
 )
 from controller.core.release_plan import release_refusal
 from controller.core.replicas import OPERATION_LABEL, SURGE, ends_own_move, record_taken_back
+from controller.core.stalled_moves import stalled_on
 from controller.core.widen_only import widening_part
 
 __all__ = [
@@ -149,6 +152,24 @@ def unblocks_rollout(ctx: PlanContext, service: Service, action: Action) -> bool
     )
 
 
+def calls_off_stalled_move(ctx: PlanContext, service: Service, action: Action) -> bool:
+    """The third write allowed during a rollout: the controller's own, stalled because
+    every node it allows went down (core/stalled_moves), rewritten by a constraint write
+    that stops no task and allows none of those nodes. Without it the move would finish
+    onto one the moment it returns, however often it has just failed."""
+    if not isinstance(action, SetServiceConstraints) or disruption(action, ctx.snapshot):
+        return False
+    stalled = stalled_on(ctx.snapshot, service)
+    if not stalled:
+        return False
+    try:
+        allows = node_filter(parse_constraint(c) for c in action.constraints)
+    except ConstraintError:
+        return False
+    nodes = ctx.snapshot.node_by_id
+    return not any(allows(nodes[n]) for n in stalled)
+
+
 def rollout_reason(service: Service) -> str:
     """Why nothing is written to a service in a rollout, for a decision."""
     return _ROLLOUT_WAITS.get(service.update_state or "", "Swarm is rolling an update")
@@ -165,6 +186,11 @@ def rollout_exception(ctx: PlanContext, service: Service, action: Action) -> str
         return "the trim that ends the controller's own stop-first move"
     if unblocks_rollout(ctx, service, action):
         return "it stops nothing and lets Swarm place a task it could not"
+    if calls_off_stalled_move(ctx, service, action):
+        return (
+            "it stops nothing and calls off the controller's own move onto a node that went "
+            "down before the move's task ran there"
+        )
     return None
 
 

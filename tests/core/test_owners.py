@@ -12,6 +12,8 @@ from controller.core.decisions import Code
 from controller.core.labels import (
     EXCLUDED_LABEL,
     exclusion_constraint,
+    exclusion_constraints,
+    format_exclusions,
     possible_constraint,
     possible_label,
     steering_constraint,
@@ -549,3 +551,50 @@ def test_services_alike_keep_their_standbys_on_different_nodes() -> None:
         tasks=(*steered.tasks, running(new, 2, 1), running(new, 3, 2)),
     )
     assert owners_only(busier).actions == ()
+
+
+def _failing_back(
+    *, own: bool = True, node_2: NodeState = NodeState.DOWN, on: int = 1
+) -> ClusterSnapshot:
+    """db's failback from node-1 to node-2 is rolling (start-first): its constraints allow
+    node-2 alone, and its task runs on node `on`."""
+    db = managed("db", 1, preferred_nodes="node-2", failback="immediate")
+    away = frozenset({"n1", "n3", "n4"})
+    db = replace(
+        db,
+        constraints=(*db.constraints, *exclusion_constraints(away)),
+        labels={**db.labels, EXCLUDED_LABEL: format_exclusions(away)},
+        update_order="start-first",
+        update_state="updating",
+        rollout_is_own=own,
+    )
+    nodes = [node(1, manager=True), node(2, state=node_2), node(3), node(4)]
+    return snapshot(nodes, [db], [running(db, on, 1)])
+
+
+def test_a_move_whose_every_target_went_down_is_called_off() -> None:
+    # Swarm's updater waits for the move's task with no timeout, and the replacement it
+    # restarts can only go to node-2: the move would finish the moment node-2 returns.
+    result = owners_only(_failing_back())
+    action = only_constraints(result)
+    assert "node-2" in excluded_hosts(action) and "node-1" not in excluded_hosts(action)
+    assert action.evicts_from == ()
+    (steer,) = [d for d in result.decisions if d.outcome == "steer"]
+    assert steer.reason.startswith("call off the move onto node-2")
+    assert any(
+        d.rule == "guard" and d.outcome == "allow" and "calls off" in d.reason
+        for d in result.decisions
+    )
+
+
+def test_only_the_controller_s_own_stalled_move_is_called_off() -> None:
+    # An operator's rollout, a move whose target is up, and a move that has replaced its
+    # task already (Swarm's monitor period) are Swarm's to finish.
+    for snap in (
+        _failing_back(own=False),
+        _failing_back(node_2=NodeState.READY),
+        _failing_back(on=2),
+    ):
+        result = owners_only(snap)
+        assert result.actions == (), result.decisions
+        assert not any("call off" in d.reason for d in result.decisions)

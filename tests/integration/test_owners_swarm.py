@@ -227,7 +227,7 @@ def test_a_restarted_controller_still_distrusts_a_flapping_preferred_owner(
     racks.create_service(
         db, labels=_managed(preferred_nodes="node-2", failback="immediate", failback_delay="4s")
     )
-    with ControllerThread(racks.manager_host, policy=policy):
+    with ControllerThread(racks.manager_host, policy=policy) as first:
         _on(client, db, {"node-2"})
         for _ in range(3):
             _crash(racks, "node-2")
@@ -249,10 +249,72 @@ def test_a_restarted_controller_still_distrusts_a_flapping_preferred_owner(
     with ControllerThread(racks.manager_host, policy=policy) as ctl:
         started = time.monotonic()
         while time.monotonic() - started < 9:
-            assert "node-2" not in running_by_node(client, db), ctl.out.getvalue()
+            assert "node-2" not in running_by_node(client, db), (
+                first.out.getvalue() + ctl.out.getvalue()
+            )
             time.sleep(0.3)
         _on(client, db, {"node-2"}, timeout=60)
     assert "once ready 16 s" in ctl.out.getvalue(), ctl.out.getvalue()
+
+
+def _coming_up_on(c: docker.DockerClient, service: str, host: str) -> bool:
+    """A task Swarm wants running on `host` has started there but does not run yet."""
+    node = next(n["ID"] for n in c.api.nodes() if n["Description"]["Hostname"] == host)
+    return any(
+        t.get("NodeID") == node and t["Status"]["State"] in ("preparing", "starting")
+        for t in c.api.tasks(filters={"service": service, "desired-state": "running"})
+    )
+
+
+def _wanted_on(c: docker.DockerClient, service: str, node_id: str) -> bool:
+    tasks = c.api.tasks(filters={"service": service, "desired-state": "running"})
+    return any(t.get("NodeID") == node_id for t in tasks)
+
+
+def test_a_failback_whose_node_dies_before_its_task_runs_is_called_off(
+    racks, client, policy
+) -> None:  # type: ignore[no-untyped-def]
+    """db's failback task on node-2 is still coming up (its health check passes 6 s after
+    it starts) when node-2 dies again. Swarm's updater would wait for that task, and the
+    replacement Swarm restarts could only go to node-2: the moment node-2 came back the
+    move would finish onto it, however recently it failed. The controller calls the move
+    off as soon as node-2 is down: the task that runs elsewhere is never stopped, and the
+    failback comes again once node-2 has stayed up for its damped delay."""
+    db = _name("db")
+    racks.create_service(
+        db,
+        labels=_managed(preferred_nodes="node-2", failback="immediate", failback_delay="3s"),
+        healthy_after_seconds=6,
+    )
+    with ControllerThread(racks.manager_host, policy=policy) as ctl:
+        _on(client, db, {"node-2"}, timeout=90)
+        node_2 = next(
+            n["ID"] for n in client.api.nodes() if n["Description"]["Hostname"] == "node-2"
+        )
+        _crash(racks, "node-2")
+        wait_until(
+            lambda: (
+                _operation(client, db) is None and sum(running_by_node(client, db).values()) == 1
+            ),
+            60,
+            "the failover done and its surge trimmed",
+        )
+        ((away, kept),) = task_ids_by_node(client, db).items()
+        _restore(racks, "node-2")
+        wait_until(lambda: _coming_up_on(client, db, "node-2"), 60, "the failback's task")
+        _crash(racks, "node-2")
+        wait_until(
+            lambda: "call off the move onto node-2" in ctl.out.getvalue(), 30, "the call-off"
+        )
+        # Back at once, node-2 gets the failback only once ready 6 s (3 s doubled for its
+        # second down), not from the stalled move.
+        _restore(racks, "node-2")
+        back = time.monotonic()
+        while time.monotonic() - back < 5:
+            assert not _wanted_on(client, db, node_2), ctl.out.getvalue()
+            time.sleep(0.3)
+        assert task_ids_by_node(client, db) == {away: kept}, ctl.out.getvalue()
+        _on(client, db, {"node-2"}, timeout=90)
 
 
 # What a stop-first service of a real stack reserves (Swarm counts it on every node).

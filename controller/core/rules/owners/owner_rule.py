@@ -53,6 +53,7 @@ from controller.core.rules.owners.owner_waits import (
     move_in_flight,
     settle_wait,
 )
+from controller.core.stalled_moves import stalled_on
 from controller.core.widen_only import opening_ready_nodes
 from controller.policy import AntiAffinityMode, ServiceSettings
 
@@ -423,9 +424,16 @@ def _plan_service(
         evicts_from=steering.vacate,
         set_labels={EXCLUDED_LABEL: format_exclusions(steering.excluded)},
     )
+    stalled = stalled_on(ctx.snapshot, service)
     if steering.vacate:
         why = "steer Swarm to the desired placement"
         shared.heading(service, _destination(inputs))
+    elif stalled:
+        why = (
+            f"call off the move onto {', '.join(sorted(nodes[n].hostname for n in stalled))}: "
+            "every node the move allows went down before it finished; the tasks stay where "
+            "they run"
+        )
     elif steering.open_at_rest:
         why = (
             f"at rest, open: standby steering would exclude more than "

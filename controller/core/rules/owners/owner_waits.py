@@ -15,6 +15,7 @@ from controller.core.labels import EXCLUDED_LABEL, recorded_exclusion_set
 from controller.core.model import Service, TaskState
 from controller.core.placement.candidates import Candidates
 from controller.core.replicas import is_in_flight
+from controller.core.stalled_moves import stalled_on
 from controller.policy import FailbackMode, ServiceSettings
 
 # Swarm marks a silent node down after 3 heartbeats, and 6 after a Raft leader change.
@@ -73,6 +74,10 @@ def move_in_flight(ctx: PlanContext, service: Service) -> str | None:
     # a node is allowed: waiting for an update or a move then would deadlock. A task
     # merely being scheduled (pending, no error yet) is part of a move in progress.
     if any(t.is_pending and t.error for t in ctx.snapshot.tasks_of(service.id)):
+        return None
+    # A move whose targets all went down would finish the moment one returns: planning
+    # now, without the down nodes, calls it off (core/stalled_moves).
+    if stalled_on(ctx.snapshot, service):
         return None
     if service.updating:
         return f"Swarm is rolling an update ({service.update_state})"
