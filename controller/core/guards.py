@@ -188,8 +188,8 @@ def rollout_exception(ctx: PlanContext, service: Service, action: Action) -> str
         return "it stops nothing and lets Swarm place a task it could not"
     if calls_off_stalled_move(ctx, service, action):
         return (
-            "it stops nothing and calls off the controller's own move onto a node that went "
-            "down before the move's task ran there"
+            "it stops nothing and calls off the controller's own move, every node of which "
+            "went down before it finished"
         )
     return None
 

@@ -33,7 +33,10 @@ def stalled_on(snapshot: ClusterSnapshot, service: Service) -> frozenset[str]:
         return frozenset()
     nodes = snapshot.node_by_id
     leaving = any(
-        is_active(t) and (node := nodes.get(t.node_id or "")) is not None and node.is_ready
+        is_active(t)
+        and (node := nodes.get(t.node_id or "")) is not None
+        and node.is_ready
+        and not allows(node)
         for t in snapshot.tasks_of(service.id)
     )
     return frozenset(n.id for n in allowed if not n.is_ready) if leaving else frozenset()
