@@ -113,12 +113,19 @@ def test_sigterm_during_up_removes_the_half_made_sandbox(new_sandbox_name: NewNa
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
+        # On SIGABRT the process prints every thread's stack: what a hung exit waits on.
+        env={**os.environ, "PYTHONFAULTHANDLER": "1"},
     )
     try:
         _wait_for((sandbox_dir(name) / STATE_FILE).exists, 60, "the state file")
         time.sleep(0.3)  # namespaces and daemons are being made
         os.kill(proc.pid, signal.SIGTERM)
-        _, err = proc.communicate(timeout=120)
+        try:
+            _, err = proc.communicate(timeout=120)
+        except subprocess.TimeoutExpired:
+            os.kill(proc.pid, signal.SIGABRT)
+            _, err = proc.communicate(timeout=30)
+            pytest.fail(f"sandbox up had not ended 120 s after SIGTERM; its threads:\n{err}")
     finally:
         if proc.poll() is None:
             proc.kill()
