@@ -12,7 +12,7 @@ the move off: the updater restarts with the new spec, keeps each old task where 
 from __future__ import annotations
 
 from controller.core.constraints import ConstraintError, node_filter, parse_constraint
-from controller.core.counts import is_active
+from controller.core.counts import active_placement
 from controller.core.model import ClusterSnapshot, Service
 
 
@@ -32,11 +32,6 @@ def stalled_on(snapshot: ClusterSnapshot, service: Service) -> frozenset[str]:
     if any(n.accepts_tasks for n in allowed):
         return frozenset()
     nodes = snapshot.node_by_id
-    leaving = any(
-        is_active(t)
-        and (node := nodes.get(t.node_id or "")) is not None
-        and node.is_ready
-        and not allows(node)
-        for t in snapshot.tasks_of(service.id)
-    )
+    active = active_placement(snapshot).get(service.id, {})  # ready nodes only
+    leaving = any(not allows(nodes[n]) for n in active)
     return frozenset(n.id for n in allowed if not n.is_ready) if leaving else frozenset()
