@@ -598,3 +598,32 @@ def test_only_the_controller_s_own_stalled_move_is_called_off() -> None:
         result = owners_only(snap)
         assert result.actions == (), result.decisions
         assert not any("call off" in d.reason for d in result.decisions)
+
+
+def test_a_standby_that_went_down_is_not_taken_back_until_its_node_settles() -> None:
+    """db runs on node-2, its preferred owner, with node-1 (empty) as its standby. node-1
+    goes down: the standby becomes node-3. When node-1 returns, it is the least busy node
+    again, but a node that has just come back may go down again: taking it back at once
+    would write db's constraints on every flap. It is taken back once it has settled."""
+    db = managed("db", 1, preferred_nodes="node-2")
+    filler = service("filler", replicas=6)
+    nodes = [node(1), node(2), node(3), node(4, manager=True)]
+    tasks = [running(db, 2, 1)] + [running(filler, 3 + i % 2, i) for i in range(1, 7)]
+    at_rest = snapshot(nodes, [db, filler], tasks)
+    steered = apply_actions(at_rest, owners_only(at_rest).actions)
+    (db_at_rest,) = [s for s in steered.services if s.name == "db"]
+    assert EXCLUDED_LABEL in db_at_rest.labels and "n1" not in db_at_rest.labels[EXCLUDED_LABEL]
+
+    down = replace(steered, nodes=(replace(nodes[0], state=NodeState.DOWN), *nodes[1:]))
+    failed_over = only_constraints(owners_only(down))
+    assert "node-1" in excluded_hosts(failed_over)
+    standby_elsewhere = apply_actions(steered, (failed_over,))
+
+    downs = {"n1": (NOW - 60,)}
+    back = replace(
+        STABLE, node_ready_since={**STABLE.node_ready_since, "n1": NOW - 5}, node_downs=downs
+    )
+    assert owners_only(standby_elsewhere, memory=back).actions == ()
+    # Settled (15 s at the default aggressiveness), the least busy node is the standby again.
+    settled = only_constraints(owners_only(standby_elsewhere, memory=back, now=NOW + 10))
+    assert "node-1" not in excluded_hosts(settled) and settled.evicts_from == ()

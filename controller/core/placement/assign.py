@@ -113,6 +113,8 @@ class PlacementInputs:
     # The nodes the service's steering allows now (None: not steered): the one of them
     # that holds no desired task is its standby, kept while it stays good enough.
     allowed_now: frozenset[str] | None = None
+    # Nodes back from a down that have not settled yet: no standby moves onto one.
+    returning: frozenset[str] = frozenset()
 
 
 class _Scores:
@@ -272,13 +274,19 @@ def _standby(
     the one least busy node, and one node's failure would send every replacement there
     at once (Swarm starts them one node's dockerd at a time): counted, they fill the
     least busy nodes evenly. The service's current standby stays while it is nearly as
-    good (`STANDBY_KEEP_MARGIN`)."""
+    good (`STANDBY_KEEP_MARGIN`), and while the better node is one that has just come back
+    (`returning`): it may go down again, and each swap writes the service's constraints."""
     best = _best_standby(scores, allowed)
     placeable = scores.inputs.candidates.placeable
     if best is None or current is None or current == best:
         return best
     if current not in placeable or not allowed(current):
         return best
+    returning = scores.inputs.returning
+    if best in returning:
+        best = _best_standby(scores, lambda n: allowed(n) and n not in returning) or current
+        if best == current:
+            return current
     kept, top = _standby_key(scores, current), _standby_key(scores, best)
     return current if kept[0] == top[0] and kept[1] <= top[1] + STANDBY_KEEP_MARGIN else best
 

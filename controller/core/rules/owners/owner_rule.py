@@ -11,6 +11,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 
 from controller.core.actions import Action, SetServiceConstraints, target_of
+from controller.core.balance.levels import level_for
+from controller.core.balance.triggers import downs_of, is_settled
 from controller.core.constraints import ConstraintError
 from controller.core.context import PlanContext, RuleOutput
 from controller.core.decisions import Decision, Outcome
@@ -208,6 +210,13 @@ class _Shared:
         self.placing: dict[str, tuple[Mapping[str, int], float] | None] = {}
         # Node id -> services planned so far that keep it as their standby.
         self.standbys: Counter[str] = Counter()
+        level = level_for(ctx.policy.controller.aggressiveness)
+        memory, now = ctx.memory, ctx.now
+        self.returning = frozenset(
+            n.id
+            for n in ctx.snapshot.nodes
+            if n.is_ready and downs_of(memory, n.id) and not is_settled(level, memory, n.id, now)
+        )
 
     def heading(self, service: Service, destination: dict[str, int]) -> None:
         """Remember where the service's move is heading, since when it has been."""
@@ -310,6 +319,7 @@ def _plan_service(
         room=room,
         standbys=shared.standbys,
         allowed_now=_allowed_now(service, fitting),
+        returning=shared.returning,
     )
     heading = ctx.memory.placing.get(service.id)
     target, since = heading if heading is not None else ({}, 0.0)
