@@ -312,7 +312,8 @@ class Chaos:
         said = self.recorder.edit(
             [name], lambda: self._cli(["service", "update", "-d", *argv, full])
         )
-        if event.kind == "replicas" and "failed" not in said:
+        # "ok after 2 refusal(s): [... failed to process ...]" is a success: Swarm took it.
+        if event.kind == "replicas" and said.startswith("ok"):
             self._set_desired(name, int(event.value), before)
         return said
 

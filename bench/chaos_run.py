@@ -53,7 +53,7 @@ def run_once(
         recorder.begin()
         try:
             said = chaos.deploy()
-            if "failed" in said:
+            if not said.startswith(f"variant {chaos.variant}: ok"):
                 raise RuntimeError(f"the stack did not deploy: {said}")
             _wait_quiet(recorder, since=0.0, limit=SETUP_LIMIT, what="the stack to run")
             if ctl is not None:
@@ -184,9 +184,10 @@ def summarize(
         "events": done,
         "decisions": [d for d in decisions if "action" in d or d.get("rule") == "guard"],
         # Every sample, to read a loss back: when, whether a manager answered, what counted
-        # running and where, and each node's state as the manager answered it.
+        # running and where, each node's state as the manager answered it, the nodes the
+        # schedule had failed, and the replica counts the schedule wanted.
         "samples_seen": [
-            [round(x.t, 2), x.answered, x.running, x.where, x.nodes, x.faulted]
+            [round(x.t, 2), x.answered, x.running, x.where, x.nodes, x.faulted, x.desired]
             for x in tally.samples
         ],
         "unprompted_downs": unprompted_downs(tally.samples),

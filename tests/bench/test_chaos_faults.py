@@ -1,5 +1,6 @@
-"""A leader crash that finds no leader leaves its restore nothing to do: the restore
-must not bring back an earlier crash's node, nor fail on an empty name."""
+"""The schedule's own bookkeeping. A leader crash that finds no leader leaves its restore
+nothing to do: the restore must not bring back an earlier crash's node, nor fail on an
+empty name. A replica edit Swarm took after refusals changes the count the run wants."""
 
 from __future__ import annotations
 
@@ -43,3 +44,29 @@ def test_a_restore_after_a_leader_crash_that_found_no_leader_restores_nothing(
     said = chaos.do(Event(115.0, "restore"))
     assert sandbox.restored == []
     assert not said.startswith("failed") and "found no leader" in said
+
+
+class _Recorder:
+    def edit(self, services: list[str], write: Any) -> str:
+        return str(write()[1])
+
+
+REFUSED = "raft: failed to process the request: node lost leader status"
+
+
+@pytest.mark.parametrize(
+    ("answer", "wanted"),
+    [
+        # Swarm took the edit on the second try: the refusal's own words say "failed".
+        ((True, f"ok after 1 refusal(s): [{REFUSED!r}]"), 3),
+        ((False, f"failed: [{REFUSED!r}]"), 2),
+    ],
+)
+def test_a_replica_edit_counts_as_wanted_once_swarm_takes_it(
+    tmp_path: Path, answer: tuple[bool, str], wanted: int
+) -> None:
+    desired = {"legacy": 2}
+    chaos = Chaos(_Sandbox(), _Recorder(), None, tmp_path, desired)  # type: ignore[arg-type]
+    chaos._cli = lambda argv: answer  # type: ignore[method-assign]
+    chaos.do(Event(456.6, "replicas", service="legacy", value="3"))
+    assert desired["legacy"] == wanted
