@@ -226,7 +226,7 @@ class Chaos:
         if kind in ("deploy-same", "deploy-changed"):
             if kind == "deploy-changed":
                 self.variant = event.value or "B"
-            return self.deploy()
+            return self.deploy()[1]
         return self._edit(event)
 
     def _fail(self, event: Event) -> str:
@@ -276,15 +276,15 @@ class Chaos:
 
     # --- operator edits -----------------------------------------------------------------
 
-    def deploy(self) -> str:
+    def deploy(self) -> tuple[bool, str]:
         path = self.work / f"stack-{self.variant}.json"
         path.write_text(stack_file(self.sandbox.image_id, self.variant))
         argv = ["stack", "deploy", "--resolve-image", "never", "-c", str(path), STACK]
         before = dict(self.desired)
-        said = self.recorder.edit(list(BY_NAME), lambda: self._cli(argv))
+        ok, said = self.recorder.edit(list(BY_NAME), lambda: self._cli(argv))
         for name, count in replicas_of(self.variant).items():
             self._set_desired(name, count, before)
-        return f"variant {self.variant}: {said}"
+        return ok, f"variant {self.variant}: {said}"
 
     def _edit(self, event: Event) -> str:
         name = event.service
@@ -309,11 +309,11 @@ class Chaos:
         else:
             return f"unknown event {event.kind}"
         before = dict(self.desired)
-        said = self.recorder.edit(
+        # Whether Swarm took it, not the words: "ok after 2 refusal(s): [... failed ...]".
+        ok, said = self.recorder.edit(
             [name], lambda: self._cli(["service", "update", "-d", *argv, full])
         )
-        # "ok after 2 refusal(s): [... failed to process ...]" is a success: Swarm took it.
-        if event.kind == "replicas" and said.startswith("ok"):
+        if event.kind == "replicas" and ok:
             self._set_desired(name, int(event.value), before)
         return said
 

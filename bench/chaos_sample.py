@@ -147,8 +147,11 @@ class Recorder:
 
     # --- the schedule's writes ----------------------------------------------------------
 
-    def edit(self, services: Iterable[str], write: Callable[[], tuple[bool, str]]) -> str:
-        """Run one of the schedule's writes to these services; returns what it said.
+    def edit(
+        self, services: Iterable[str], write: Callable[[], tuple[bool, str]]
+    ) -> tuple[bool, str]:
+        """Run one of the schedule's writes to these services; returns whether Swarm took
+        it, and what it said.
 
         Sampling goes on meanwhile (a write may be retried for a while), but the services'
         specs are not compared until the write is done; then a PreviousSpec other than
@@ -180,7 +183,7 @@ class Recorder:
                     self._services[name] = state
                     self._edited[name[len(self._prefix) :]] = self.now()
                 self._pending.difference_update(names)
-        return result
+        return ok, result
 
     # --- sampling -----------------------------------------------------------------------
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -47,8 +48,8 @@ def test_a_restore_after_a_leader_crash_that_found_no_leader_restores_nothing(
 
 
 class _Recorder:
-    def edit(self, services: list[str], write: Any) -> str:
-        return str(write()[1])
+    def edit(self, services: list[str], write: Callable[[], tuple[bool, str]]) -> tuple[bool, str]:
+        return write()
 
 
 REFUSED = "raft: failed to process the request: node lost leader status"
