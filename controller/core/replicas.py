@@ -39,7 +39,7 @@ RECORD_LABELS = (
 )
 
 SURGE, HOLD, PREEMPT, REBALANCE = "surge", "hold", "preempt", "rebalance"
-# A speculative failover's surge for the tasks of a suspected node (rules/speculative).
+# A speculative failover's surge for the tasks of a suspected node (rules/failover/speculative).
 SPECULATE = "speculate"
 
 

@@ -8,7 +8,7 @@ from dataclasses import replace
 from controller.core.memory import Memory
 from controller.core.model import ClusterSnapshot, Node, Resources, Service, Task, TaskState
 from controller.core.plan import Plan, plan
-from controller.core.rules.failover import plan_failover
+from controller.core.rules.failover.failover_rule import plan_failover
 from controller.core.rules.preemption import plan_preemption
 from controller.core.rules.restore import plan_restores
 from controller.policy import Policy

@@ -9,7 +9,7 @@ from controller.core.labels import steering_constraint
 from controller.core.memory import Memory, RebalanceMemory
 from controller.core.model import ClusterSnapshot, Node, Resources, Service, Task
 from controller.core.plan import Plan, plan
-from controller.core.rules.failover import plan_failover
+from controller.core.rules.failover.failover_rule import plan_failover
 from controller.core.rules.rebalance import plan_rebalance
 from controller.policy import Budgets, ControllerSettings, Policy, RebalanceMode
 

@@ -10,7 +10,7 @@ from controller.core.memory import Memory
 from controller.core.model import NodeState, TaskState
 from controller.core.plan import plan
 from controller.core.replicas import BASE_LABEL, RECORD_LABELS, is_in_flight, read_record
-from controller.core.rules.failover import plan_failover
+from controller.core.rules.failover.failover_rule import plan_failover
 from controller.policy import Policy
 
 from .builders import MANAGED, node, running, service, snapshot

@@ -8,7 +8,7 @@ from controller.core.actions import SetReplicas
 from controller.core.memory import Memory
 from controller.core.model import NodeState, Service, Task, TaskState
 from controller.core.plan import Plan, plan
-from controller.core.rules.failover import plan_failover
+from controller.core.rules.failover.failover_rule import plan_failover
 from controller.policy import Policy
 
 from .builders import MANAGED, node, running, service, snapshot

@@ -14,7 +14,7 @@ from controller.core.memory import Memory
 from controller.core.model import ClusterSnapshot, NodeState, Resources, Service, Task, TaskState
 from controller.core.plan import Plan, plan
 from controller.core.replicas import RECORD_LABELS, VACATE_LABEL, read_record
-from controller.core.rules.failover import plan_failover
+from controller.core.rules.failover.failover_rule import plan_failover
 from controller.core.rules.owners import plan_owners
 from controller.policy import Policy
 

@@ -16,7 +16,7 @@ from controller.core.capacity import RESERVING_STATES
 from controller.core.memory import Memory
 from controller.core.model import ClusterSnapshot, Resources, Service
 from controller.core.plan import Plan, plan
-from controller.core.rules.failover import plan_failover
+from controller.core.rules.failover.failover_rule import plan_failover
 from controller.core.rules.owners import plan_owners
 from controller.core.simulate.scheduler import Scheduler
 from controller.policy import Policy

@@ -12,8 +12,8 @@ from controller.core.model import ClusterSnapshot, NodeState, Service, Task, Tas
 from controller.core.outside_inputs import LivenessSignal
 from controller.core.plan import plan
 from controller.core.replicas import RECORD_LABELS, read_record
-from controller.core.rules.failover import plan_failover
-from controller.core.rules.speculative import (
+from controller.core.rules.failover.failover_rule import plan_failover
+from controller.core.rules.failover.speculative import (
     drops_only_surged,
     plan_speculative,
     scale_down_order,

@@ -10,7 +10,7 @@ two sources say it is gone, more say gone than alive, and they have agreed for
 `controller.suspect-after`.
 
 A suspicion stops nothing and excludes nothing; it only lets `failover-mode:
-speculative` services start replacements early (rules/speculative.py). A storm of
+speculative` services start replacements early (rules/failover/speculative.py). A storm of
 suspicions (the controller cut off, not the nodes) counts against the same
 `controller.health-panic-threshold` as health reports: past it none is acted on.
 """

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from controller.core.context import Rule
 from controller.core.rules.adoption import adopt_services
-from controller.core.rules.failover import plan_failover
+from controller.core.rules.failover import plan_failover, plan_speculative
 from controller.core.rules.nodes import plan_nodes
 from controller.core.rules.owners import plan_owners
 from controller.core.rules.preemption import plan_preemption
@@ -16,7 +16,6 @@ from controller.core.rules.rebalance import plan_rebalance
 from controller.core.rules.records import plan_records
 from controller.core.rules.release import plan_release
 from controller.core.rules.restore import plan_restores
-from controller.core.rules.speculative import plan_speculative
 from controller.core.rules.tidy import plan_tidy
 
 RULES: tuple[tuple[str, Rule], ...] = (
