@@ -9,8 +9,8 @@ from controller.core.memory import Memory
 from controller.core.model import ClusterSnapshot, Node, Resources, Service, Task, TaskState
 from controller.core.plan import Plan, plan
 from controller.core.rules.failover.failover_rule import plan_failover
-from controller.core.rules.preemption import plan_preemption
-from controller.core.rules.restore import plan_restores
+from controller.core.rules.preemption.preemption_rule import plan_preemption
+from controller.core.rules.preemption.restore import plan_restores
 from controller.policy import Policy
 
 from .builders import MANAGED, node, service

@@ -17,7 +17,7 @@ from controller.core.memory import Memory
 from controller.core.model import Availability, NodeState, TaskState
 from controller.core.plan import Plan, plan
 from controller.core.replicas import PREEMPT, change_replicas
-from controller.core.rules.preemption import plan_preemption
+from controller.core.rules.preemption.preemption_rule import plan_preemption
 from controller.policy import Budgets, ControllerSettings, Policy
 
 from .builders import MANAGED, node, running, service, snapshot

@@ -11,7 +11,7 @@ from controller.core.memory import Memory
 from controller.core.model import Resources
 from controller.core.plan import plan
 from controller.core.replicas import BASE_LABEL, read_record
-from controller.core.rules.preemption import plan_preemption
+from controller.core.rules.preemption.preemption_rule import plan_preemption
 from controller.policy import ControllerSettings, Policy
 
 from .builders import snapshot

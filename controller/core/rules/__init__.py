@@ -11,11 +11,10 @@ from controller.core.rules.adoption import adopt_services
 from controller.core.rules.failover import plan_failover, plan_speculative
 from controller.core.rules.nodes import plan_nodes
 from controller.core.rules.owners import plan_owners
-from controller.core.rules.preemption import plan_preemption
+from controller.core.rules.preemption import plan_preemption, plan_restores
 from controller.core.rules.rebalance import plan_rebalance
 from controller.core.rules.records import plan_records
 from controller.core.rules.release import plan_release
-from controller.core.rules.restore import plan_restores
 from controller.core.rules.tidy import plan_tidy
 
 RULES: tuple[tuple[str, Rule], ...] = (
