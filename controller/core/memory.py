@@ -64,7 +64,7 @@ class Memory:
     # Service id -> (node id -> replicas, since when): the placement a move of the owners
     # rule is taking the service to, while it takes more than one step (rules/owners).
     placing: Mapping[str, tuple[Mapping[str, int], float]] = field(default_factory=dict)
-    # Rebalancing's own hysteresis, kept by the rebalance rule (see core/balance/triggers).
+    # Rebalancing's own hysteresis, kept by the rebalance rule (see core/rules/rebalance/triggers).
     rebalance: RebalanceMemory = field(default_factory=RebalanceMemory)
     # Node exits seen by health assessment (quarantine; see core/health).
     health: HealthMemory = field(default_factory=HealthMemory)

@@ -10,7 +10,7 @@ from controller.core.memory import Memory, RebalanceMemory
 from controller.core.model import ClusterSnapshot, Node, Resources, Service, Task
 from controller.core.plan import Plan, plan
 from controller.core.rules.failover.failover_rule import plan_failover
-from controller.core.rules.rebalance import plan_rebalance
+from controller.core.rules.rebalance.rebalance_rule import plan_rebalance
 from controller.policy import Budgets, ControllerSettings, Policy, RebalanceMode
 
 from .builders import node, running

@@ -11,11 +11,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 
 from controller.core.actions import Action, SetServiceConstraints, target_of
-from controller.core.balance.levels import level_for
-from controller.core.balance.triggers import downs_of, is_settled
 from controller.core.constraints import ConstraintError
 from controller.core.context import PlanContext, RuleOutput
 from controller.core.decisions import Decision, Outcome
+from controller.core.kernel.levels import level_for
+from controller.core.kernel.settling import downs_of, is_settled
 from controller.core.labels import (
     EXCLUDED_LABEL,
     POSSIBLE_VALUE,

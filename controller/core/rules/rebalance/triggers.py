@@ -1,8 +1,7 @@
 """When rebalancing may act: node joins and returns, periodic rounds, and patience.
 
-- A node that joins or returns must stay ready for the level's settle time before tasks
-  move to it; each time it went down in the last ten minutes doubles that time, as
-  route-flap damping does, so a flapping node is trusted only once it has calmed down.
+- A node that joins or returns must stay ready for its settle time before tasks move to
+  it (core/kernel/settling).
 - A join or return opens a window in which rebalancing may act (mode on-join and
   periodic). A flapping node (down twice or more in ten minutes) opens it at most once:
   after the rebalance it caused, its further returns cause none.
@@ -16,34 +15,14 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from controller.core.balance.levels import Level
+from controller.core.kernel.levels import Level
+from controller.core.kernel.settling import downs_of, settle_seconds
 from controller.core.memory import FLAP_MEMORY_SECONDS, Memory, RebalanceMemory
 from controller.core.model import Node
 from controller.policy import ControllerSettings, RebalanceMode
 
 # How long after settling a join or return stays a reason to rebalance.
 JOIN_WINDOW_SECONDS = 600.0
-MAX_SETTLE_SECONDS = 600.0
-
-
-def downs_of(memory: Memory, node_id: str) -> int:
-    return len(memory.node_downs.get(node_id, ()))
-
-
-def settle_seconds(level: Level, memory: Memory, node_id: str) -> float:
-    return damped(level.settle_seconds, memory, node_id)
-
-
-def damped(seconds: float, memory: Memory, node_id: str) -> float:
-    """A wait for a returned node, doubled for each time it went down lately after the first."""
-    downs = downs_of(memory, node_id)
-    return min(seconds * float(2 ** max(downs - 1, 0)), MAX_SETTLE_SECONDS)
-
-
-def is_settled(level: Level, memory: Memory, node_id: str, now: float) -> bool:
-    """Ready long enough (for its flap history) to receive moved tasks."""
-    since = memory.node_ready_since.get(node_id)
-    return since is not None and now - since >= settle_seconds(level, memory, node_id)
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,24 +22,6 @@ from dataclasses import replace
 from functools import partial
 
 from controller.core.actions import SetServiceConstraints
-from controller.core.balance.cycle import (
-    RebalanceCycle,
-    blocked,
-    forbidden,
-    gate,
-    persisted,
-    receiver_loads,
-    unsettled,
-)
-from controller.core.balance.levels import level_for
-from controller.core.balance.load import mean_score, node_loads
-from controller.core.balance.shed import shed_load
-from controller.core.balance.triggers import (
-    find_joins,
-    is_settled,
-    next_rebalance_memory,
-    round_due,
-)
 from controller.core.clock import time_of_day
 from controller.core.constraints import ConstraintError, parse_constraint
 from controller.core.context import PlanContext, RuleOutput
@@ -51,6 +33,8 @@ from controller.core.counts import (
     spread,
 )
 from controller.core.decisions import Outcome
+from controller.core.kernel.levels import level_for
+from controller.core.kernel.settling import is_settled
 from controller.core.labels import (
     EXCLUDED_LABEL,
     EXCLUDED_SINCE_LABEL,
@@ -60,6 +44,18 @@ from controller.core.labels import (
 from controller.core.memory import Memory
 from controller.core.model import Service, ServiceMode
 from controller.core.replicas import REBALANCE, change_replicas
+from controller.core.rules.rebalance.cycle import (
+    RebalanceCycle,
+    blocked,
+    forbidden,
+    gate,
+    persisted,
+    receiver_loads,
+    unsettled,
+)
+from controller.core.rules.rebalance.load import mean_score, node_loads
+from controller.core.rules.rebalance.shed import shed_load
+from controller.core.rules.rebalance.triggers import find_joins, next_rebalance_memory, round_due
 from controller.policy import ControllerSettings
 
 

@@ -12,16 +12,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from controller.core.actions import Action
-from controller.core.balance.levels import Level
-from controller.core.balance.load import Load, task_demand
-from controller.core.balance.triggers import Joins, streak
 from controller.core.budget import DisruptionBudget
 from controller.core.clock import time_of_day
 from controller.core.context import PlanContext
 from controller.core.counts import active_counts
 from controller.core.decisions import Decision, Outcome
+from controller.core.kernel.levels import Level
 from controller.core.model import Resources, Service
 from controller.core.replicas import RecordError, read_record
+from controller.core.rules.rebalance.load import Load, task_demand
+from controller.core.rules.rebalance.triggers import Joins, streak
 from controller.policy import RebalanceMode
 
 RULE = "rebalance"

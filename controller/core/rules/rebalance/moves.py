@@ -17,11 +17,11 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from controller.core.balance.levels import Level
-from controller.core.balance.load import Load, Projection, project_move, task_demand
 from controller.core.constraints import ConstraintError
 from controller.core.counts import active_counts, placement_room, scale_up
+from controller.core.kernel.levels import Level
 from controller.core.model import ClusterSnapshot, Resources, Service
+from controller.core.rules.rebalance.load import Load, Projection, project_move, task_demand
 
 
 @dataclass(frozen=True, slots=True)

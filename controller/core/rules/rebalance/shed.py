@@ -10,12 +10,9 @@ from __future__ import annotations
 from functools import partial
 
 from controller.core.actions import SetServiceConstraints
-from controller.core.balance.cycle import RebalanceCycle, blocked, forbidden, gate, persisted
-from controller.core.balance.load import Load, mean_score
-from controller.core.balance.moves import MoveRules, choose_move
-from controller.core.balance.triggers import is_settled
 from controller.core.counts import active_counts
 from controller.core.decisions import Outcome
+from controller.core.kernel.settling import is_settled
 from controller.core.labels import (
     EXCLUDED_LABEL,
     EXCLUDED_SINCE_LABEL,
@@ -24,6 +21,15 @@ from controller.core.labels import (
     recorded_exclusions,
 )
 from controller.core.model import Service
+from controller.core.rules.rebalance.cycle import (
+    RebalanceCycle,
+    blocked,
+    forbidden,
+    gate,
+    persisted,
+)
+from controller.core.rules.rebalance.load import Load, mean_score
+from controller.core.rules.rebalance.moves import MoveRules, choose_move
 
 
 def _describe_load(load: Load) -> str:
