@@ -18,6 +18,7 @@ from typing import Any
 from controller.core.constraints import ConstraintError, parse_constraint
 from controller.core.counts import is_active
 from controller.core.decisions import Decision, LoggedDecision, Outcome
+from controller.core.kernel.candidates import NodeIndex, domain_of, expand_owner_list
 from controller.core.labels import is_own_constraint
 from controller.core.model import (
     ClusterSnapshot,
@@ -26,7 +27,6 @@ from controller.core.model import (
     Task,
     TaskState,
 )
-from controller.core.placement.candidates import NodeIndex, domain_of, expand_owner_list
 from controller.core.replicas import RecordError, read_record
 from controller.core.simulate.scheduler import Scheduler
 from controller.policy import Policy, ResolvedService

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from controller.core.actions import Action, SetServiceConstraints
 from controller.core.context import PlanContext
+from controller.core.kernel.candidates import expand_owner_list
 from controller.core.labels import (
     EXCLUDED_LABEL,
     exclusion_constraints,
@@ -24,7 +25,6 @@ from controller.core.labels import (
     recorded_exclusion_set,
 )
 from controller.core.model import Service
-from controller.core.placement.candidates import expand_owner_list
 from controller.policy import AntiAffinityMode
 
 

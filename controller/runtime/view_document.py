@@ -22,9 +22,9 @@ from controller.core.health.node_marks import (
     QUARANTINE_UNTIL,
     read_health_records,
 )
+from controller.core.kernel.candidates import NodeIndex, domain_of, expand_owner_list
 from controller.core.labels import DENY_LABEL_PREFIX, DENY_VALUE
 from controller.core.model import ClusterSnapshot, Node
-from controller.core.placement.candidates import NodeIndex, domain_of, expand_owner_list
 from controller.core.plan import Plan
 from controller.policy import Policy
 

@@ -10,9 +10,9 @@ from hypothesis import strategies as st
 from controller.core.actions import SetServiceConstraints
 from controller.core.apply import apply_actions
 from controller.core.constraints import node_satisfies, parse_constraint
+from controller.core.kernel.candidates import expand_owner_list
 from controller.core.memory import Memory
 from controller.core.model import ClusterSnapshot, NodeState, Service
-from controller.core.placement.candidates import expand_owner_list
 from controller.core.plan import plan
 from controller.policy import Policy
 

@@ -34,14 +34,14 @@ from controller.core.labels import (
     without_exclusions,
 )
 from controller.core.model import Service
-from controller.core.placement.fits import Fits
-from controller.core.placement.steer import Steering
 from controller.core.replicas import (
     REBALANCE,
     RecordError,
     change_replicas,
     read_record,
 )
+from controller.core.rules.owners.fits import Fits
+from controller.core.rules.owners.steer import Steering
 
 RULE = "owners"
 

@@ -14,6 +14,13 @@ from controller.core.actions import Action, SetServiceConstraints, target_of
 from controller.core.constraints import ConstraintError
 from controller.core.context import PlanContext, RuleOutput
 from controller.core.decisions import Decision, Outcome
+from controller.core.kernel.candidates import (
+    Candidates,
+    NodeIndex,
+    domain_of,
+    find_candidates,
+    operator_constraints,
+)
 from controller.core.kernel.levels import level_for
 from controller.core.kernel.settling import downs_of, is_settled
 from controller.core.labels import (
@@ -25,21 +32,13 @@ from controller.core.labels import (
     recorded_exclusion_set,
 )
 from controller.core.model import Service, ServiceMode
-from controller.core.placement.assign import (
+from controller.core.rules.owners.assign import (
     NodeOrder,
     PlacementInputs,
     assign,
     node_order,
 )
-from controller.core.placement.candidates import (
-    Candidates,
-    NodeIndex,
-    domain_of,
-    find_candidates,
-    operator_constraints,
-)
-from controller.core.placement.fits import Fits, room_for
-from controller.core.placement.steer import steer
+from controller.core.rules.owners.fits import Fits, room_for
 from controller.core.rules.owners.owner_moves import (
     finish_stop_first,
     is_stop_first,
@@ -55,6 +54,7 @@ from controller.core.rules.owners.owner_waits import (
     move_in_flight,
     settle_wait,
 )
+from controller.core.rules.owners.steer import steer
 from controller.core.stalled_moves import stalled_on
 from controller.core.widen_only import opening_ready_nodes
 from controller.policy import AntiAffinityMode, ServiceSettings

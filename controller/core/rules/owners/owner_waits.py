@@ -9,11 +9,11 @@ from collections.abc import Mapping
 from controller.core.clock import format_minute, minute_of_day, time_of_day
 from controller.core.context import PlanContext
 from controller.core.counts import active_counts
+from controller.core.kernel.candidates import Candidates
 from controller.core.kernel.levels import level_for
 from controller.core.kernel.settling import damped, downs_of
 from controller.core.labels import EXCLUDED_LABEL, recorded_exclusion_set
 from controller.core.model import Service, TaskState
-from controller.core.placement.candidates import Candidates
 from controller.core.replicas import is_in_flight
 from controller.core.stalled_moves import stalled_on
 from controller.policy import FailbackMode, ServiceSettings

@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from itertools import islice
 
-from controller.core.placement.candidates import Candidates
+from controller.core.kernel.candidates import Candidates
 
 SPREAD, ANTI_AFFINITY, FAILBACK = "spread", "anti-affinity", "failback"
 Objective = tuple[int, int, int]  # (spread excess, anti-affinity conflicts, preference cost)

@@ -22,7 +22,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 
 from controller.core.labels import exclusion_constraints, possible_constraint, steering_constraint
-from controller.core.placement.assign import Assignment
+from controller.core.rules.owners.assign import Assignment
 from controller.policy import SteeringMode
 
 
