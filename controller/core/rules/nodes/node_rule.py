@@ -18,7 +18,6 @@ from controller.core.context import PlanContext, RuleOutput
 from controller.core.counts import active_counts
 from controller.core.decisions import Decision, Outcome
 from controller.core.health.assess import NodeVerdict
-from controller.core.health.deny import denied_on, plan_denials
 from controller.core.health.node_marks import (
     HEALTH_PREFIX,
     PAUSED,
@@ -33,10 +32,11 @@ from controller.core.health.node_marks import (
     unhealthy_key,
     unhealthy_records,
 )
-from controller.core.health.workload import plan_move_offs
 from controller.core.labels import DENY_LABEL_PREFIX, DENY_VALUE, deny_label
 from controller.core.model import Availability, ClusterSnapshot, Node, Service
+from controller.core.rules.nodes.deny import denied_on, plan_denials
 from controller.core.rules.nodes.possible_marks import MarkChange, possible_marks
+from controller.core.rules.nodes.workload import plan_move_offs
 
 RULE = "nodes"
 # A health record is rewritten when its end moves by more than this (a source repeating
