@@ -34,16 +34,10 @@ from controller.adapters.writes import execute_action
 from controller.core.actions import Action
 from controller.core.apply import apply_actions
 from controller.core.decisions import Decision, Outcome
+from controller.core.kernel.mark_needs import MarkRequirements, mark_requirements
 from controller.core.lease import LeaseLabelError, record_from_labels
 from controller.core.model import ClusterSnapshot, Node, Service
-from controller.core.release_plan import (
-    RULE,
-    MarkRequirements,
-    mark_requirements,
-    release_node,
-    release_refusal,
-    release_service,
-)
+from controller.core.release_plan import RULE, release_node, release_refusal, release_service
 
 ATTEMPTS = 3  # reads per write: a conflict means someone else wrote; read again
 MAX_WRITES = 3  # per service: constraints and labels, then the replica count

@@ -22,7 +22,6 @@ controller itself recorded, never an operator's pause or drain.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from controller.core.actions import (
@@ -32,14 +31,12 @@ from controller.core.actions import (
     SetReplicas,
     SetServiceConstraints,
 )
-from controller.core.constraints import ConstraintError, parse_constraint
 from controller.core.decisions import Decision, Outcome
 from controller.core.health.node_marks import PAUSED, paused_for
+from controller.core.kernel.mark_needs import MarkRequirements, required_on
 from controller.core.labels import (
-    POSSIBLE_LABEL_PREFIX,
     is_own_constraint,
     is_own_label,
-    possible_label,
 )
 from controller.core.model import Availability, Node, Service, ServiceMode
 from controller.core.replicas import (
@@ -183,45 +180,6 @@ def _dropped(before: tuple[str, ...], after: tuple[str, ...]) -> list[str] | Non
         else:
             dropped.append(item)
     return dropped if wanted is None else None
-
-
-MarkRequirements = Mapping[str, tuple[tuple[str | None, str], ...]]
-
-
-def mark_requirements(
-    services: Iterable[Service], unreadable: Iterable[str] = ()
-) -> MarkRequirements:
-    """Possible-owner marks that services' constraints require: label -> (value, service
-    name) for each `node.labels.<label>==value`. Built once per cycle; a service without
-    such a constraint costs one substring test per constraint. A service that could not
-    be read (by name) may require its own mark with any value."""
-    out: dict[str, list[tuple[str | None, str]]] = {}
-    for service in services:
-        for text in service.constraints:
-            if POSSIBLE_LABEL_PREFIX not in text:
-                continue
-            try:
-                constraint = parse_constraint(text)
-            except ConstraintError:
-                continue  # Swarm refuses such a constraint: it requires nothing
-            if not (constraint.equal and constraint.key.lower().startswith("node.labels.")):
-                continue
-            label = constraint.key[len("node.labels.") :]
-            if label.startswith(POSSIBLE_LABEL_PREFIX):
-                out.setdefault(label, []).append((constraint.value.casefold(), service.name))
-    for name in unreadable:
-        out.setdefault(possible_label(name), []).append((None, name))
-    return {label: tuple(reqs) for label, reqs in out.items()}
-
-
-def required_on(requirements: MarkRequirements, node: Node) -> dict[str, list[str]]:
-    """Marks on `node` that a constraint requires there: label -> the services' names."""
-    out: dict[str, list[str]] = {}
-    for label, value in node.labels.items():
-        for wanted, name in requirements.get(label, ()):
-            if wanted is None or value.casefold() == wanted:
-                out.setdefault(label, []).append(name)
-    return out
 
 
 def release_node(

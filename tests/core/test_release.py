@@ -15,6 +15,7 @@ from controller.core.actions import (
 )
 from controller.core.apply import apply_actions
 from controller.core.context import RuleOutput
+from controller.core.kernel.mark_needs import mark_requirements
 from controller.core.labels import (
     EXCLUDED_LABEL,
     exclusion_constraint,
@@ -28,7 +29,6 @@ from controller.core.plan import Plan, plan
 from controller.core.release_plan import (
     ReleaseConstraints,
     ReleaseReplicas,
-    mark_requirements,
     release_node,
     release_refusal,
     release_service,

@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from controller.core.context import PlanContext
 from controller.core.counts import active_counts
 from controller.core.kernel.candidates import expand_owner_list
+from controller.core.kernel.mark_needs import mark_requirements, required_on
 from controller.core.labels import POSSIBLE_LABEL_PREFIX, POSSIBLE_VALUE, possible_label
-from controller.core.release_plan import mark_requirements, required_on
 
 
 @dataclass(frozen=True, slots=True)
