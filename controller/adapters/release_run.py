@@ -1,11 +1,12 @@
 """`release`: take back what the controller wrote, one version-checked write at a time.
 
-The writes are core/release_plan's: per service, its constraints and labels first, then a
-replica count it changed; with `--all`, then every node's labels and a pause the
-controller recorded, never a mark some service's constraint still requires (a service
-whose release failed keeps it). Each write goes through adapters/writes from a fresh
-read; a write that loses a race with another writer is planned again from a new read,
-a few times. A running controller would adopt the services again: stop it first.
+The writes are those of core/rules/release/release_plan: per service, its constraints
+and labels first, then a replica count it changed; with `--all`, then every node's
+labels and a pause the controller recorded, never a mark some service's constraint still
+requires (a service whose release failed keeps it). Each write goes through
+adapters/writes from a fresh read; a write that loses a race with another writer is
+planned again from a new read, a few times. A running controller would adopt the
+services again: stop it first.
 """
 
 from __future__ import annotations
@@ -37,7 +38,12 @@ from controller.core.decisions import Decision, Outcome
 from controller.core.kernel.mark_needs import MarkRequirements, mark_requirements
 from controller.core.lease import LeaseLabelError, record_from_labels
 from controller.core.model import ClusterSnapshot, Node, Service
-from controller.core.release_plan import RULE, release_node, release_refusal, release_service
+from controller.core.rules.release.release_plan import (
+    RULE,
+    release_node,
+    release_refusal,
+    release_service,
+)
 
 ATTEMPTS = 3  # reads per write: a conflict means someone else wrote; read again
 MAX_WRITES = 3  # per service: constraints and labels, then the replica count

@@ -80,3 +80,41 @@ class RuleOutput:
 
 
 Rule = Callable[[PlanContext], RuleOutput]
+
+# Why a write of this rule may reach a service Swarm is rolling an update for, or None.
+RolloutExemption = Callable[[PlanContext, Service, Action], str | None]
+# Why a write of this rule to a service the controller does not manage is refused, or
+# None when it may go (only a release takes back what the controller wrote).
+UnmanagedCheck = Callable[[Service | None, Action], str | None]
+
+
+@dataclass(frozen=True, slots=True)
+class Salvaged:
+    """The part of a write the guards refuse that may still go, because it stops nothing:
+    what it is (for the refusal's decision) and why it may go (for its own)."""
+
+    action: Action
+    part: str
+    why: str
+
+
+Salvage = Callable[[PlanContext, Action], Salvaged | None]
+
+
+@dataclass(frozen=True, slots=True)
+class RuleSpec:
+    """One rule as the registry (core/rules) knows it: everything about a rule that
+    plan(), the guards and the write order need, so that no module outside the rule's
+    own package names it."""
+
+    name: str
+    plan: Rule
+    # Its writes are sent right after the node writes, together (runtime/write_order).
+    writes_first: bool = False
+    # Its own exceptions to the rollout rule of the guards.
+    rollout_exemptions: tuple[RolloutExemption, ...] = ()
+    # None: it never writes a service the controller does not manage.
+    unmanaged: UnmanagedCheck | None = None
+    salvage: Salvage | None = None
+    # The Memory fields its `remember` may change (tests check it changes no other).
+    memory: tuple[str, ...] = ()

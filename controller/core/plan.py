@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
 from controller.core.actions import Action, subject_of, target_of
-from controller.core.context import PlanContext, Rule
+from controller.core.context import PlanContext, RuleSpec
 from controller.core.decisions import Decision, Outcome
 from controller.core.guards import apply_guards
 from controller.core.health.assess import assess_nodes
@@ -34,6 +34,8 @@ class Plan:
     decisions: tuple[Decision, ...]
     memory: Memory
     resolved: Mapping[str, ResolvedService] = field(default_factory=dict)
+    # The actions of rules whose writes go out first (RuleSpec.writes_first).
+    early: tuple[Action, ...] = ()
 
     @property
     def is_empty(self) -> bool:
@@ -46,7 +48,7 @@ def plan(
     policy: Policy,
     memory: Memory,
     now: float,
-    rules: tuple[tuple[str, Rule], ...] | None = None,
+    rules: tuple[RuleSpec, ...] | None = None,
 ) -> Plan:
     resolved, decisions = resolve_settings(snapshot, policy, memory.resolved)
     # Health first: every rule then sees a failed node as down and a held node as paused.
@@ -65,10 +67,10 @@ def plan(
     )
 
     actions: list[Action] = []
-    proposed: list[tuple[str, Action]] = []  # (rule, action) for every action kept
+    proposed: list[tuple[RuleSpec, Action]] = []  # every action kept, with its rule
     written: set[tuple[str, str]] = set()
-    for rule_name, rule in rules if rules is not None else RULES:
-        output = rule(replace(ctx, planned=tuple(actions)))
+    for spec in rules if rules is not None else RULES:
+        output = spec.plan(replace(ctx, planned=tuple(actions)))
         decisions.extend(output.decisions)
         if output.remember is not None:
             memory = output.remember(memory)
@@ -77,7 +79,7 @@ def plan(
             if target in written:
                 decisions.append(
                     Decision(
-                        rule=rule_name,
+                        rule=spec.name,
                         subject=subject_of(action),
                         outcome=Outcome.DEFER,
                         reason="already changed this cycle; retried on the next one",
@@ -87,12 +89,18 @@ def plan(
                 continue
             written.add(target)
             actions.append(action)
-            proposed.append((rule_name, action))
+            proposed.append((spec, action))
 
-    decisions.extend(unexplained(proposed, decisions))
-    guarded, guard_decisions = apply_guards(ctx, tuple(actions))
+    decisions.extend(unexplained(((s.name, a) for s, a in proposed), decisions))
+    guarded, guard_decisions = apply_guards(ctx, tuple(proposed))
     decisions.extend(guard_decisions)
-    return Plan(actions=guarded, decisions=tuple(decisions), memory=memory, resolved=resolved)
+    return Plan(
+        actions=tuple(action for _, action in guarded),
+        decisions=tuple(decisions),
+        memory=memory,
+        resolved=resolved,
+        early=tuple(action for spec, action in guarded if spec.writes_first),
+    )
 
 
 def unexplained(

@@ -136,7 +136,7 @@ class Reconciler:
             if cycle.standby is not None:
                 span.set_attribute("placement.standby", cycle.standby)
                 return cycle
-            order = execution_order(result.actions, result.decisions)
+            order = execution_order(result.actions, result.early)
             held = self._held(list(order), now)
             cycle.outcomes.extend(_held_decision(a, r) for a, r in held.values())
             cycle.logged = self._log.write(cycle.decisions, now=now)

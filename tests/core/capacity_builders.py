@@ -8,19 +8,13 @@ from dataclasses import replace
 from controller.core.memory import Memory
 from controller.core.model import ClusterSnapshot, Node, Resources, Service, Task, TaskState
 from controller.core.plan import Plan, plan
-from controller.core.rules.failover.failover_rule import plan_failover
-from controller.core.rules.preemption.preemption_rule import plan_preemption
-from controller.core.rules.preemption.restore import plan_restores
+from controller.core.rules import rules_named
 from controller.policy import Policy
 
 from .builders import MANAGED, node, service
 
 SHORT = "no suitable node (insufficient resources on 3 nodes)"
-RULES = (
-    ("failover", plan_failover),
-    ("preemption", plan_preemption),
-    ("restore", plan_restores),
-)
+RULES = rules_named("failover", "preemption", "restore")
 
 
 def slots(n: int) -> Resources:

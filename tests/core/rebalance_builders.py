@@ -9,8 +9,7 @@ from controller.core.labels import steering_constraint
 from controller.core.memory import Memory, RebalanceMemory
 from controller.core.model import ClusterSnapshot, Node, Resources, Service, Task
 from controller.core.plan import Plan, plan
-from controller.core.rules.failover.failover_rule import plan_failover
-from controller.core.rules.rebalance.rebalance_rule import plan_rebalance
+from controller.core.rules import rules_named
 from controller.policy import Budgets, ControllerSettings, Policy, RebalanceMode
 
 from .builders import node, running
@@ -18,7 +17,7 @@ from .builders import node, running
 NOW = 100_000.0
 CPU = 1_000_000_000  # one CPU in nano-CPUs
 GIB = 1 << 30
-RULES = (("failover", plan_failover), ("rebalance", plan_rebalance))
+RULES = rules_named("failover", "rebalance")
 
 
 def policy(

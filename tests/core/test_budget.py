@@ -12,12 +12,12 @@ from controller.core.actions import (
     SetServiceConstraints,
 )
 from controller.core.budget import DisruptionBudget, disrupted_nodes, disruption
-from controller.core.context import PlanContext, RuleOutput
+from controller.core.context import PlanContext, RuleOutput, RuleSpec
 from controller.core.memory import Memory
 from controller.core.model import Availability, NodeState, TaskState
 from controller.core.plan import Plan, plan
 from controller.core.replicas import PREEMPT, change_replicas
-from controller.core.rules.preemption.preemption_rule import plan_preemption
+from controller.core.rules import rule_named
 from controller.policy import Budgets, ControllerSettings, Policy
 
 from .builders import MANAGED, node, running, service, snapshot
@@ -32,7 +32,7 @@ def _proposing(*actions):  # type: ignore[no-untyped-def]
     def rule(ctx: PlanContext) -> RuleOutput:
         return RuleOutput(actions=tuple(actions))
 
-    return (("test", rule),)
+    return (RuleSpec("test", rule),)
 
 
 def _plan(snap, *actions, policy: Policy | None = None) -> Plan:  # type: ignore[no-untyped-def]
@@ -107,7 +107,7 @@ def test_a_preemption_waits_for_a_node_an_earlier_rule_spent() -> None:
         policy=_policy(actions_per_node=1),
         memory=Memory(),
         now=1000.0,
-        rules=(("nodes", first), ("preemption", plan_preemption)),
+        rules=(RuleSpec("nodes", first), rule_named("preemption")),
     )
     assert result.actions == (evict,)
     assert any("budget: 1 disruptive actions per node" in d.reason for d in result.decisions)

@@ -10,7 +10,7 @@ from controller.core.actions import (
     describe,
     subject_of,
 )
-from controller.core.context import PlanContext, Rule, RuleOutput
+from controller.core.context import PlanContext, Rule, RuleOutput, RuleSpec
 from controller.core.decisions import Decision, Outcome
 from controller.core.memory import Memory
 from controller.core.model import Availability
@@ -44,7 +44,10 @@ def test_a_deferred_write_names_its_service_by_name_not_id() -> None:
         policy=Policy.default(),
         memory=Memory(),
         now=1000.0,
-        rules=(("first", writes("first", first)), ("second", writes("second", second))),
+        rules=(
+            RuleSpec("first", writes("first", first)),
+            RuleSpec("second", writes("second", second)),
+        ),
     )
     (deferred,) = [d for d in result.decisions if d.outcome == Outcome.DEFER]
     assert deferred.rule == "second" and deferred.subject == "service web"

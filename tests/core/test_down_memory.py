@@ -10,7 +10,7 @@ from controller.core.memory import FLAP_MEMORY_SECONDS, Memory
 from controller.core.model import ClusterSnapshot, NodeState
 from controller.core.plan import Plan, plan
 from controller.core.records_mirror import RecordStore, decode_downs, encode_downs
-from controller.core.rules.records import plan_records
+from controller.core.rules import rules_named
 from controller.policy import Policy
 
 from .builders import node, running, service, snapshot
@@ -81,7 +81,7 @@ def mirror(snap: ClusterSnapshot, memory: Memory, now: float) -> tuple[SetRecord
         policy=Policy.default(),
         memory=memory,
         now=now,
-        rules=(("records", plan_records),),
+        rules=rules_named("records"),
     )
     writes = [a for a in result.actions if isinstance(a, SetRecords)]
     return (writes[0] if writes else None), result

@@ -10,12 +10,12 @@ from controller.core.memory import Memory
 from controller.core.model import NodeState, TaskState
 from controller.core.plan import plan
 from controller.core.replicas import BASE_LABEL, RECORD_LABELS, is_in_flight, read_record
-from controller.core.rules.failover.failover_rule import plan_failover
+from controller.core.rules import rules_named
 from controller.policy import Policy
 
 from .builders import MANAGED, node, running, service, snapshot
 
-RULES = (("failover", plan_failover),)
+RULES = rules_named("failover")
 
 
 def run(snap, memory: Memory, now: float):  # type: ignore[no-untyped-def]

@@ -14,15 +14,14 @@ from controller.core.memory import Memory
 from controller.core.model import ClusterSnapshot, NodeState, Resources, Service, Task, TaskState
 from controller.core.plan import Plan, plan
 from controller.core.replicas import RECORD_LABELS, VACATE_LABEL, read_record
-from controller.core.rules.failover.failover_rule import plan_failover
-from controller.core.rules.owners import plan_owners
+from controller.core.rules import rules_named
 from controller.policy import Policy
 
 from .builders import node, running, snapshot
 from .test_owners import STABLE, excluded_hosts, managed
 
 NOW = 1_000_000.0
-RULES = (("failover", plan_failover), ("owners", plan_owners))
+RULES = rules_named("failover", "owners")
 
 
 def cycle(snap: ClusterSnapshot, memory: Memory, now: float) -> tuple[Plan, Memory]:

@@ -21,7 +21,7 @@ from controller.core.labels import (
 from controller.core.memory import Memory
 from controller.core.model import ClusterSnapshot, NodeState, Service, Task, TaskState
 from controller.core.plan import Plan, plan
-from controller.core.rules.owners import plan_owners
+from controller.core.rules import rules_named
 from controller.policy import ControllerSettings, Policy, SteeringMode
 
 from .builders import node, running, service, snapshot
@@ -46,7 +46,7 @@ def owners_only(snap: ClusterSnapshot, memory: Memory = STABLE, now: float = NOW
         policy=Policy.default(),
         memory=memory,
         now=now,
-        rules=(("owners", plan_owners),),
+        rules=rules_named("owners"),
     )
 
 
@@ -314,7 +314,7 @@ def test_steering_modes_at_rest() -> None:
     def excluded(mode: SteeringMode) -> set[str]:
         policy = replace(Policy.default(), controller=ControllerSettings(steering=mode))
         result = plan(
-            snapshot=snap, policy=policy, memory=STABLE, now=NOW, rules=(("owners", plan_owners),)
+            snapshot=snap, policy=policy, memory=STABLE, now=NOW, rules=rules_named("owners")
         )
         if not result.actions:  # nothing to change: the service has no exclusions
             return set()
@@ -340,7 +340,7 @@ def test_standby_past_the_exclusion_cap_is_open_at_rest_but_moves_stay_exact() -
             policy=replace(Policy.default(), controller=settings),
             memory=STABLE,
             now=NOW,
-            rules=(("owners", plan_owners),),
+            rules=rules_named("owners"),
         )
 
     # At rest on node-2, standby would exclude node-1 and node-4: two, over a cap of one.

@@ -5,13 +5,13 @@ from __future__ import annotations
 from dataclasses import replace
 
 from controller.core.actions import SetReplicas
-from controller.core.context import PlanContext, RuleOutput
+from controller.core.context import PlanContext, RuleOutput, RuleSpec
 from controller.core.decisions import Decision, Outcome
 from controller.core.memory import Memory
 from controller.core.model import Resources
 from controller.core.plan import plan
 from controller.core.replicas import BASE_LABEL, read_record
-from controller.core.rules.preemption.preemption_rule import plan_preemption
+from controller.core.rules import rule_named, rules_named
 from controller.policy import ControllerSettings, Policy
 
 from .builders import snapshot
@@ -287,7 +287,7 @@ def test_a_victim_an_earlier_rule_writes_this_cycle_is_left_out() -> None:
         policy=Policy.default(),
         memory=Memory(),
         now=1000.0,
-        rules=(("first", first), ("preemption", plan_preemption)),
+        rules=(RuleSpec("first", first), rule_named("preemption")),
     )
     assert result.actions == (earlier,)
     (reason,) = _reasons(result, "cannot-help")
@@ -319,7 +319,7 @@ def test_a_speculative_surge_never_preempts_nor_is_preempted() -> None:
         policy=Policy.default(),
         memory=Memory(),
         now=1000.0,
-        rules=(("preemption", plan_preemption),),
+        rules=rules_named("preemption"),
     )
     assert result.actions == ()
     assert any("speculative surge is in flight" in d.reason for d in result.decisions)

@@ -20,7 +20,7 @@ from controller.core.kernel.levels import level_for
 from controller.core.memory import Memory, RebalanceMemory
 from controller.core.model import Availability, ClusterSnapshot, NodeUsage, Resources, Service
 from controller.core.plan import Plan, plan
-from controller.core.rules.rebalance.rebalance_rule import plan_rebalance
+from controller.core.rules import rules_named
 from controller.policy import Budgets, ControllerSettings, Policy, RebalanceMode
 
 from .builders import node, running, service, snapshot
@@ -110,7 +110,7 @@ def run(snap: ClusterSnapshot, pol: Policy) -> Plan:
         policy=pol,
         memory=settled(snap),
         now=NOW,
-        rules=(("rebalance", plan_rebalance),),
+        rules=rules_named("rebalance"),
     )
 
 

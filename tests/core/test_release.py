@@ -26,13 +26,6 @@ from controller.core.labels import (
 from controller.core.memory import Memory
 from controller.core.model import Availability, ClusterSnapshot, Node, Service, Unreadable
 from controller.core.plan import Plan, plan
-from controller.core.release_plan import (
-    ReleaseConstraints,
-    ReleaseReplicas,
-    release_node,
-    release_refusal,
-    release_service,
-)
 from controller.core.replicas import (
     BASE_LABEL,
     DETAIL_LABEL,
@@ -40,6 +33,14 @@ from controller.core.replicas import (
     RECORD_LABELS,
     SET_LABEL,
     SINCE_LABEL,
+)
+from controller.core.rules import rule_named
+from controller.core.rules.release.release_plan import (
+    ReleaseConstraints,
+    ReleaseReplicas,
+    release_node,
+    release_refusal,
+    release_service,
 )
 from controller.policy import Policy
 
@@ -171,7 +172,7 @@ def _guarded(db: Service, action: Action) -> Plan:
     def rule(ctx):  # type: ignore[no-untyped-def]
         return RuleOutput((action,))
 
-    return _plan(_swarm(db), rules=(("test", rule),))
+    return _plan(_swarm(db), rules=(replace(rule_named("release"), plan=rule),))
 
 
 GOOD = ReleaseConstraints(

@@ -12,10 +12,9 @@ from controller.core.model import ClusterSnapshot, NodeState, Service, Task, Tas
 from controller.core.outside_inputs import LivenessSignal
 from controller.core.plan import plan
 from controller.core.replicas import RECORD_LABELS, read_record
-from controller.core.rules.failover.failover_rule import plan_failover
+from controller.core.rules import rules_named
 from controller.core.rules.failover.speculative import (
     drops_only_surged,
-    plan_speculative,
     scale_down_order,
     speculated_nodes,
 )
@@ -23,7 +22,7 @@ from controller.policy import Policy
 
 from .builders import MANAGED, node, running, service, snapshot
 
-RULES = (("failover", plan_failover), ("speculative", plan_speculative))
+RULES = rules_named("failover", "speculative")
 SPECULATIVE = {**MANAGED, "placement.failover-mode": "speculative"}
 
 

@@ -54,9 +54,9 @@ from controller.core.rules.owners.owner_waits import (
     move_in_flight,
     settle_wait,
 )
+from controller.core.rules.owners.stalled_moves import stalled_on
 from controller.core.rules.owners.steer import steer
-from controller.core.stalled_moves import stalled_on
-from controller.core.widen_only import opening_ready_nodes
+from controller.core.rules.owners.widen_only import opening_ready_nodes
 from controller.policy import AntiAffinityMode, ServiceSettings
 
 RULE = "owners"

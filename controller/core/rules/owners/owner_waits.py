@@ -15,7 +15,7 @@ from controller.core.kernel.settling import damped, downs_of
 from controller.core.labels import EXCLUDED_LABEL, recorded_exclusion_set
 from controller.core.model import Service, TaskState
 from controller.core.replicas import is_in_flight
-from controller.core.stalled_moves import stalled_on
+from controller.core.rules.owners.stalled_moves import stalled_on
 from controller.policy import FailbackMode, ServiceSettings
 
 # Swarm marks a silent node down after 3 heartbeats, and 6 after a Raft leader change.

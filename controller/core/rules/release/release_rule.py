@@ -2,7 +2,7 @@
 
 Whatever made it unmanaged (`placement.managed=false`, a policy that no longer selects
 it, labels with no last good resolution after a restart), the controller takes back its
-constraints and service labels first, then the replica count it changed (core/release_plan).
+constraints and service labels first, then the replica count it changed (`release_plan`).
 The node marks those constraints needed stay until no service carries one that requires
 them (core/rules/nodes/possible_marks.py): the release can never stop a task. A service
 whose labels merely went bad keeps its last good settings, stays managed and is not
@@ -16,7 +16,7 @@ from dataclasses import replace
 from controller.core.actions import Action
 from controller.core.context import PlanContext, RuleOutput
 from controller.core.decisions import Decision
-from controller.core.release_plan import release_service
+from controller.core.rules.release.release_plan import release_service
 
 
 def plan_release(ctx: PlanContext) -> RuleOutput:
