@@ -6,9 +6,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from controller.core.actions import Action
-from controller.core.budget import DisruptionBudget
 from controller.core.decisions import Decision
 from controller.core.health.assess import Assessment
+from controller.core.kernel.ledger import DisruptionBudget
 from controller.core.memory import Memory
 from controller.core.model import ClusterSnapshot, Service, ServiceMode
 from controller.policy import Policy, ResolvedService, ServiceSettings

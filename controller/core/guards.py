@@ -23,7 +23,6 @@ from controller.core.actions import (
     subject_of,
 )
 from controller.core.apply import apply_actions
-from controller.core.budget import disrupted_nodes, disruption
 from controller.core.constraints import (
     Constraint,
     ConstraintError,
@@ -34,6 +33,7 @@ from controller.core.constraints import (
 from controller.core.context import PlanContext, RolloutExemption, RuleSpec
 from controller.core.counts import is_active
 from controller.core.decisions import Decision, Outcome
+from controller.core.kernel.ledger import disrupted_nodes, disruption
 from controller.core.model import (
     Availability,
     ClusterSnapshot,

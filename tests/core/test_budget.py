@@ -11,8 +11,8 @@ from controller.core.actions import (
     SetReplicas,
     SetServiceConstraints,
 )
-from controller.core.budget import DisruptionBudget, disrupted_nodes, disruption
 from controller.core.context import PlanContext, RuleOutput, RuleSpec
+from controller.core.kernel.ledger import DisruptionBudget, disrupted_nodes, disruption
 from controller.core.memory import Memory
 from controller.core.model import Availability, NodeState, TaskState
 from controller.core.plan import Plan, plan

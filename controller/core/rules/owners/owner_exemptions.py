@@ -11,9 +11,9 @@ controller's own move whose every node went down (core/rules/owners/stalled_move
 from __future__ import annotations
 
 from controller.core.actions import Action, SetServiceConstraints
-from controller.core.budget import disruption
 from controller.core.constraints import ConstraintError, node_filter, parse_constraint
 from controller.core.context import PlanContext, RolloutExemption, Salvaged
+from controller.core.kernel.ledger import disruption
 from controller.core.model import Service
 from controller.core.rules.owners.stalled_moves import stalled_on
 from controller.core.rules.owners.widen_only import widening_part

@@ -12,11 +12,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from controller.core.actions import Action
-from controller.core.budget import DisruptionBudget
 from controller.core.clock import time_of_day
 from controller.core.context import PlanContext
 from controller.core.counts import active_counts
 from controller.core.decisions import Decision, Outcome
+from controller.core.kernel.ledger import DisruptionBudget
 from controller.core.kernel.levels import Level
 from controller.core.model import Resources, Service
 from controller.core.replicas import RecordError, read_record
