@@ -314,9 +314,11 @@ def snapshot_from_attrs(
     service_records = _convert_all("service", services, convert_service, unreadable)
     # A task that does not convert is simply re-read on the next poll.
     task_records = _convert_all("task", tasks, convert_task, [])
+    # Desired READY: a replacement the restart supervisor holds back for the restart delay.
     return ClusterSnapshot(
         nodes=tuple(sorted(node_records, key=lambda n: n.hostname)),
         services=tuple(sorted(service_records, key=lambda s: s.name)),
-        tasks=tuple(task_records),
+        tasks=tuple(t for t in task_records if t.desired_state is not TaskState.READY),
         unreadable=tuple(unreadable),
+        delayed=tuple(t for t in task_records if t.desired_state is TaskState.READY),
     )

@@ -186,7 +186,9 @@ class ClusterObserver:
         with collector_paused():
             nodes = _call(client.api.nodes)
             services = _call(client.api.services)
-            tasks = _call(lambda: list_tasks(client, desired_state="running"))
+            # Swarm's delayed replacements (desired READY) come in the same listing: a
+            # scale-down counts them, so a trim is judged with them (core/kernel/ledger).
+            tasks = _call(lambda: list_tasks(client, desired_state=("running", "ready")))
             snapshot = snapshot_from_attrs(
                 nodes=nodes,
                 services=services,

@@ -62,7 +62,7 @@ def record_cluster(client: docker.DockerClient) -> dict[str, Any]:
     """Read the cluster as the controller observes it, as one JSON-ready document."""
     nodes = _call(client.api.nodes)
     services = _call(client.api.services)
-    tasks = _call(lambda: client.api.tasks(filters={"desired-state": "running"}))
+    tasks = _call(lambda: client.api.tasks(filters={"desired-state": ["running", "ready"]}))
     swarm = _call(client.api.inspect_swarm)
     period = ((swarm.get("Spec") or {}).get("Dispatcher") or {}).get("HeartbeatPeriod")
     return {

@@ -6,7 +6,7 @@ seconds), so rules never touch Docker's JSON.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from functools import cached_property
@@ -94,6 +94,13 @@ class Node:
     @property
     def accepts_tasks(self) -> bool:
         return self.is_ready and self.availability is Availability.ACTIVE
+
+    @property
+    def holds_tasks(self) -> bool:
+        """Swarm has not given up the tasks here: the node is ready, or `unknown` or
+        `disconnected` (a new Raft leader has not heard from it yet, or it missed a
+        heartbeat): its tasks may still run and are never counted as free."""
+        return self.state is not NodeState.DOWN
 
 
 @dataclass(frozen=True, slots=True)
@@ -206,6 +213,11 @@ class Task:
         return self.state is TaskState.RUNNING and self.desired_state is TaskState.RUNNING
 
     @property
+    def is_active(self) -> bool:
+        """Swarm means it to run and it has not ended: it holds its place on its node."""
+        return self.desired_state is TaskState.RUNNING and self.state in ACTIVE_TASK_STATES
+
+    @property
     def is_pending(self) -> bool:
         return self.desired_state is TaskState.RUNNING and self.state in {
             TaskState.NEW,
@@ -258,6 +270,9 @@ class ClusterSnapshot:
     records: RecordStore | None = None
     # Swarm's dispatcher heartbeat period (s); None: not observed.
     heartbeat_seconds: float | None = None
+    # Replacements Swarm's restart supervisor holds back for the restart delay (desired
+    # state READY): assigned a node at once, counted by a scale-down, not yet running.
+    delayed: tuple[Task, ...] = ()
 
     @cached_property
     def node_by_id(self) -> Mapping[str, Node]:
@@ -297,6 +312,38 @@ class ClusterSnapshot:
 
     def tasks_of(self, service_id: str) -> tuple[Task, ...]:
         return self.tasks_by_service.get(service_id, ())
+
+    @cached_property
+    def active_tasks(self) -> Mapping[str, Mapping[str, int]]:
+        """Service id -> node id -> its active tasks there, on every node Swarm assigned
+        them to: the one count of where each service runs, which every other reads."""
+        out: dict[str, dict[str, int]] = {}
+        for task in self.tasks:
+            if task.node_id and task.is_active:
+                per_node = out.setdefault(task.service_id, {})
+                per_node[task.node_id] = per_node.get(task.node_id, 0) + 1
+        return out
+
+    def _on_nodes(self, keep: Callable[[Node], bool]) -> Mapping[str, Mapping[str, int]]:
+        nodes = {n.id for n in self.nodes if keep(n)}
+        out: dict[str, dict[str, int]] = {}
+        for service_id, per_node in self.active_tasks.items():
+            kept = {n: c for n, c in per_node.items() if n in nodes}
+            if kept:
+                out[service_id] = kept
+        return out
+
+    @cached_property
+    def active_placement(self) -> Mapping[str, Mapping[str, int]]:
+        """`active_tasks` on ready nodes: where the rules place from (tasks on a node that
+        is not ready are Swarm's to replace)."""
+        return self._on_nodes(lambda n: n.is_ready)
+
+    @cached_property
+    def held_placement(self) -> Mapping[str, Mapping[str, int]]:
+        """`active_tasks` on nodes that hold tasks (ready, unknown or disconnected): what
+        a write could still stop, so never counted as free."""
+        return self._on_nodes(lambda n: n.holds_tasks)
 
     @cached_property
     def tasks_by_node(self) -> Mapping[str, tuple[Task, ...]]:

@@ -46,7 +46,7 @@ class _Response:
 class _Api:
     def __init__(self) -> None:
         self.listings: list[str] = []
-        self.answers: dict[str, list[Any]] = {"running": [], "shutdown": []}
+        self.answers: dict[str, list[Any]] = {"running": [], "ready": [], "shutdown": []}
 
     def nodes(self) -> list[Any]:
         return []
@@ -60,9 +60,9 @@ class _Api:
 
     def _get(self, url: str, params: dict[str, str], stream: bool) -> Any:
         assert url.endswith("/tasks") and stream
-        (state,) = json.loads(params["filters"])["desired-state"]
-        self.listings.append(state)
-        return _Response(json.dumps(self.answers[state]).encode())
+        states = json.loads(params["filters"])["desired-state"]
+        self.listings.append(states[0])  # a cycle lists running (and ready) tasks in one call
+        return _Response(json.dumps([t for s in states for t in self.answers[s]]).encode())
 
     def _raise_for_status(self, response: Any) -> None:
         assert not gc.isenabled(), "decoding with the cyclic collector on"
@@ -87,6 +87,18 @@ def test_the_history_is_listed_once_per_interval_the_running_tasks_every_cycle()
     assert api.listings.count("running") == 6
     assert api.listings.count("shutdown") == 3  # at 0, 10 and 20.5
     assert observe.history_listings == 3
+
+
+def test_a_cycle_lists_swarm_s_delayed_replacements_beside_the_running_tasks() -> None:
+    """A replacement Swarm's restart supervisor holds back (desired READY) is counted by a
+    scale-down, so the snapshot keeps it, apart from the tasks Swarm wants running."""
+    api = _Api()
+    client: Any = type("Client", (), {"api": api})()
+    api.answers["running"] = [_failed("up", "2026-01-01T10:00:00Z", "running")]
+    api.answers["ready"] = [_failed("later", "2026-01-01T10:00:01Z", "ready")]
+    snap = ClusterObserver(client, history_every=lambda: 10.0, clock=lambda: 0.0)()
+    assert [t.id for t in snap.tasks] == ["up"]
+    assert [t.id for t in snap.delayed] == ["later"]
 
 
 def test_failures_come_from_both_listings_and_the_history_is_kept_as_failures_only() -> None:
