@@ -288,17 +288,6 @@ def running_count(snapshot: ClusterSnapshot, service: Service) -> int:
     return sum(1 for t in snapshot.tasks_of(service.id) if t.node_id in ready and t.is_running)
 
 
-def stopped_by(snapshot: ClusterSnapshot, service: Service, replicas: int) -> tuple[str, ...]:
-    """Nodes on which lowering the count to `replicas` may stop a running task: none while
-    no more tasks run than that (Swarm removes tasks that do not run first), else those
-    Swarm's scale-down may pick."""
-    if running_count(snapshot, service) <= replicas:
-        return ()
-    down = scale_down(snapshot, service, (service.replicas or 0) - replicas)
-    ready = {n.id for n in snapshot.nodes if n.is_ready}
-    return tuple(sorted(n for n in {*down.certain, *down.tied} if n in ready))
-
-
 def worst_case(
     room: Room, downs: list[tuple[Service, ScaleDown]], *, service: Service, eligible: Iterable[str]
 ) -> int:

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from controller.core.actions import Action
 from controller.core.decisions import Decision
 from controller.core.health.assess import Assessment
-from controller.core.kernel.ledger import DisruptionBudget
+from controller.core.kernel.ledger import AvailabilityLedger
 from controller.core.memory import Memory
 from controller.core.model import ClusterSnapshot, Service, ServiceMode
 from controller.policy import Policy, ResolvedService, ServiceSettings
@@ -28,6 +28,8 @@ class PlanContext:
     health: Assessment = field(default_factory=Assessment)
     # What the rules before this one planned this cycle: their writes spend the budget.
     planned: tuple[Action, ...] = ()
+    # The plan's ledger before any write is charged (None: made from the snapshot).
+    ledger: AvailabilityLedger | None = None
 
     @property
     def swarm(self) -> ClusterSnapshot:
@@ -58,14 +60,18 @@ class PlanContext:
         found = self.resolved.get(service_id)
         return found is not None and found.settings.managed
 
-    def budget(self) -> DisruptionBudget:
-        """The disruption budget left for this rule: the policy's, less what the rules
-        before it planned. Spending it changes only the rule's own copy."""
-        budget = DisruptionBudget(
+    def fresh_ledger(self) -> AvailabilityLedger:
+        """The availability ledger of this snapshot, with no write charged yet."""
+        return AvailabilityLedger(
             self.policy.controller.budgets,
             self.snapshot,
             {sid: r.settings.max_unavailable for sid, r in self.resolved.items()},
         )
+
+    def budget(self) -> AvailabilityLedger:
+        """The availability ledger as this rule finds it (core/kernel/ledger): charged
+        with what the rules before it planned. Spending it changes only the rule's copy."""
+        budget = (self.ledger or self.fresh_ledger()).copy()
         for action in self.planned:
             budget.spend(action)
         return budget

@@ -242,19 +242,21 @@ def _stops_undeclared(ctx: PlanContext, action: Action, kept: list[Action]) -> s
     )
 
 
-def apply_guards(
-    ctx: PlanContext, proposed: tuple[tuple[RuleSpec, Action], ...]
-) -> tuple[tuple[tuple[RuleSpec, Action], ...], list[Decision]]:
-    """The writes that may go, each with the rule that proposed it, and a decision for
-    every write held, refused or let through by an exception."""
-    budget = replace(ctx, planned=()).budget()  # the whole plan spends it afresh
-    kept: list[Action] = []
-    kept_by: list[tuple[RuleSpec, Action]] = []
-    decisions: list[Decision] = []
-    taken_out: set[str] = set()  # nodes this plan pauses or drains
+class Guards:
+    """The guards of one plan, asked write by write as the rules propose them, so that a
+    write they hold never claims its object: a later rule's allowed write to it goes in
+    the same cycle (core/plan). Each write is charged to the plan's availability ledger
+    (core/kernel/ledger) as it is admitted."""
 
-    def note(action: Action, outcome: Outcome, reason: str) -> None:
-        decisions.append(
+    def __init__(self, ctx: PlanContext) -> None:
+        self._ctx = replace(ctx, planned=())
+        self._budget = self._ctx.budget()  # the whole plan is charged afresh
+        self._kept: list[Action] = []
+        self._taken_out: set[str] = set()  # nodes this plan pauses or drains
+        self.decisions: list[Decision] = []
+
+    def _note(self, action: Action, outcome: Outcome, reason: str) -> None:
+        self.decisions.append(
             Decision(
                 rule="guard",
                 subject=subject_of(action),
@@ -264,8 +266,11 @@ def apply_guards(
             )
         )
 
-    for spec, wanted in proposed:
-        action = wanted  # or, refused, the part of it that may still go
+    def admit(self, spec: RuleSpec, wanted: Action) -> Action | None:
+        """The write that may go for `wanted` (it, or the part of it that may still go),
+        or None: held or refused, with a decision saying why."""
+        ctx, note = self._ctx, self._note
+        action = wanted
         service_id = _service_of(action)
         if service_id is not None and not ctx.is_managed(service_id):
             # Only a rule that declares it (a release) may write it: to take back ours.
@@ -277,29 +282,31 @@ def apply_guards(
             )
             if refusal is not None:
                 note(action, Outcome.REFUSE, refusal)
-                continue
+                return None
             note(action, Outcome.ALLOW, "not managed: this write only takes back the controller's")
         waiting = rollout_wait(ctx, action, spec.rollout_exemptions)
         if waiting is not None:
             note(action, Outcome.WAIT, waiting)
-            continue
-        if isinstance(action, SetNodeAvailability) and _drains_last_manager(ctx, action, taken_out):
+            return None
+        if isinstance(action, SetNodeAvailability) and _drains_last_manager(
+            ctx, action, self._taken_out
+        ):
             note(action, Outcome.REFUSE, "it would leave no active manager")
-            continue
-        stranded = _strands(ctx, action, kept) or _stops_undeclared(ctx, action, kept)
+            return None
+        stranded = _strands(ctx, action, self._kept) or _stops_undeclared(ctx, action, self._kept)
         if stranded is not None:
             salvaged = spec.salvage(ctx, action) if spec.salvage is not None else None
             if salvaged is None:
                 note(action, Outcome.REFUSE, stranded)
-                continue
+                return None
             note(action, Outcome.REFUSE, f"{stranded}; {salvaged.part}")
             note(salvaged.action, Outcome.ALLOW, salvaged.why)
             action = salvaged.action
-        over = budget.refusal(action)
+        over = self._budget.refusal(action)
         if over is not None:
             note(action, Outcome.DEFER, over)
-            continue
-        budget.spend(action)
+            return None
+        self._budget.spend(action)
         service = ctx.snapshot.service_by_id.get(service_id or "")
         if service is not None and service.in_rollout:
             note(
@@ -314,7 +321,16 @@ def apply_guards(
             isinstance(action, SetNodeAvailability)
             and action.availability is not Availability.ACTIVE
         ):
-            taken_out.add(action.node_id)
-        kept.append(action)
-        kept_by.append((spec, action))
-    return tuple(kept_by), decisions
+            self._taken_out.add(action.node_id)
+        self._kept.append(action)
+        return action
+
+
+def apply_guards(
+    ctx: PlanContext, proposed: tuple[tuple[RuleSpec, Action], ...]
+) -> tuple[tuple[tuple[RuleSpec, Action], ...], list[Decision]]:
+    """The writes that may go, each with the rule that proposed it, and a decision for
+    every write held, refused or let through by an exception."""
+    guards = Guards(ctx)
+    kept = [(spec, a) for spec, wanted in proposed if (a := guards.admit(spec, wanted)) is not None]
+    return tuple(kept), guards.decisions

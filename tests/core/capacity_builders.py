@@ -14,6 +14,9 @@ from controller.policy import Policy
 from .builders import MANAGED, node, service
 
 SHORT = "no suitable node (insufficient resources on 3 nodes)"
+# A victim whose max-unavailable lets a preemption take all it needs in one cycle: the
+# tests of the search itself use it (the ledger's own limit is tested on its own).
+ROOMY = {"placement.max-unavailable": "10"}
 RULES = rules_named("failover", "preemption", "restore")
 
 

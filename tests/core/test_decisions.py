@@ -17,7 +17,7 @@ from controller.core.model import Availability
 from controller.core.plan import plan
 from controller.policy import Policy
 
-from .builders import node, running, service, snapshot
+from .builders import MANAGED, node, running, service, snapshot
 
 
 def test_subject_of_names_each_kind_of_write_by_name() -> None:
@@ -27,7 +27,7 @@ def test_subject_of_names_each_kind_of_write_by_name() -> None:
 
 
 def test_a_deferred_write_names_its_service_by_name_not_id() -> None:
-    web = service("web", replicas=2)
+    web = service("web", replicas=2, labels=MANAGED)
     snap = snapshot([node(1, manager=True), node(2)], [web], [running(web, 1, 1)])
     first = SetReplicas(web.id, web.name, web.version, 3, set_labels={"a": "1"})
     second = SetServiceConstraints(web.id, web.name, web.version, ("node.id!=n2",))

@@ -15,7 +15,7 @@ from controller.core.rules import rule_named, rules_named
 from controller.policy import ControllerSettings, Policy
 
 from .builders import snapshot
-from .capacity_builders import on, pending, run, slot_nodes, svc
+from .capacity_builders import ROOMY, on, pending, run, slot_nodes, svc
 
 
 def _counts(result) -> dict[str, int]:  # type: ignore[no-untyped-def]
@@ -27,7 +27,7 @@ def _reasons(result, outcome: str) -> list[str]:  # type: ignore[no-untyped-def]
 
 
 def test_a_pending_high_service_takes_exactly_the_room_it_needs() -> None:
-    low = svc("low", 6, priority="low")
+    low = svc("low", 6, priority="low", labels={"placement.max-unavailable": "2"})
     high = svc("high", 2, priority="high")
     snap = snapshot(slot_nodes(2, 2, 2), [high, low], on(low, 1, 1, 2, 2, 3, 3) + pending(high, 2))
     result = run(snap)
@@ -130,7 +130,7 @@ def test_pending_for_other_reasons_is_no_trigger() -> None:
 
 def test_lowest_priority_first_and_higher_victims_are_spared() -> None:
     lowest = svc("lowest", 1, priority=500)
-    low = svc("low", 5, priority="low")
+    low = svc("low", 5, priority="low", labels=ROOMY)
     high = svc("high", 3, priority="high")
     snap = snapshot(
         slot_nodes(2, 2, 2),
@@ -159,7 +159,7 @@ def test_swarm_picks_the_node_so_the_plan_holds_for_every_pick() -> None:
     # node-1 is the only node allowed; low has 2 tasks on every node. Swarm takes the
     # 2nd copies first, from whichever nodes it likes: only all three are sure to free
     # node-1.
-    low = svc("low", 6, priority="low")
+    low = svc("low", 6, priority="low", labels=ROOMY)
     pinned = svc("pinned", 1, priority="high", constraints=["node.hostname==node-1"])
     snap = snapshot(
         slot_nodes(2, 2, 2), [pinned, low], on(low, 1, 1, 2, 2, 3, 3) + pending(pinned, 1)
@@ -174,7 +174,7 @@ def test_swarm_picks_the_node_so_the_plan_holds_for_every_pick() -> None:
 
 def test_unassigned_victim_tasks_go_first_and_count() -> None:
     # A scale-down removes the victim's own pending tasks before any running one.
-    low = svc("low", 8, priority="low")
+    low = svc("low", 8, priority="low", labels=ROOMY)
     high = svc("high", 1, priority="high")
     tasks = on(low, 1, 1, 2, 2, 3, 3) + pending(low, 2) + pending(high, 1)
     assert _counts(run(snapshot(slot_nodes(2, 2, 2), [high, low], tasks))) == {"low": 5}
@@ -188,7 +188,7 @@ def test_a_surged_victim_keeps_its_base_and_becomes_preempted() -> None:
         "swarm-placement.operation": "surge",
         "swarm-placement.operation-since": "990",
     }
-    low = svc("low", 7, priority="low", labels=surge)
+    low = svc("low", 7, priority="low", labels={**surge, **ROOMY})
     keep = svc("keep", 1, priority="low", preemptible=False)
     high = svc("high", 1, priority="high")
     tasks = on(low, 1, 1, 2, 2, 3) + on(keep, 3, first_slot=10) + pending(low, 2) + pending(high, 1)

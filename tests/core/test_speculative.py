@@ -7,17 +7,14 @@ from dataclasses import replace
 
 from controller.core.actions import SetReplicas
 from controller.core.decisions import Code
+from controller.core.kernel.drop_order import scale_down_order
 from controller.core.memory import Memory
 from controller.core.model import ClusterSnapshot, NodeState, Service, Task, TaskState
 from controller.core.outside_inputs import LivenessSignal
 from controller.core.plan import plan
 from controller.core.replicas import RECORD_LABELS, read_record
 from controller.core.rules import rules_named
-from controller.core.rules.failover.speculative import (
-    drops_only_surged,
-    scale_down_order,
-    speculated_nodes,
-)
+from controller.core.rules.failover.speculative import drops_only_surged, speculated_nodes
 from controller.policy import Policy
 
 from .builders import MANAGED, node, running, service, snapshot

@@ -20,10 +20,11 @@ from collections.abc import Mapping
 from dataclasses import replace
 
 from controller.core.actions import Action
-from controller.core.capacity import running_count, stopped_by
+from controller.core.capacity import running_count
 from controller.core.constraints import ConstraintError, node_filter, parse_constraint
 from controller.core.context import PlanContext, RuleOutput
 from controller.core.decisions import Decision, Outcome
+from controller.core.kernel.ledger import scale_down_stops
 from controller.core.labels import recorded_exclusion_set, without_exclusions
 from controller.core.model import Service, ServiceMode
 from controller.core.replicas import (
@@ -130,7 +131,7 @@ def _plan_service(ctx: PlanContext, service: Service) -> tuple[Action | None, De
             operation=HOLD,
             now=ctx.now,
             detail=f"{missing} replica(s) lost with a node",
-            evicts_from=stopped_by(ctx.snapshot, service, replicas - missing),
+            evicts_from=scale_down_stops(ctx.snapshot, service, replicas - missing)[0],
         )
         return action, Decision(
             RULE,
@@ -179,7 +180,11 @@ def _trim(
     base, written = record.base, record.written
     running = running_count(ctx.snapshot, service)
     aged = ctx.now - record.since >= TRIM_AFTER_SECONDS
-    trim = restore_replicas(service, record, evicts_from=stopped_by(ctx.snapshot, service, base))
+    # Swarm's scale-down drops each node's second copy before any first one, its delayed
+    # replacements (assigned a node, not running) included: a trim may stop a running
+    # original. Where it may, the trim names the node and is charged to the ledger.
+    evicts, stops = scale_down_stops(ctx.snapshot, service, base)
+    trim = restore_replicas(service, record, evicts_from=evicts)
     if record.operation == SURGE:
         if not free_nodes(ctx, service)[0]:
             return trim, Decision(
@@ -218,17 +223,33 @@ def _trim(
         done = running >= base or aged
     else:
         done = running >= written or (running >= base and aged)
+    if done and stops and ctx.budget().refusal(trim) is not None:
+        return None, Decision(
+            RULE,
+            subject,
+            Outcome.WAIT,
+            f"{running} running for {base} wanted, but back to {base} Swarm would stop "
+            f"{stops} running task(s) on {_hostnames(ctx, evicts)} (a node's second copy "
+            "goes before any first one), more than max-unavailable allows now: the trim "
+            "waits until the tasks it drops are spare",
+        )
     if done:
+        where = f"; it may stop a running task on {_hostnames(ctx, evicts)}" if stops else ""
         return trim, Decision(
             RULE,
             subject,
             Outcome.TRIM,
             f"{running} running for {base} wanted: back to {base}; Swarm drops unassigned "
-            "slots first, then tasks on the busiest nodes",
+            "slots first, then tasks on the busiest nodes" + where,
         )
     return None, Decision(
         RULE, subject, Outcome.WAIT, f"{record.operation}: {running} of {written} running"
     )
+
+
+def _hostnames(ctx: PlanContext, nodes: tuple[str, ...]) -> str:
+    by_id = ctx.snapshot.node_by_id
+    return ", ".join(by_id[n].hostname if n in by_id else n for n in nodes)
 
 
 def _still_on(ctx: PlanContext, service: Service, nodes: tuple[str, ...]) -> str:

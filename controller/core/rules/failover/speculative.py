@@ -32,11 +32,13 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from controller.core.actions import Action
-from controller.core.capacity import observe_room, stopped_by
+from controller.core.capacity import observe_room
 from controller.core.constraints import ConstraintError, node_filter, parse_constraint
 from controller.core.context import PlanContext, RuleOutput
 from controller.core.decisions import Code, Decision, Outcome
 from controller.core.health.suspicion import SWARM_UNDECIDED
+from controller.core.kernel.drop_order import STABLE_SORT_SLOTS, scale_down_order
+from controller.core.kernel.ledger import scale_down_stops
 from controller.core.model import Service, ServiceMode, Task, TaskState
 from controller.core.replicas import (
     SPECULATE,
@@ -218,7 +220,7 @@ def _follow(
             code=Code.FALSE_ALARM,
             extra_replica_seconds=extra,
         )
-    evicts = stopped_by(ctx.snapshot, service, base)
+    evicts = scale_down_stops(ctx.snapshot, service, base)[0]
     risk = (
         f"; Swarm may drop a running original on {_names(ctx, evicts)}, the budgets apply"
         if evicts
@@ -232,29 +234,6 @@ def _follow(
         code=Code.FALSE_ALARM,
         extra_replica_seconds=extra,
     )
-
-
-# Up to this many slots swarmkit's two sorts keep equal elements in order on every Go
-# release Docker 20.10 to 26.1 was built with (insertion sort; a gap-6 pass above it).
-STABLE_SORT_SLOTS = 6
-
-
-def scale_down_order(tasks: Sequence[Task]) -> list[Task]:
-    """The tasks in the order swarmkit's replicated orchestrator keeps them when scaling
-    down (the last ones go): running before not running, then by slot; each task counted
-    as the nth copy on its node; sorted by that count, unassigned last."""
-    by_state = sorted(tasks, key=lambda t: (t.state is not TaskState.RUNNING, t.slot))
-    seen: dict[str, int] = {}
-    indexed: list[tuple[int, Task]] = []
-    for task in by_state:
-        if task.node_id:
-            seen[task.node_id] = seen.get(task.node_id, 0) + 1
-            indexed.append((seen[task.node_id], task))
-        else:
-            indexed.append((-1, task))
-    # Python's sort is stable, as swarmkit's is for few slots.
-    indexed.sort(key=lambda it: (it[0] < 0, it[0]))
-    return [t for _, t in indexed]
 
 
 def drops_only_surged(tasks: Sequence[Task], *, base: int, surged: int) -> bool:

@@ -16,8 +16,11 @@ Swarm's first pick costs more tasks; the search then takes more or reports it ca
 help.
 
 A scale-down names the nodes it may stop tasks on (`evicts_from`, predicted as Swarm
-picks), so it spends the disruption budget and starts the victim's move cooldown like
-any move; the scale-downs of one preemption go out together or not at all.
+picks), and each running task it stops is charged to the victim's `max-unavailable` in
+the availability ledger like any other stop (core/kernel/ledger): a victim gives up at
+most that many tasks per cycle, and the next cycle, which sees the count lowered, may
+take more (the victim's `preemptible` is its consent to a lower count, not to more
+stops at once). The scale-downs of one preemption go out together or not at all.
 
 Victims: lowest priority first, a victim's tasks one at a time until the pending tasks
 fit; then higher-priority victims are spared again where the room still suffices (as
@@ -46,6 +49,7 @@ from controller.core.capacity import (
 from controller.core.constraints import ConstraintError
 from controller.core.context import PlanContext, RuleOutput
 from controller.core.decisions import Decision, Outcome
+from controller.core.kernel.ledger import scale_down_stops
 from controller.core.model import Resources, Service, ServiceMode
 from controller.core.replicas import (
     HOLD,
@@ -206,9 +210,29 @@ def _preempt_for(
             f"a priority of at most {priority - gap} (its {priority} minus the preemption "
             f"gap {gap}){left_out}",
         )
+    limits = {v.id: _ledger_limit(ctx, v) for v in victims}
     plan, fit = _search(
-        ctx, pending, room=room, eligible=eligible, victims=victims, need=need, already=already
+        ctx,
+        pending,
+        room=room,
+        eligible=eligible,
+        victims=victims,
+        need=need,
+        already=already,
+        limits=limits,
     )
+    if fit <= already and any(limits[v.id] < (v.replicas or 0) for v in victims):
+        _, could = _search(
+            ctx, pending, room=room, eligible=eligible, victims=victims, need=need, already=already
+        )
+        if could > already:
+            return note(
+                Outcome.WAIT,
+                f"{need} task(s) pending for resources: stopping tasks of "
+                f"{', '.join(v.name for v in victims)} would make room, but their "
+                "max-unavailable allows no more stops now (core/kernel/ledger): retried once "
+                "the tasks already stopped are settled",
+            )
     if fit <= already:
         return note(
             Outcome.CANNOT_HELP,
@@ -237,8 +261,10 @@ def _search(
     victims: list[Service],
     need: int,
     already: int,
+    limits: Mapping[str, int] | None = None,
 ) -> tuple[dict[str, int], int]:
-    """The victim tasks to stop (service id -> count) and how many pending tasks then fit."""
+    """The victim tasks to stop (service id -> count) and how many pending tasks then fit;
+    `limits`: the most each victim may give up in this cycle (None: all of its tasks)."""
 
     def fits(plan: Mapping[str, int]) -> int:
         downs = [(v, scale_down(ctx.snapshot, v, plan[v.id])) for v in victims if plan.get(v.id)]
@@ -247,7 +273,10 @@ def _search(
     best, best_plan = already, {}
     plan: dict[str, int] = {}
     for victim in victims:
-        for count in range(1, (victim.replicas or 0) + 1):
+        most = victim.replicas or 0
+        if limits is not None:
+            most = min(most, limits.get(victim.id, 0))
+        for count in range(1, most + 1):
             plan[victim.id] = count
             fit = fits(plan)
             if fit > best:
@@ -339,6 +368,21 @@ def _write(
         ),
     )
     return _Outcome(tuple(actions), tuple(decisions))
+
+
+def _ledger_limit(ctx: PlanContext, victim: Service) -> int:
+    """The most tasks the victim may give up in this cycle: each one Swarm's scale-down
+    stops while it runs is charged against its max-unavailable, like every other stop."""
+    ledger = ctx.budget()
+    left = ledger.stops_left(victim.id)
+    replicas = victim.replicas or 0
+    count = 0
+    while count < replicas:
+        _, stops = scale_down_stops(ctx.snapshot, victim, replicas - count - 1)
+        if stops > left:
+            break
+        count += 1
+    return count
 
 
 def _taken_from(ctx: PlanContext, victim: Service, count: int) -> tuple[str, ...]:

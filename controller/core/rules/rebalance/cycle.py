@@ -16,7 +16,7 @@ from controller.core.clock import time_of_day
 from controller.core.context import PlanContext
 from controller.core.counts import active_counts
 from controller.core.decisions import Decision, Outcome
-from controller.core.kernel.ledger import DisruptionBudget
+from controller.core.kernel.ledger import AvailabilityLedger
 from controller.core.kernel.levels import Level
 from controller.core.model import Resources, Service
 from controller.core.replicas import RecordError, read_record
@@ -38,7 +38,7 @@ class RebalanceCycle:
     loads: dict[str, Load]
     # The one disruption budget (core/budget), less what earlier rules planned: the rule
     # spends it as it plans, so it proposes only what the guards will let through.
-    budget: DisruptionBudget
+    budget: AvailabilityLedger
     actions: list[Action] = field(default_factory=list)
     decisions: list[Decision] = field(default_factory=list)
     seen: set[str] = field(default_factory=set)
