@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 
 from controller.core.actions import Action, SetNodeAvailability, SetNodeLabels
 from controller.core.context import PlanContext, RuleOutput
-from controller.core.counts import active_counts
 from controller.core.decisions import Decision, Outcome
 from controller.core.health.assess import NodeVerdict
 from controller.core.health.node_marks import (
@@ -32,7 +31,8 @@ from controller.core.health.node_marks import (
     unhealthy_key,
     unhealthy_records,
 )
-from controller.core.labels import DENY_LABEL_PREFIX, DENY_VALUE, deny_label
+from controller.core.kernel.ledger import AvailabilityLedger
+from controller.core.labels import DENY_LABEL_PREFIX, DENY_VALUE, deny_label, possible_label
 from controller.core.model import Availability, ClusterSnapshot, Node, Service
 from controller.core.rules.nodes.deny import denied_on, plan_denials
 from controller.core.rules.nodes.possible_marks import MarkChange, possible_marks
@@ -50,6 +50,8 @@ class _Change:
     drop: set[str] = field(default_factory=set)
     availability: Availability | None = None
     evicts: list[str] = field(default_factory=list)
+    # Service id -> the labels this write sets or drops that stop its tasks here.
+    evicting: dict[str, set[str]] = field(default_factory=dict)
     why: list[str] = field(default_factory=list)
 
 
@@ -80,6 +82,7 @@ def plan_nodes(ctx: PlanContext) -> RuleOutput:
     decisions.extend(_kept_marks(observed, marks))
     actions: list[Action] = []
     by_name = {s.name: s for s in managed}
+    ledger = ctx.budget()
     for node in observed.nodes:
         change = _Change()
         _health(change, node, ctx.health.verdict(node))
@@ -87,16 +90,51 @@ def plan_nodes(ctx: PlanContext) -> RuleOutput:
         _pause(change, node, ctx.health.verdict(node))
         _deny(change, node, denials.wanted.get(node.id, {}), by_name, observed)
         _unhealthy(change, node, move_offs.wanted.get(node.id, {}))
-        _marks(change, marks.get(node.id))
+        _marks(change, marks.get(node.id), managed)
+        held = _within_ledger(change, node, ledger, observed)
         _evict_first(change, node)
         action = _action(node, change)
         if action is None:
+            if held:
+                decisions.append(Decision(RULE, f"node {node.hostname}", Outcome.WAIT, held))
             continue
+        ledger.spend(action)
         actions.append(action)
         decisions.append(
             Decision(RULE, f"node {node.hostname}", Outcome.LABEL, "; ".join(change.why), action)
         )
     return RuleOutput(tuple(actions), tuple(decisions))
+
+
+def _within_ledger(
+    change: _Change, node: Node, ledger: AvailabilityLedger, observed: ClusterSnapshot
+) -> str:
+    """Keep only the evictions the availability ledger allows now (core/kernel/ledger):
+    a service whose tasks here would take it past max-unavailable, counting what is down
+    already (a replica moved off another node a moment ago, still starting), keeps its
+    tasks here this cycle; the rest of the write (a pause, health records) goes, so a
+    degraded node takes no new task meanwhile. Returns what was held back, as said."""
+    allowed: list[str] = []
+    held: list[str] = []
+    for service_id in sorted(set(change.evicts)):
+        probe = SetNodeLabels(
+            node_id=node.id,
+            hostname=node.hostname,
+            version=node.version,
+            evicts_services=(*allowed, service_id),
+        )
+        refusal = ledger.refusal(probe)
+        if refusal is None:
+            allowed.append(service_id)
+            continue
+        for label in change.evicting.get(service_id, ()):
+            if change.put.pop(label, None) is None:
+                change.drop.discard(label)
+        name = observed.service_by_id[service_id].name
+        held.append(f"{name} keeps its tasks here for now ({refusal})")
+    change.why.extend(held)
+    change.evicts = allowed
+    return "; ".join(held)
 
 
 def _evict_first(change: _Change, node: Node) -> None:
@@ -194,8 +232,9 @@ def _deny(
         change.put[deny_label(name)] = DENY_VALUE
         reasons.setdefault(why, []).append(name)
         service = by_name.get(name)
-        if service is not None and active_counts(observed, service.id).get(node.id):
+        if service is not None and observed.held_placement.get(service.id, {}).get(node.id):
             change.evicts.append(service.id)
+            change.evicting.setdefault(service.id, set()).add(deny_label(name))
     for why, names in sorted(reasons.items()):
         change.why.append(f"refuse {', '.join(names)} ({why})")
 
@@ -209,12 +248,16 @@ def _unhealthy(change: _Change, node: Node, wanted: dict[str, float]) -> None:
             change.put[unhealthy_key(name)] = f"{since:.3f}"
 
 
-def _marks(change: _Change, marks: MarkChange | None) -> None:
+def _marks(change: _Change, marks: MarkChange | None, managed: tuple[Service, ...]) -> None:
     if marks is None or not (marks.add or marks.remove):
         return  # only kept or moving marks: said by _kept_marks
     change.put.update(marks.add)
     change.drop.update(marks.remove)
     change.evicts.extend(e for e in marks.evicts if e not in change.evicts)
+    names = {s.id: s.name for s in managed}
+    for service_id in marks.evicts:
+        label = possible_label(names[service_id])
+        change.evicting.setdefault(service_id, set()).add(label)
     change.why.append(
         "possible-owner marks follow the policy; a mark no constraint requires any more goes"
     )
