@@ -14,7 +14,7 @@ from pydantic.fields import FieldInfo
 
 from controller.policy import document as d
 from controller.policy.problems import unwrap_annotation
-from controller.policy.resolve import LABEL_PREFIX
+from controller.policy.service_resolution import LABEL_PREFIX
 from controller.policy.service_spec import (
     SETTING_NAMES,
     ServiceSettingsSpec,
