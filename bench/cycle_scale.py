@@ -57,7 +57,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from planner_scale import NOW, best_of, cluster_attrs, policy, settle
 
 from controller.adapters.attrs import snapshot_from_attrs
-from controller.adapters.docker_api import ClusterObserver, observe_cluster
+from controller.adapters.engine import ClusterObserver, observe_cluster
 from controller.adapters.task_list import list_tasks
 from controller.core.actions import SetRecords
 from controller.core.memory import Memory

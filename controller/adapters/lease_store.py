@@ -22,7 +22,7 @@ from typing import Protocol
 import docker
 
 from controller.adapters.attrs import Attrs
-from controller.adapters.docker_api import (
+from controller.adapters.engine import (
     GoneError,
     create_config,
     inspect_config,

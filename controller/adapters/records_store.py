@@ -1,6 +1,6 @@
 """The records mirror (core/records_mirror) in the labels of a Docker config of its own.
 
-Read once per cycle with the rest of the cluster (docker_api.observe_records). Written
+Read once per cycle with the rest of the cluster (engine.observe_records). Written
 like every other object: the spec just read, only the mirror's labels changed, at the
 version the plan was made from (Swarm refuses a stale one with `update out of sequence`).
 Missing, it is created by the first write that has a record to keep.
@@ -12,7 +12,7 @@ import copy
 
 import docker
 
-from controller.adapters.docker_api import (
+from controller.adapters.engine import (
     ConflictError,
     create_config,
     inspect_config,

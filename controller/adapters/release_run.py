@@ -24,13 +24,13 @@ from controller.adapters.attrs import (
     service_from_attrs,
     snapshot_from_attrs,
 )
-from controller.adapters.docker_api import (
+from controller.adapters.docker_read import ServiceNotFoundError
+from controller.adapters.engine import (
     ConflictError,
     GoneError,
     inspect_node,
     inspect_service,
 )
-from controller.adapters.docker_read import ServiceNotFoundError
 from controller.adapters.writes import execute_action
 from controller.core.actions import Action
 from controller.core.apply import apply_actions

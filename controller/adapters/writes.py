@@ -21,7 +21,7 @@ from tenacity import (
 )
 
 from controller.adapters.attrs import Attrs
-from controller.adapters.docker_api import (
+from controller.adapters.engine import (
     ConflictError,
     TransientError,
     inspect_node,

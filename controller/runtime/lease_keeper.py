@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import anyio
 import anyio.to_thread
 
-from controller.adapters.docker_api import (
+from controller.adapters.engine import (
     ENGINE_ERRORS,
     ConflictError,
     DockerUnavailableError,

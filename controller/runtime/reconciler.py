@@ -24,7 +24,7 @@ from datetime import UTC, datetime
 from opentelemetry import trace
 from opentelemetry.trace import Status, StatusCode
 
-from controller.adapters.docker_api import ConflictError, GoneError
+from controller.adapters.engine import ConflictError, GoneError
 from controller.adapters.writes import Executor, Rehearsal, WriteRefusedError
 from controller.core.actions import Action, describe, subject_of, target_of
 from controller.core.decisions import Decision, Outcome

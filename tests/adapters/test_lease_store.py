@@ -13,7 +13,7 @@ import docker.errors
 import pytest
 import requests
 
-from controller.adapters.docker_api import ConflictError
+from controller.adapters.engine import ConflictError
 from controller.adapters.lease_store import CONFIG_DATA, ConfigLeaseStore, LeaseRead
 from controller.core.lease import LeaseRecord, labels_of
 from controller.runtime.lease_keeper import LeaseConfig, LeaseKeeper

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from controller.adapters import records_store
-from controller.adapters.docker_api import ConflictError
+from controller.adapters.engine import ConflictError
 from controller.core.actions import SetRecords
 from controller.core.records_mirror import DOWNS_PREFIX, ENTRY_PREFIX
 

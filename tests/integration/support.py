@@ -50,7 +50,7 @@ class ControllerThread:
         self.docker_host = docker_host
 
         def factory() -> docker.DockerClient:
-            from controller.adapters.docker_api import DockerUnavailableError  # noqa: PLC0415
+            from controller.adapters.engine import DockerUnavailableError  # noqa: PLC0415
 
             try:
                 return docker.DockerClient(base_url=docker_host, version="auto", timeout=10)

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 import docker
 import pytest
 
-from controller.adapters.docker_api import DockerUnavailableError
+from controller.adapters.engine import DockerUnavailableError
 from controller.adapters.lease_store import ConfigLeaseStore, LeaseRead, LeaseStore
 from controller.adapters.writes import Executor, docker_executor
 from controller.core.actions import Action

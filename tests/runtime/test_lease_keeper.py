@@ -5,7 +5,7 @@ from __future__ import annotations
 import anyio
 import pytest
 
-from controller.adapters.docker_api import ConflictError, DockerUnavailableError
+from controller.adapters.engine import ConflictError, DockerUnavailableError
 from controller.adapters.lease_store import LeaseRead
 from controller.core.lease import LeaseRecord
 from controller.runtime.lease_keeper import LeaseConfig, LeaseKeeper, NotLeaderError
