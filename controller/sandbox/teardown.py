@@ -12,7 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from controller.sandbox import daemon, dockerapi, mounts, netns, processes
+from controller.sandbox import daemon, mounts, netns, processes, typed_docker
 from controller.sandbox.host import which
 from controller.sandbox.spec import SandboxError, validate_name
 from controller.sandbox.state import (
@@ -62,9 +62,9 @@ def _leave_swarm(nodes: list[NodeState]) -> None:
         if not daemon.dockerd_running(node) or not daemon.ping(node.docker_socket):
             return
         with contextlib.suppress(SandboxError, OSError):
-            api = dockerapi.api_client(node.docker_host, timeout=LEAVE_TIMEOUT_SECONDS)
+            api = typed_docker.api_client(node.docker_host, timeout=LEAVE_TIMEOUT_SECONDS)
             try:
-                dockerapi.swarm_leave(api)
+                typed_docker.swarm_leave(api)
             finally:
                 api.close()
 
