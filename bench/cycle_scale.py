@@ -61,14 +61,14 @@ from controller.adapters.engine import ClusterObserver, observe_cluster
 from controller.adapters.task_list import list_tasks
 from controller.core.actions import SetRecords
 from controller.core.memory import Memory
-from controller.core.plan import plan
-from controller.core.records_mirror import (
+from controller.core.mirror import (
     DOWNS_PREFIX,
     ENTRY_PREFIX,
     RECORDS_CONFIG,
     RecordStore,
     patched,
 )
+from controller.core.plan import plan
 from controller.policy import Policy
 from controller.runtime.view_document import view_document
 

@@ -31,9 +31,9 @@ from controller.adapters.attrs import (
 from controller.adapters.errors import RetryableError, TerminalError
 from controller.adapters.health_attrs import failure_events_from_attrs
 from controller.adapters.task_list import list_tasks
+from controller.core.mirror import RECORDS_CONFIG, RecordStore
 from controller.core.model import ClusterSnapshot
 from controller.core.outside_inputs import WorkloadEvent
-from controller.core.records_mirror import RECORDS_CONFIG, RecordStore
 
 OUT_OF_SEQUENCE = "update out of sequence"
 
@@ -256,7 +256,7 @@ def collector_paused() -> Iterator[None]:
 
 
 def observe_records(client: docker.DockerClient) -> RecordStore:
-    """The mirror of the controller's service records (core/records_mirror), empty if none yet."""
+    """The mirror of the controller's service records (core/mirror), empty if none yet."""
     try:
         attrs = inspect_config(client, RECORDS_CONFIG)
     except GoneError:

@@ -30,7 +30,7 @@ from controller.adapters.engine import (
     update_service_spec,
 )
 from controller.adapters.errors import TerminalError
-from controller.adapters.records_store import write_records
+from controller.adapters.mirror_store import write_records
 from controller.core.actions import (
     Action,
     SetNodeAvailability,

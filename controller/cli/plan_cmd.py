@@ -25,7 +25,7 @@ from controller.cli.swarm_access import (
 )
 from controller.core.actions import Action, describe, target_of
 from controller.core.decisions import Decision, Outcome
-from controller.core.records_mirror import RECORDS_CONFIG
+from controller.core.mirror import RECORDS_CONFIG
 from controller.runtime.dry_run import DryRun
 
 # `plan --exit-code`: there would be writes (as `terraform plan -detailed-exitcode`).

@@ -74,7 +74,7 @@ class SetNodeAvailability:
 
 @dataclass(frozen=True, slots=True)
 class SetRecords:
-    """Set and remove entries of the records mirror (core/records_mirror): restarts nothing."""
+    """Set and remove entries of the records mirror (core/mirror): restarts nothing."""
 
     config_id: str  # "": create the config
     version: int

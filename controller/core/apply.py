@@ -17,8 +17,8 @@ from controller.core.actions import (
     SetReplicas,
     SetServiceConstraints,
 )
+from controller.core.mirror import RecordStore, patched
 from controller.core.model import ClusterSnapshot, Node, Service
-from controller.core.records_mirror import RecordStore, patched
 
 
 def _merged(

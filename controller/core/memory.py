@@ -5,7 +5,7 @@ correct, only more patient (a node counts as ready from the first time it is see
 ready). Durable state lives in Swarm's labels. The exception is the nodes' recent downs:
 flap damping forgotten at every restart would trust a failing node again just when it
 matters, since the controller most often restarts because a node died. They are kept in
-the records mirror (core/records_mirror) and read back at the first observation.
+the records mirror (core/mirror) and read back at the first observation.
 """
 
 from __future__ import annotations

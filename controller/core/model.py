@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from functools import cached_property
 
+from controller.core.mirror import RecordStore
 from controller.core.outside_inputs import (
     HealthReport,
     LivenessSignal,
@@ -18,7 +19,6 @@ from controller.core.outside_inputs import (
     SourceStatus,
     WorkloadEvent,
 )
-from controller.core.records_mirror import RecordStore
 
 
 class NodeRole(StrEnum):
@@ -266,7 +266,7 @@ class ClusterSnapshot:
     # Whether each node looks alive to signals faster than Swarm's heartbeat (gossip
     # peers, TCP probes, agents), gathered by the runtime: see core/health/suspicion.
     liveness: tuple[LivenessSignal, ...] = ()
-    # The mirror of the controller's service records (core/records_mirror); None: not observed.
+    # The mirror of the controller's service records (core/mirror); None: not observed.
     records: RecordStore | None = None
     # Swarm's dispatcher heartbeat period (s); None: not observed.
     heartbeat_seconds: float | None = None

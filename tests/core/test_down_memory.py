@@ -7,9 +7,9 @@ from dataclasses import replace
 from controller.core.actions import SetRecords, SetServiceConstraints
 from controller.core.apply import apply_actions
 from controller.core.memory import FLAP_MEMORY_SECONDS, Memory
+from controller.core.mirror import RecordStore, decode_downs, encode_downs
 from controller.core.model import ClusterSnapshot, NodeState
 from controller.core.plan import Plan, plan
-from controller.core.records_mirror import RecordStore, decode_downs, encode_downs
 from controller.core.rules import rules_named
 from controller.policy import Policy
 

@@ -22,7 +22,7 @@ from opentelemetry.sdk.trace import SpanProcessor
 from controller.adapters.lease_store import LeaseStore
 from controller.adapters.writes import Executor
 from controller.core.capacity import RESERVING_STATES
-from controller.core.records_mirror import RECORDS_CONFIG
+from controller.core.mirror import RECORDS_CONFIG
 from controller.runtime.health_inputs import HealthConfig
 from controller.runtime.lease_keeper import LeaseConfig
 from controller.runtime.loop import Controller, RunConfig

@@ -12,11 +12,11 @@ from __future__ import annotations
 from controller.core.context import RuleSpec
 from controller.core.rules.adoption import adopt_services
 from controller.core.rules.failover import FAILOVER_EXEMPTIONS, plan_failover, plan_speculative
+from controller.core.rules.mirror import plan_records
 from controller.core.rules.nodes import plan_nodes
 from controller.core.rules.owners import OWNER_EXEMPTIONS, plan_owners, salvage_widening
 from controller.core.rules.preemption import plan_preemption, plan_restores
 from controller.core.rules.rebalance import plan_rebalance
-from controller.core.rules.records import plan_records
 from controller.core.rules.release import plan_release, release_refusal
 from controller.core.rules.tidy import plan_tidy
 

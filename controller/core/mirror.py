@@ -7,7 +7,7 @@ record goes with them: a service that had failed over under `failback: never` wo
 look never steered, and be "placed" on its preferred owner. So every cycle the records of
 the managed services are copied onto a Docker config of the controller's own (its labels,
 updated by version), and a service that comes back from a deploy without its record gets
-it back from the copy (core/rules/records.py).
+it back from the copy (core/rules/mirror.py).
 
 The copy follows the services one cycle behind, from what Swarm stores: a controller
 killed between the two writes loses nothing, since the next cycle copies again. Only a

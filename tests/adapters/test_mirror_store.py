@@ -6,10 +6,10 @@ from typing import Any
 
 import pytest
 
-from controller.adapters import records_store
+from controller.adapters import mirror_store
 from controller.adapters.engine import ConflictError
 from controller.core.actions import SetRecords
-from controller.core.records_mirror import DOWNS_PREFIX, ENTRY_PREFIX
+from controller.core.mirror import DOWNS_PREFIX, ENTRY_PREFIX
 
 LABELS = {
     "com.example.owner": "ops",  # not the mirror's: kept as it is
@@ -27,9 +27,9 @@ def _written(monkeypatch: pytest.MonkeyPatch, action: SetRecords) -> dict[str, A
     def update(client: object, config_id: str, version: int, spec: dict[str, Any]) -> None:
         calls.update(config_id=config_id, version=version, spec=spec)
 
-    monkeypatch.setattr(records_store, "inspect_config", lambda client, config_id: config)
-    monkeypatch.setattr(records_store, "update_config_spec", update)
-    records_store.write_records(object(), action)  # type: ignore[arg-type]
+    monkeypatch.setattr(mirror_store, "inspect_config", lambda client, config_id: config)
+    monkeypatch.setattr(mirror_store, "update_config_spec", update)
+    mirror_store.write_records(object(), action)  # type: ignore[arg-type]
     assert config["Spec"]["Labels"] == LABELS, "the observed spec is not changed in place"
     return calls
 

@@ -1,4 +1,4 @@
-"""The records mirror (core/records_mirror) in the labels of a Docker config of its own.
+"""The records mirror (core/mirror) in the labels of a Docker config of its own.
 
 Read once per cycle with the rest of the cluster (engine.observe_records). Written
 like every other object: the spec just read, only the mirror's labels changed, at the
@@ -19,7 +19,7 @@ from controller.adapters.engine import (
     update_config_spec,
 )
 from controller.core.actions import SetRecords
-from controller.core.records_mirror import DOWNS_PREFIX, ENTRY_PREFIX, RECORDS_CONFIG, patched
+from controller.core.mirror import DOWNS_PREFIX, ENTRY_PREFIX, RECORDS_CONFIG, patched
 
 CONFIG_DATA = b"The swarm-placement records mirror: its state is in this config's labels.\n"
 

@@ -8,9 +8,9 @@ from controller.core.actions import SetRecords, SetReplicas, SetServiceConstrain
 from controller.core.apply import apply_actions
 from controller.core.labels import EXCLUDED_LABEL, steering_constraint
 from controller.core.memory import Memory
+from controller.core.mirror import RecordStore, ServiceRecord, record_of
 from controller.core.model import ClusterSnapshot, Service
 from controller.core.plan import Plan, plan
-from controller.core.records_mirror import RecordStore, ServiceRecord, record_of
 from controller.core.replicas import BASE_LABEL, OPERATION_LABEL, SET_LABEL
 from controller.policy import Policy
 

@@ -4,7 +4,7 @@ downs, core/memory), and recover lost ones.
 A deploy (`docker stack deploy`, `docker service update`, any tool that sends a whole
 spec) replaces a service's labels and constraints, and with them the controller's
 record of what it decided. Such a service is recognised by every label and constraint of
-the controller's being gone from it while the mirror still holds them (core/records_mirror): a
+the controller's being gone from it while the mirror still holds them (core/mirror): a
 write of the controller's own always leaves at least the steering constraint. It gets
 back, in one write:
 - the record's labels, so it keeps its policy outcome (`failback: never` keeps it where
@@ -32,8 +32,7 @@ from controller.core.labels import (
     format_exclusions,
     recorded_exclusion_set,
 )
-from controller.core.model import ACTIVE_TASK_STATES, ClusterSnapshot, Service
-from controller.core.records_mirror import (
+from controller.core.mirror import (
     RECORDS_CONFIG,
     RecordsError,
     RecordStore,
@@ -41,6 +40,7 @@ from controller.core.records_mirror import (
     encode_downs,
     record_of,
 )
+from controller.core.model import ACTIVE_TASK_STATES, ClusterSnapshot, Service
 from controller.core.replicas import (
     BASE_LABEL,
     HOLD,
