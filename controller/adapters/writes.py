@@ -30,12 +30,12 @@ from controller.adapters.engine import (
     update_service_spec,
 )
 from controller.adapters.errors import TerminalError
-from controller.adapters.mirror_store import write_records
+from controller.adapters.mirror_store import write_mirror
 from controller.core.actions import (
     Action,
+    SetMirror,
     SetNodeAvailability,
     SetNodeLabels,
-    SetRecords,
     SetReplicas,
     SetServiceConstraints,
     describe,
@@ -108,8 +108,8 @@ _retry_transient = retry(
 
 @_retry_transient
 def execute_action(client: docker.DockerClient, action: Action) -> None:
-    if isinstance(action, SetRecords):
-        write_records(client, action)
+    if isinstance(action, SetMirror):
+        write_mirror(client, action)
         return
     if isinstance(action, SetNodeLabels | SetNodeAvailability):
         attrs = inspect_node(client, action.node_id)

@@ -25,7 +25,7 @@ from controller.cli.swarm_access import (
 )
 from controller.core.actions import Action, describe, target_of
 from controller.core.decisions import Decision, Outcome
-from controller.core.mirror import RECORDS_CONFIG
+from controller.core.mirror import MIRROR_CONFIG
 from controller.runtime.dry_run import DryRun
 
 # `plan --exit-code`: there would be writes (as `terraform plan -detailed-exitcode`).
@@ -66,7 +66,7 @@ def _subject(action: Action, hosts: Mapping[str, str]) -> str:
     if kind == "node":
         return f"node {hosts.get(ident, ident)}"
     if kind == "records":
-        return f"config {RECORDS_CONFIG}"
+        return f"config {MIRROR_CONFIG}"
     return f"service {getattr(action, 'service_name', ident)}"
 
 

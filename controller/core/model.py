@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from functools import cached_property
 
-from controller.core.mirror import RecordStore
+from controller.core.mirror import Mirror
 from controller.core.outside_inputs import (
     HealthReport,
     LivenessSignal,
@@ -266,8 +266,8 @@ class ClusterSnapshot:
     # Whether each node looks alive to signals faster than Swarm's heartbeat (gossip
     # peers, TCP probes, agents), gathered by the runtime: see core/health/suspicion.
     liveness: tuple[LivenessSignal, ...] = ()
-    # The mirror of the controller's service records (core/mirror); None: not observed.
-    records: RecordStore | None = None
+    # The mirror of what the controller wrote on each service (core/mirror); None: not observed.
+    mirror: Mirror | None = None
     # Swarm's dispatcher heartbeat period (s); None: not observed.
     heartbeat_seconds: float | None = None
     # Replacements Swarm's restart supervisor holds back for the restart delay (desired

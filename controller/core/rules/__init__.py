@@ -12,7 +12,7 @@ from __future__ import annotations
 from controller.core.context import RuleSpec
 from controller.core.rules.adoption import adopt_services
 from controller.core.rules.failover import FAILOVER_EXEMPTIONS, plan_failover, plan_speculative
-from controller.core.rules.mirror import plan_records
+from controller.core.rules.mirror import plan_mirror
 from controller.core.rules.nodes import plan_nodes
 from controller.core.rules.owners import OWNER_EXEMPTIONS, plan_owners, salvage_widening
 from controller.core.rules.preemption import plan_preemption, plan_restores
@@ -42,7 +42,7 @@ RULES: tuple[RuleSpec, ...] = (
     RuleSpec("speculative", plan_speculative),
     # Before every rule that reads a service's record: one a deploy replaced comes back
     # from the mirror first (a failover surge still beats it for the one write).
-    RuleSpec("records", plan_records),
+    RuleSpec("records", plan_mirror),
     # After failover, whose surge, trim or forget must land before a record is reused;
     # before steering, so room for a pending higher-priority service beats a move.
     RuleSpec("preemption", plan_preemption),
