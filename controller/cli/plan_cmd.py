@@ -65,7 +65,7 @@ def _subject(action: Action, hosts: Mapping[str, str]) -> str:
     kind, ident = target_of(action)
     if kind == "node":
         return f"node {hosts.get(ident, ident)}"
-    if kind == "records":
+    if kind == "mirror":
         return f"config {MIRROR_CONFIG}"
     return f"service {getattr(action, 'service_name', ident)}"
 

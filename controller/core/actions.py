@@ -83,7 +83,7 @@ class SetMirror:
     save_downs: Mapping[str, str] = field(default_factory=dict)  # node ID -> encoded downs
     drop_downs: tuple[str, ...] = ()  # node IDs
 
-    kind = "set-records"
+    kind = "set-mirror"
 
 
 ServiceAction = SetServiceConstraints | SetReplicas
@@ -96,17 +96,17 @@ def target_of(action: Action) -> tuple[str, str]:
     if isinstance(action, SetNodeLabels | SetNodeAvailability):
         return ("node", action.node_id)
     if isinstance(action, SetMirror):
-        return ("records", "")
+        return ("mirror", "")
     return ("service", action.service_id)
 
 
 def subject_of(action: Action) -> str:
     """What a decision about the action names: "service <name>", "node <hostname>" or
-    "records" (by name, as every decision does, never by ID)."""
+    "mirror" (by name, as every decision does, never by ID)."""
     if isinstance(action, SetNodeLabels | SetNodeAvailability):
         return f"node {action.hostname}"
     if isinstance(action, SetMirror):
-        return "records"
+        return "mirror"
     return f"service {action.service_name}"
 
 
@@ -125,4 +125,4 @@ def describe(action: Action) -> str:
             return f"node {host}: availability = {a.value}{labels}"
         case SetMirror(save=s, drop=r, save_downs=sd, drop_downs=dd):
             downs = f"; save {len(sd)} node's downs, drop {len(dd)}" if sd or dd else ""
-            return f"records: save {len(s)} service record(s), drop {len(r)}{downs}"
+            return f"mirror: save {len(s)} service copy(ies), drop {len(r)}{downs}"

@@ -79,7 +79,7 @@ def mirror(snap: ClusterSnapshot, memory: Memory, now: float) -> tuple[SetMirror
         policy=Policy.default(),
         memory=memory,
         now=now,
-        rules=rules_named("records"),
+        rules=rules_named("mirror"),
     )
     writes = [a for a in result.actions if isinstance(a, SetMirror)]
     return (writes[0] if writes else None), result

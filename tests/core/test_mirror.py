@@ -85,7 +85,7 @@ def test_a_deployed_service_gets_its_record_back_and_stays_where_it_failed_over(
     assert steering_constraint("db") in recover[0].constraints
     assert recover[0].set_labels[EXCLUDED_LABEL] == "n2"
     assert recover[0].evicts_from == ()
-    assert any(d.rule == "records" and d.outcome == "recover" for d in result.decisions)
+    assert any(d.rule == "mirror" and d.outcome == "recover" for d in result.decisions)
     assert not moves_to_node_2(result)
     # The next cycle, with the memory the first one left, sees the record back and keeps
     # db on node-3 (no move half-planned for it in the recovering cycle goes on).
@@ -128,7 +128,7 @@ def test_a_service_in_a_rollout_waits_and_its_mirror_entry_is_kept() -> None:
     result = planned(snap)
     assert not [a for a in result.actions if isinstance(a, SetServiceConstraints)]
     assert not [a for a in result.actions if isinstance(a, SetMirror) and a.drop]
-    assert any(d.rule == "records" and d.outcome == "wait" for d in result.decisions)
+    assert any(d.rule == "mirror" and d.outcome == "wait" for d in result.decisions)
 
 
 def test_the_mirror_follows_the_services_and_is_quiet_at_rest() -> None:
@@ -140,7 +140,7 @@ def test_the_mirror_follows_the_services_and_is_quiet_at_rest() -> None:
     (mirror,) = [a for a in result.actions if isinstance(a, SetMirror)]
     assert mirror.drop == ("s-gone",)
     assert mirror.version == 5
-    assert any(d.action is not None and d.rule == "records" for d in result.decisions)
+    assert any(d.action is not None and d.rule == "mirror" for d in result.decisions)
     at_rest = replace(snap, mirror=mirror_of(db))
     assert not [a for a in planned(at_rest).actions if isinstance(a, SetMirror)]
 
@@ -156,7 +156,7 @@ def test_the_first_record_creates_the_mirror() -> None:
 def test_an_unobserved_mirror_plans_nothing() -> None:
     db = deployed(failed_over_db())
     snap = snapshot(four_nodes(), [db], [running(db, 3, 1)])
-    assert not [d for d in planned(snap).decisions if d.rule == "records"]
+    assert not [d for d in planned(snap).decisions if d.rule == "mirror"]
 
 
 def test_a_garbled_entry_is_skipped_with_a_decision() -> None:
@@ -164,7 +164,7 @@ def test_a_garbled_entry_is_skipped_with_a_decision() -> None:
     store = Mirror(config_id="cfg", version=5, entries={"s-db": "{not json"})
     snap = replace(snapshot(four_nodes(), [db], [running(db, 3, 1)]), mirror=store)
     result = planned(snap)
-    (skip,) = [d for d in result.decisions if d.rule == "records" and d.outcome == "skip"]
+    (skip,) = [d for d in result.decisions if d.rule == "mirror" and d.outcome == "skip"]
     assert "unreadable copy in the mirror" in skip.reason
 
 
@@ -184,4 +184,4 @@ def test_a_trimmed_surge_is_not_taken_for_a_deploy_and_is_not_mirrored() -> None
     trimmed = replace(web, replicas=3, labels={"placement.managed": "true"})
     after = replace(snap, services=(trimmed,), mirror=mirror_of(trimmed))
     result = planned(after)
-    assert not [d for d in result.decisions if d.rule == "records"]
+    assert not [d for d in result.decisions if d.rule == "mirror"]

@@ -50,7 +50,7 @@ from controller.core.replicas import (
     SET_LABEL,
 )
 
-RULE = "records"
+RULE = "mirror"
 
 
 def plan_mirror(ctx: PlanContext) -> RuleOutput:
