@@ -249,9 +249,9 @@ def task_from_attrs(attrs: Attrs) -> Task:
 
 
 class ByVersion(Generic[_R]):
-    """A converter that remembers the last cycle's records: Swarm gives an object a new
+    """A converter that remembers the last cycle's model values: Swarm gives an object a new
     `Version.Index` on every change it stores, so an ID at the same version converts to
-    the same record, and most of a settled swarm's tasks and services are unchanged
+    the same value, and most of a settled swarm's tasks and services are unchanged
     between two cycles. Not for nodes: a manager fills in their `ManagerStatus` (leader,
     reachability) as it answers, without a new version."""
 
@@ -268,11 +268,11 @@ class ByVersion(Generic[_R]):
         if not isinstance(index, int) or not isinstance(object_id, str):
             return self._convert(attrs)
         key = (object_id, index)
-        record = self._last.get(key)
-        if record is None:
-            record = self._convert(attrs)
-        self._seen[key] = record
-        return record
+        value = self._last.get(key)
+        if value is None:
+            value = self._convert(attrs)
+        self._seen[key] = value
+        return value
 
     def next_cycle(self) -> None:
         """Keep only what this cycle saw, so the memory follows the swarm's size."""
@@ -291,13 +291,13 @@ def _convert_all(
     unreadable: list[Unreadable],
 ) -> list[_R]:
     """Convert each item; one that does not convert is recorded, never guessed at."""
-    records: list[_R] = []
+    values: list[_R] = []
     for attrs in items:
         try:
-            records.append(convert(attrs))
+            values.append(convert(attrs))
         except (AttrsError, TypeError, ValueError) as exc:
             unreadable.append(Unreadable(kind, str(attrs.get("ID", "")), _name_of(attrs), str(exc)))
-    return records
+    return values
 
 
 def snapshot_from_attrs(

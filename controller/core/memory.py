@@ -136,7 +136,7 @@ class Memory:
             placing={k: v for k, v in self.placing.items() if k in snapshot.service_by_id},
         )
 
-    def record_move(self, service_id: str, now: float, left: tuple[str, ...] = ()) -> Memory:
+    def note_move(self, service_id: str, now: float, left: tuple[str, ...] = ()) -> Memory:
         """A disruptive write went out: start the service's cooldown, and remember the
         nodes its tasks are leaving so the next move does not take them straight back."""
         moved = replace(self, last_move={**self.last_move, service_id: now})

@@ -1,4 +1,4 @@
-"""The cluster as the planner sees it: frozen records built by the adapters.
+"""The cluster as the planner sees it: frozen values built by the adapters.
 
 Only what placement needs is kept; everything is already normalised (enums, ints,
 seconds), so rules never touch Docker's JSON.
@@ -238,7 +238,7 @@ class NodeUsage:
 
 @dataclass(frozen=True, slots=True)
 class Unreadable:
-    """An object the adapters could not turn into a record; it is skipped, not guessed."""
+    """An object the adapters could not turn into a model value; it is skipped, not guessed."""
 
     kind: str  # "service" or "node"
     id: str

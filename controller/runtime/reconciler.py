@@ -230,7 +230,7 @@ class Reconciler:
         cycle.executed.append(action)
         left = disrupted_nodes(action)
         if left and hasattr(action, "service_id"):
-            self.memory = self.memory.record_move(action.service_id, self._clock(), left)
+            self.memory = self.memory.note_move(action.service_id, self._clock(), left)
         return True
 
 

@@ -22,8 +22,8 @@ from controller.sandbox.state import (
     cgroup_root,
     load_state,
     netns_pattern,
-    recorded_names,
     sandbox_dir,
+    sandbox_names,
 )
 
 LEAVE_TIMEOUT_SECONDS = 3
@@ -134,7 +134,7 @@ def teardown_sandbox(name: str, *, leave_swarm: bool = True) -> Leftovers:
     left = find_leftovers(name)
     if not left.mounts and not left.processes and directory.exists():
         shutil.rmtree(directory, ignore_errors=True)
-    if not [other for other in recorded_names() if other != name]:
+    if not [other for other in sandbox_names() if other != name]:
         mounts.remove_empty_runtime_dirs()
     return find_leftovers(name)
 
@@ -159,7 +159,7 @@ def find_leftovers(name: str) -> Leftovers:
 
 def teardown_all() -> dict[str, Leftovers]:
     """Tear down every sandbox recorded under the base directory."""
-    return {name: teardown_sandbox(name) for name in recorded_names()}
+    return {name: teardown_sandbox(name) for name in sandbox_names()}
 
 
 def base_is_empty() -> bool:

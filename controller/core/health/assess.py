@@ -38,7 +38,7 @@ from controller.core.health.node_marks import (
 from controller.core.health.panic import Panic, detect_panic, held_in_panic, ignored
 from controller.core.health.suspicion import (
     Suspicion,
-    as_panic_records,
+    as_panic_marks,
     dropped_in_panic,
     suspect_nodes,
 )
@@ -57,7 +57,7 @@ class NodeVerdict:
     node_id: str
     hostname: str
     health: HealthState = HealthState.OK
-    # The health records the node should carry (non-ok, unexpired), by source.
+    # The health marks the node should carry (non-ok, unexpired), by source.
     records: Mapping[str, HealthRecord] = field(default_factory=dict)
     quarantine_until: float | None = None  # set while quarantined (or from this cycle)
     quarantine_reason: str = ""  # set when the quarantine starts this cycle
@@ -191,21 +191,21 @@ def counted_failures(
     return out
 
 
-def _recorded(node: Node, now: float) -> dict[str, HealthRecord]:
-    """The words in force on the node: recorded in the write that acted on them."""
+def _marks_in_force(node: Node, now: float) -> dict[str, HealthRecord]:
+    """The words in force on the node: marked in the write that acted on them."""
     return {r.source: r for r in read_health_records(node.labels) if r.until > now}
 
 
-def _health_records(
+def _health_marks(
     node: Node, reports: Mapping[str, HealthRecord | None], now: float
 ) -> dict[str, HealthRecord]:
-    records = _recorded(node, now)
+    marks = _marks_in_force(node, now)
     for source, live in reports.items():
         if live is None or live.until <= now:
-            records.pop(source, None)
+            marks.pop(source, None)
         else:
-            records[source] = live
-    return records
+            marks[source] = live
+    return marks
 
 
 def _live_reports(snapshot: ClusterSnapshot) -> dict[str, dict[str, HealthRecord | None]]:
@@ -228,12 +228,12 @@ def assess_nodes(
     share = policy.controller.health_panic_threshold
     health_memory = track_exits(snapshot, memory.health, now, keep=q.period_seconds)
     live = _live_reports(snapshot)
-    wanted = {n.id: _health_records(n, live.get(n.id, {}), now) for n in snapshot.nodes}
+    wanted = {n.id: _health_marks(n, live.get(n.id, {}), now) for n in snapshot.nodes}
     suspected, suspicion_notes = suspect_nodes(
         snapshot, suspect_after=policy.controller.suspect_after_seconds, now=now
     )
     # A suspicion counts against the panic share like a report of failure.
-    counted = {**as_panic_records(suspected), **{k: v for k, v in wanted.items() if v}}
+    counted = {**as_panic_marks(suspected), **{k: v for k, v in wanted.items() if v}}
     panic = detect_panic(snapshot.nodes, counted, share)
     decisions: list[Decision] = [] if panic is None else [panic.decision()]
     decisions.extend(suspicion_notes)
@@ -245,7 +245,7 @@ def assess_nodes(
     for node in snapshot.nodes:
         records = wanted[node.id]
         if panic is not None:
-            held = held_in_panic(records, _recorded(node, now))
+            held = held_in_panic(records, _marks_in_force(node, now))
             decisions.extend(ignored(node, records, held))
             records = held
         worst = max((r.state for r in records.values()), key=lambda s: s.severity, default=None)

@@ -56,7 +56,7 @@ def health_key(source: str) -> str:
 
 
 def read_health_records(labels: Mapping[str, str]) -> tuple[HealthRecord, ...]:
-    """Every readable health record on a node; a garbled one reads as failed until now
+    """Every readable health mark on a node; a garbled one reads as failed until now
     is never true, so it is dropped (and removed by the next write)."""
     out = []
     for key, raw in sorted(labels.items()):

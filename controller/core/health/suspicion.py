@@ -111,7 +111,7 @@ def suspect_nodes(
     return suspected, decisions
 
 
-def as_panic_records(
+def as_panic_marks(
     suspected: Mapping[str, Suspicion],
 ) -> dict[str, dict[str, HealthRecord]]:
     """Suspicions as health words, only to count them in the panic share (never recorded

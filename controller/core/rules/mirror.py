@@ -46,7 +46,7 @@ from controller.core.replicas import (
     HOLD,
     OPERATION_LABEL,
     PREEMPT,
-    RECORD_LABELS,
+    REPLICA_RECORD_LABELS,
     SET_LABEL,
 )
 
@@ -101,7 +101,7 @@ def _copy_of(service: Service) -> ServiceCopy:
     copy = copy_of(name=service.name, labels=service.labels, constraints=service.constraints)
     if copy.labels.get(OPERATION_LABEL) in (PREEMPT, HOLD):
         return copy
-    labels = {k: v for k, v in copy.labels.items() if k not in RECORD_LABELS}
+    labels = {k: v for k, v in copy.labels.items() if k not in REPLICA_RECORD_LABELS}
     return ServiceCopy(labels=labels, constraints=copy.constraints)
 
 
@@ -168,7 +168,7 @@ def _recover(snapshot: ClusterSnapshot, service: Service, saved: ServiceCopy) ->
             kept.append(text)
         else:
             dropped.append(text)
-    labels = {k: v for k, v in saved.labels.items() if k not in RECORD_LABELS}
+    labels = {k: v for k, v in saved.labels.items() if k not in REPLICA_RECORD_LABELS}
     if EXCLUDED_LABEL in labels:
         still = {
             n
