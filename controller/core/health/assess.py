@@ -25,6 +25,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
+from controller.core.clock import utc_time
 from controller.core.decisions import Decision, Outcome
 from controller.core.exit_history import HealthMemory
 from controller.core.health.node_marks import (
@@ -261,7 +262,7 @@ def assess_nodes(
         )
         if worst is not None:
             why = "; ".join(
-                f"{r.source}: {r.reason or 'no reason given'} (until {r.until:.0f})"
+                f"{r.source}: {r.reason or 'no reason given'} (until {utc_time(r.until)})"
                 for r in records.values()
                 if r.state is worst
             )
@@ -371,7 +372,7 @@ def _quarantine(
                 subject,
                 Outcome.QUARANTINE,
                 f"{what}: kept from managed services for {_span(q.duration_seconds)}, "
-                f"until {until:.0f} (the node stays active for the rest)",
+                f"until {utc_time(until)} (the node stays active for the rest)",
             )
         )
     return verdicts

@@ -25,6 +25,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from controller.core.clock import utc_time
 from controller.core.constraints import ConstraintError, node_satisfies, parse_constraint
 from controller.core.decisions import Decision, Outcome
 from controller.core.health.node_marks import HealthRecord
@@ -126,7 +127,8 @@ def ignored(
     if not left:
         return []
     words = "; ".join(
-        f"{r.source} reports {r.state.value}: {r.reason or 'no reason given'} (until {r.until:.0f})"
+        f"{r.source} reports {r.state.value}: {r.reason or 'no reason given'} "
+        f"(until {utc_time(r.until)})"
         for r in left
     )
     return [
