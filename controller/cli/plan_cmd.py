@@ -24,6 +24,7 @@ from controller.cli.swarm_access import (
     load_policy,
 )
 from controller.core.actions import Action, describe, target_of
+from controller.core.clock import utc_time
 from controller.core.decisions import Decision, Outcome
 from controller.core.mirror import MIRROR_CONFIG
 from controller.runtime.dry_run import DryRun
@@ -83,7 +84,7 @@ def reasons_for(action: Action, decisions: tuple[Decision, ...]) -> tuple[str, l
 def render_plan(dry: DryRun) -> str:
     snap, result = dry.snapshot, dry.plan
     hosts = {n.id: n.hostname for n in snap.nodes}
-    when = datetime.fromtimestamp(dry.now, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    when = utc_time(dry.now)
     lines = [
         f"plan at {when}: {len(snap.nodes)} nodes, {len(snap.services)} services, "
         f"{len(snap.tasks)} tasks; nothing was written"
