@@ -9,6 +9,7 @@ cycle.
 
 from __future__ import annotations
 
+import math
 from datetime import UTC, datetime
 from zoneinfo import ZoneInfo
 
@@ -29,14 +30,21 @@ def utc_time(epoch_seconds: float) -> str:
     """A moment as ISO 8601 in UTC, to the second (`2026-12-01T19:22:44Z`): for one that
     may be hours or days away, or text kept in a label. A value no calendar holds (a
     garbled label) says so rather than failing the cycle."""
-    try:
-        moment = datetime.fromtimestamp(epoch_seconds, UTC)
-    except (OverflowError, OSError, ValueError):
-        return UNREADABLE
-    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+    moment = _second_of(epoch_seconds)
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ") if moment else UNREADABLE
 
 
 def time_of_day(epoch_seconds: float) -> str:
     """A moment as the decision log's timestamps give it (UTC), to the second: for one
     within the hour (a cooldown, a settle wait), stable from cycle to cycle."""
-    return datetime.fromtimestamp(epoch_seconds, UTC).strftime("%H:%M:%S UTC")
+    moment = _second_of(epoch_seconds)
+    return moment.strftime("%H:%M:%S UTC") if moment else UNREADABLE
+
+
+def _second_of(epoch_seconds: float) -> datetime | None:
+    """The moment's whole second (never rounded up into the next), None for a value no
+    calendar holds."""
+    try:
+        return datetime.fromtimestamp(math.floor(epoch_seconds), UTC)
+    except (OverflowError, OSError, ValueError):
+        return None

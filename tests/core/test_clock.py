@@ -28,6 +28,7 @@ def test_a_fraction_of_a_second_never_rounds_into_the_next_one() -> None:
 @pytest.mark.parametrize("garbled", [math.inf, -math.inf, math.nan, 1e20, -1e20])
 def test_a_value_no_calendar_holds_says_so_rather_than_failing(garbled: float) -> None:
     assert utc_time(garbled) == "an unreadable time"
+    assert time_of_day(garbled) == "an unreadable time"
 
 
 @given(st.floats(min_value=0, max_value=4_102_444_800))  # 1970 to 2100
