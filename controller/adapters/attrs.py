@@ -1,8 +1,8 @@
-"""Docker API attrs -> core records. Pure converters; unknown shapes raise AttrsError.
+"""Docker API attrs -> model values. Pure converters; unknown shapes raise AttrsError.
 
 Swarm's JSON has optional fields everywhere (and 20.10 and 26.1 differ in a few), so
 every lookup here has a default; a missing *required* field is an AttrsError that the
-observer turns into an `Unreadable` record rather than a crash.
+observer turns into an `Unreadable` value rather than a crash.
 """
 
 from __future__ import annotations
@@ -187,7 +187,7 @@ def _rollout_is_own(attrs: Attrs, spec: Attrs) -> bool:
 
 def _template_but_ours(spec: Attrs, name: str) -> tuple[dict[str, Any], tuple[str, ...]] | None:
     """A spec's task template without its constraints, and its operator's constraints
-    (each spec's own records say which of its constraints are the controller's); None
+    (each spec's own labels say which of its constraints are the controller's); None
     if it cannot be read."""
     template = dict(spec.get("TaskTemplate") or {})
     placement = dict(template.pop("Placement", None) or {})

@@ -55,7 +55,7 @@ def _with_labels(
 def service_spec_with(spec: Attrs, action: Action) -> JsonDict:
     """The engine's service spec with exactly the action's fields changed.
 
-    Service labels ride in the same update as the change they describe, so the record
+    Service labels ride in the same update as the change they describe, so the labels
     and the change land together or not at all.
     """
     new: JsonDict = copy.deepcopy(dict(spec))
@@ -143,7 +143,7 @@ class WriteRefusedError(TerminalError, RuntimeError):
 
 class Rehearsal:
     """The executor of a dry run: says what it would write, and writes nothing. The
-    reconciler keeps no record of a rehearsed write (no move, no backoff)."""
+    reconciler notes nothing of a rehearsed write (no move, no backoff)."""
 
     def __init__(self, say: Callable[[str], None]) -> None:
         self._say = say

@@ -73,9 +73,9 @@ def node_marks(node: Node, decisions: Sequence[Decision], now: float) -> list[st
         until = math.nan
     if until > now:
         marks.append("quarantined")
-    for record in read_health_records(node.labels):
-        if record.until > now:
-            marks.append(f"{record.state.value} ({record.source})")
+    for mark in read_health_records(node.labels):
+        if mark.until > now:
+            marks.append(f"{mark.state.value} ({mark.source})")
     denied = sorted(
         key.removeprefix(DENY_LABEL_PREFIX)
         for key, value in node.labels.items()

@@ -1,6 +1,6 @@
 """Taking a sandbox apart so that nothing of it is left, and checking that nothing is.
 
-Teardown works from the sandbox's name alone (the record only adds PIDs), so it also
+Teardown works from the sandbox's name alone (the state file only adds PIDs), so it also
 cleans up after an `up` that died half way. It is idempotent.
 """
 
@@ -113,7 +113,7 @@ def teardown_sandbox(name: str, *, leave_swarm: bool = True) -> Leftovers:
         with ThreadPoolExecutor(max_workers=min(8, len(nodes))) as pool:
             list(pool.map(stop, nodes))
 
-    # Whatever is left (shims, containers, a daemon without a record): by path, netns, cgroup.
+    # Whatever is left (shims, containers, a daemon without a state file): by path, netns, cgroup.
     namespaces = netns.names_matching(netns_pattern(name))
     for _ in range(3):
         pids = _sandbox_pids(name, directory, namespaces)

@@ -1,6 +1,6 @@
 """Node health, before any rule runs: failed, degraded, quarantined or fine.
 
-Inputs are pure values: live reports (webhook, plugins), the durable records on the nodes,
+Inputs are pure values: live reports (webhook, plugins), the durable marks on the nodes,
 Swarm's task history, the node exits remembered, the policy and `now`.
 
 - Health: per source, the live report wins over the recorded one; a report lapses at
@@ -213,12 +213,12 @@ def _live_reports(snapshot: ClusterSnapshot) -> dict[str, dict[str, HealthRecord
     """Node id -> source -> its live word (None: ok)."""
     out: dict[str, dict[str, HealthRecord | None]] = {}
     for report in sorted(snapshot.health, key=lambda r: (r.node_id, r.source, r.expires_at)):
-        record = (
+        mark = (
             None
             if report.state is HealthState.OK
             else HealthRecord(report.source, report.state, report.expires_at, report.reason)
         )
-        out.setdefault(report.node_id, {})[report.source] = record
+        out.setdefault(report.node_id, {})[report.source] = mark
     return out
 
 
@@ -244,12 +244,12 @@ def assess_nodes(
     verdicts: dict[str, NodeVerdict] = {}
     ended: dict[str, float] = {}  # node id -> end of its current or last quarantine
     for node in snapshot.nodes:
-        records = wanted[node.id]
+        marks = wanted[node.id]
         if panic is not None:
-            held = held_in_panic(records, _marks_in_force(node, now))
-            decisions.extend(ignored(node, records, held))
-            records = held
-        worst = max((r.state for r in records.values()), key=lambda s: s.severity, default=None)
+            held = held_in_panic(marks, _marks_in_force(node, now))
+            decisions.extend(ignored(node, marks, held))
+            marks = held
+        worst = max((r.state for r in marks.values()), key=lambda s: s.severity, default=None)
         until = read_float(node.labels, QUARANTINE_UNTIL)
         if until is not None:
             ended[node.id] = until
@@ -257,13 +257,13 @@ def assess_nodes(
             node_id=node.id,
             hostname=node.hostname,
             health=worst or HealthState.OK,
-            records=records,
+            records=marks,
             quarantine_until=until if until is not None and until > now else None,
         )
         if worst is not None:
             why = "; ".join(
                 f"{r.source}: {r.reason or 'no reason given'} (until {utc_time(r.until)})"
-                for r in records.values()
+                for r in marks.values()
                 if r.state is worst
             )
             effect = (
