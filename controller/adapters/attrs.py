@@ -310,15 +310,15 @@ def snapshot_from_attrs(
 ) -> ClusterSnapshot:
     """Convert everything that converts; record the rest as unreadable, never guess."""
     unreadable: list[Unreadable] = []
-    node_records = _convert_all("node", nodes, node_from_attrs, unreadable)
-    service_records = _convert_all("service", services, convert_service, unreadable)
+    node_values = _convert_all("node", nodes, node_from_attrs, unreadable)
+    service_values = _convert_all("service", services, convert_service, unreadable)
     # A task that does not convert is simply re-read on the next poll.
-    task_records = _convert_all("task", tasks, convert_task, [])
+    task_values = _convert_all("task", tasks, convert_task, [])
     # Desired READY: a replacement the restart supervisor holds back for the restart delay.
     return ClusterSnapshot(
-        nodes=tuple(sorted(node_records, key=lambda n: n.hostname)),
-        services=tuple(sorted(service_records, key=lambda s: s.name)),
-        tasks=tuple(t for t in task_records if t.desired_state is not TaskState.READY),
+        nodes=tuple(sorted(node_values, key=lambda n: n.hostname)),
+        services=tuple(sorted(service_values, key=lambda s: s.name)),
+        tasks=tuple(t for t in task_values if t.desired_state is not TaskState.READY),
         unreadable=tuple(unreadable),
-        delayed=tuple(t for t in task_records if t.desired_state is TaskState.READY),
+        delayed=tuple(t for t in task_values if t.desired_state is TaskState.READY),
     )
