@@ -1,8 +1,8 @@
-"""Docker API attrs -> core records. Pure converters; unknown shapes raise AttrsError.
+"""Docker API attrs -> model values. Pure converters; unknown shapes raise AttrsError.
 
 Swarm's JSON has optional fields everywhere (and 20.10 and 26.1 differ in a few), so
 every lookup here has a default; a missing *required* field is an AttrsError that the
-observer turns into an `Unreadable` record rather than a crash.
+observer turns into an `Unreadable` value rather than a crash.
 """
 
 from __future__ import annotations
@@ -187,7 +187,7 @@ def _rollout_is_own(attrs: Attrs, spec: Attrs) -> bool:
 
 def _template_but_ours(spec: Attrs, name: str) -> tuple[dict[str, Any], tuple[str, ...]] | None:
     """A spec's task template without its constraints, and its operator's constraints
-    (each spec's own records say which of its constraints are the controller's); None
+    (each spec's own labels say which of its constraints are the controller's); None
     if it cannot be read."""
     template = dict(spec.get("TaskTemplate") or {})
     placement = dict(template.pop("Placement", None) or {})
@@ -249,9 +249,9 @@ def task_from_attrs(attrs: Attrs) -> Task:
 
 
 class ByVersion(Generic[_R]):
-    """A converter that remembers the last cycle's records: Swarm gives an object a new
+    """A converter that remembers the last cycle's model values: Swarm gives an object a new
     `Version.Index` on every change it stores, so an ID at the same version converts to
-    the same record, and most of a settled swarm's tasks and services are unchanged
+    the same value, and most of a settled swarm's tasks and services are unchanged
     between two cycles. Not for nodes: a manager fills in their `ManagerStatus` (leader,
     reachability) as it answers, without a new version."""
 
@@ -268,11 +268,11 @@ class ByVersion(Generic[_R]):
         if not isinstance(index, int) or not isinstance(object_id, str):
             return self._convert(attrs)
         key = (object_id, index)
-        record = self._last.get(key)
-        if record is None:
-            record = self._convert(attrs)
-        self._seen[key] = record
-        return record
+        value = self._last.get(key)
+        if value is None:
+            value = self._convert(attrs)
+        self._seen[key] = value
+        return value
 
     def next_cycle(self) -> None:
         """Keep only what this cycle saw, so the memory follows the swarm's size."""
@@ -291,13 +291,13 @@ def _convert_all(
     unreadable: list[Unreadable],
 ) -> list[_R]:
     """Convert each item; one that does not convert is recorded, never guessed at."""
-    records: list[_R] = []
+    values: list[_R] = []
     for attrs in items:
         try:
-            records.append(convert(attrs))
+            values.append(convert(attrs))
         except (AttrsError, TypeError, ValueError) as exc:
             unreadable.append(Unreadable(kind, str(attrs.get("ID", "")), _name_of(attrs), str(exc)))
-    return records
+    return values
 
 
 def snapshot_from_attrs(
@@ -310,15 +310,15 @@ def snapshot_from_attrs(
 ) -> ClusterSnapshot:
     """Convert everything that converts; record the rest as unreadable, never guess."""
     unreadable: list[Unreadable] = []
-    node_records = _convert_all("node", nodes, node_from_attrs, unreadable)
-    service_records = _convert_all("service", services, convert_service, unreadable)
+    node_values = _convert_all("node", nodes, node_from_attrs, unreadable)
+    service_values = _convert_all("service", services, convert_service, unreadable)
     # A task that does not convert is simply re-read on the next poll.
-    task_records = _convert_all("task", tasks, convert_task, [])
+    task_values = _convert_all("task", tasks, convert_task, [])
     # Desired READY: a replacement the restart supervisor holds back for the restart delay.
     return ClusterSnapshot(
-        nodes=tuple(sorted(node_records, key=lambda n: n.hostname)),
-        services=tuple(sorted(service_records, key=lambda s: s.name)),
-        tasks=tuple(t for t in task_records if t.desired_state is not TaskState.READY),
+        nodes=tuple(sorted(node_values, key=lambda n: n.hostname)),
+        services=tuple(sorted(service_values, key=lambda s: s.name)),
+        tasks=tuple(t for t in task_values if t.desired_state is not TaskState.READY),
         unreadable=tuple(unreadable),
-        delayed=tuple(t for t in task_records if t.desired_state is TaskState.READY),
+        delayed=tuple(t for t in task_values if t.desired_state is TaskState.READY),
     )

@@ -24,19 +24,19 @@ from controller.adapters.attrs import (
     service_from_attrs,
     snapshot_from_attrs,
 )
-from controller.adapters.docker_api import (
+from controller.adapters.docker_read import ServiceNotFoundError
+from controller.adapters.engine import (
     ConflictError,
     GoneError,
     inspect_node,
     inspect_service,
 )
-from controller.adapters.docker_read import ServiceNotFoundError
 from controller.adapters.writes import execute_action
 from controller.core.actions import Action
 from controller.core.apply import apply_actions
 from controller.core.decisions import Decision, Outcome
 from controller.core.kernel.mark_needs import MarkRequirements, mark_requirements
-from controller.core.lease import LeaseLabelError, record_from_labels
+from controller.core.lease import LeaseLabelError, lease_from_labels
 from controller.core.model import ClusterSnapshot, Node, Service
 from controller.core.rules.release.release_plan import (
     RULE,
@@ -192,18 +192,18 @@ def live_leases(client: docker.DockerClient, now: datetime) -> list[str]:
     for attrs in client.api.configs():
         spec = attrs.get("Spec") or {}
         try:
-            record = record_from_labels(spec.get("Labels") or {})
-            renewed = datetime.fromisoformat(record.renewed_at) if record else None
+            lease = lease_from_labels(spec.get("Labels") or {})
+            renewed = datetime.fromisoformat(lease.renewed_at) if lease else None
         except (LeaseLabelError, ValueError):
             continue
-        if record is None or renewed is None or record.released:
+        if lease is None or renewed is None or lease.released:
             continue
         if renewed.tzinfo is None:
             renewed = renewed.replace(tzinfo=UTC)
-        if (now - renewed).total_seconds() < record.lifetime + LEASE_SLACK_SECONDS:
+        if (now - renewed).total_seconds() < lease.lifetime + LEASE_SLACK_SECONDS:
             out.append(
-                f"config {spec.get('Name', '?')}: held by {record.holder}, "
-                f"renewed {record.renewed_at}"
+                f"config {spec.get('Name', '?')}: held by {lease.holder}, "
+                f"renewed {lease.renewed_at}"
             )
     return out
 

@@ -30,7 +30,7 @@ from controller.adapters.attrs import (
     task_from_attrs,
     timestamp_from_attrs,
 )
-from controller.adapters.docker_api import _call
+from controller.adapters.engine import _call
 from controller.adapters.errors import TerminalError
 from controller.core.model import ClusterSnapshot
 

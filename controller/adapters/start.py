@@ -13,8 +13,8 @@ from dataclasses import dataclass
 import docker
 
 from controller.adapters.attrs import AttrsError, service_from_attrs
-from controller.adapters.docker_api import ConflictError, GoneError, inspect_service
 from controller.adapters.docker_read import ServiceNotFoundError
+from controller.adapters.engine import ConflictError, GoneError, inspect_service
 from controller.adapters.errors import TerminalError
 from controller.adapters.writes import execute_action
 from controller.core.replicas import (

@@ -21,7 +21,7 @@ from tenacity import (
 )
 
 from controller.adapters.attrs import Attrs
-from controller.adapters.docker_api import (
+from controller.adapters.engine import (
     ConflictError,
     TransientError,
     inspect_node,
@@ -30,12 +30,12 @@ from controller.adapters.docker_api import (
     update_service_spec,
 )
 from controller.adapters.errors import TerminalError
-from controller.adapters.records_store import write_records
+from controller.adapters.mirror_store import write_mirror
 from controller.core.actions import (
     Action,
+    SetMirror,
     SetNodeAvailability,
     SetNodeLabels,
-    SetRecords,
     SetReplicas,
     SetServiceConstraints,
     describe,
@@ -55,7 +55,7 @@ def _with_labels(
 def service_spec_with(spec: Attrs, action: Action) -> JsonDict:
     """The engine's service spec with exactly the action's fields changed.
 
-    Service labels ride in the same update as the change they describe, so the record
+    Service labels ride in the same update as the change they describe, so the labels
     and the change land together or not at all.
     """
     new: JsonDict = copy.deepcopy(dict(spec))
@@ -108,8 +108,8 @@ _retry_transient = retry(
 
 @_retry_transient
 def execute_action(client: docker.DockerClient, action: Action) -> None:
-    if isinstance(action, SetRecords):
-        write_records(client, action)
+    if isinstance(action, SetMirror):
+        write_mirror(client, action)
         return
     if isinstance(action, SetNodeLabels | SetNodeAvailability):
         attrs = inspect_node(client, action.node_id)
@@ -143,7 +143,7 @@ class WriteRefusedError(TerminalError, RuntimeError):
 
 class Rehearsal:
     """The executor of a dry run: says what it would write, and writes nothing. The
-    reconciler keeps no record of a rehearsed write (no move, no backoff)."""
+    reconciler notes nothing of a rehearsed write (no move, no backoff)."""
 
     def __init__(self, say: Callable[[str], None]) -> None:
         self._say = say

@@ -6,14 +6,14 @@ import argparse
 import sys
 from typing import Any
 
-from controller.adapters.docker_api import (
+from controller.adapters.docker_read import ServiceNotFoundError
+from controller.adapters.engine import (
     ConflictError,
     DockerUnavailableError,
     NotAManagerError,
     check_manager,
     connect,
 )
-from controller.adapters.docker_read import ServiceNotFoundError
 from controller.adapters.start import NothingToStartError, start_service
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2

@@ -124,13 +124,13 @@ def status_document(dry: DryRun, leases: list[Any], recent: list[Past]) -> dict[
         "leases": [
             {
                 "name": name,
-                "holder": record.holder if record else None,
-                "term": record.term if record else None,
-                "renewed_at": record.renewed_at if record else None,
-                "lifetime": record.lifetime if record else None,
+                "holder": lease.holder if lease else None,
+                "term": lease.term if lease else None,
+                "renewed_at": lease.renewed_at if lease else None,
+                "lifetime": lease.lifetime if lease else None,
                 "problem": problem,
             }
-            for name, record, problem in leases
+            for name, lease, problem in leases
         ],
         "services": services,
         "unmanaged": len(snapshot.services) - len(services),

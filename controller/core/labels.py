@@ -65,7 +65,7 @@ def exclusion_constraint(node_id: str) -> str:
     return f"node.id!={node_id}"
 
 
-def recorded_exclusions(labels: Mapping[str, str]) -> tuple[str, ...]:
+def excluded_nodes(labels: Mapping[str, str]) -> tuple[str, ...]:
     return _parse_exclusions(labels.get(EXCLUDED_LABEL, ""))
 
 

@@ -5,7 +5,7 @@ correct, only more patient (a node counts as ready from the first time it is see
 ready). Durable state lives in Swarm's labels. The exception is the nodes' recent downs:
 flap damping forgotten at every restart would trust a failing node again just when it
 matters, since the controller most often restarts because a node died. They are kept in
-the records mirror (core/records_mirror) and read back at the first observation.
+the mirror (core/mirror) and read back at the first observation.
 """
 
 from __future__ import annotations
@@ -136,7 +136,7 @@ class Memory:
             placing={k: v for k, v in self.placing.items() if k in snapshot.service_by_id},
         )
 
-    def record_move(self, service_id: str, now: float, left: tuple[str, ...] = ()) -> Memory:
+    def note_move(self, service_id: str, now: float, left: tuple[str, ...] = ()) -> Memory:
         """A disruptive write went out: start the service's cooldown, and remember the
         nodes its tasks are leaving so the next move does not take them straight back."""
         moved = replace(self, last_move={**self.last_move, service_id: now})
@@ -172,7 +172,7 @@ def _remembered_downs(snapshot: ClusterSnapshot, now: float) -> dict[str, tuple[
     is down now (the one whose death restarted this controller, often) dated from its
     last change, unless a recorded down covers it. A spec change after the down makes
     that date later, and a down counted twice only makes damping more patient."""
-    recorded = snapshot.records.node_downs() if snapshot.records is not None else {}
+    recorded = snapshot.mirror.node_downs() if snapshot.mirror is not None else {}
     downs = {
         node_id: kept
         for node_id, times in recorded.items()

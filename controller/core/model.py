@@ -1,4 +1,4 @@
-"""The cluster as the planner sees it: frozen records built by the adapters.
+"""The cluster as the planner sees it: frozen values built by the adapters.
 
 Only what placement needs is kept; everything is already normalised (enums, ints,
 seconds), so rules never touch Docker's JSON.
@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from functools import cached_property
 
+from controller.core.mirror import Mirror
 from controller.core.outside_inputs import (
     HealthReport,
     LivenessSignal,
@@ -18,7 +19,6 @@ from controller.core.outside_inputs import (
     SourceStatus,
     WorkloadEvent,
 )
-from controller.core.records_mirror import RecordStore
 
 
 class NodeRole(StrEnum):
@@ -238,7 +238,7 @@ class NodeUsage:
 
 @dataclass(frozen=True, slots=True)
 class Unreadable:
-    """An object the adapters could not turn into a record; it is skipped, not guessed."""
+    """An object the adapters could not turn into a model value; it is skipped, not guessed."""
 
     kind: str  # "service" or "node"
     id: str
@@ -266,8 +266,8 @@ class ClusterSnapshot:
     # Whether each node looks alive to signals faster than Swarm's heartbeat (gossip
     # peers, TCP probes, agents), gathered by the runtime: see core/health/suspicion.
     liveness: tuple[LivenessSignal, ...] = ()
-    # The mirror of the controller's service records (core/records_mirror); None: not observed.
-    records: RecordStore | None = None
+    # The mirror of what the controller wrote on each service (core/mirror); None: not observed.
+    mirror: Mirror | None = None
     # Swarm's dispatcher heartbeat period (s); None: not observed.
     heartbeat_seconds: float | None = None
     # Replacements Swarm's restart supervisor holds back for the restart delay (desired

@@ -29,7 +29,7 @@ OPERATION_LABEL = OWN_PREFIX + "operation"
 SINCE_LABEL = OWN_PREFIX + "operation-since"
 DETAIL_LABEL = OWN_PREFIX + "operation-detail"
 VACATE_LABEL = OWN_PREFIX + "operation-vacate"
-RECORD_LABELS = (
+REPLICA_RECORD_LABELS = (
     BASE_LABEL,
     SET_LABEL,
     OPERATION_LABEL,
@@ -133,7 +133,7 @@ def restore_replicas(
         service_name=service.name,
         version=service.version,
         replicas=record.base,
-        remove_labels=RECORD_LABELS,
+        remove_labels=REPLICA_RECORD_LABELS,
         evicts_from=evicts_from,
     )
 
@@ -145,7 +145,7 @@ def forget_record(service: Service) -> SetReplicas:
         service_name=service.name,
         version=service.version,
         replicas=service.replicas or 0,
-        remove_labels=RECORD_LABELS,
+        remove_labels=REPLICA_RECORD_LABELS,
     )
 
 
@@ -159,7 +159,7 @@ def record_taken_back(service: Service, action: SetReplicas) -> ReplicaRecord | 
     if (
         record is None
         or action.replicas != record.base
-        or not set(action.remove_labels) >= set(RECORD_LABELS)
+        or not set(action.remove_labels) >= set(REPLICA_RECORD_LABELS)
     ):
         return None
     return record

@@ -14,9 +14,9 @@ from typing import Annotated, Any, Union, get_args, get_origin
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 from pydantic_core import PydanticCustomError
 
-from controller.policy import value_types as t
+from controller.policy import field_types as t
 from controller.policy.settings import ServiceSettings
-from controller.policy.values import FailbackSetting
+from controller.policy.value_syntax import FailbackSetting
 
 DEFAULTS_SOURCE = "file:defaults"
 

@@ -33,7 +33,8 @@ from tenacity import (
 
 from controller import __version__
 from controller.adapters.agent_client import AgentError, discover_agents
-from controller.adapters.docker_api import (
+from controller.adapters.docker_events import event_opener
+from controller.adapters.engine import (
     ENGINE_ERRORS,
     ClusterObserver,
     DockerUnavailableError,
@@ -42,7 +43,6 @@ from controller.adapters.docker_api import (
     connect,
     engine_version,
 )
-from controller.adapters.docker_events import event_opener
 from controller.adapters.errors import RetryableError
 from controller.adapters.lease_store import ConfigLeaseStore, LeaseStore
 from controller.adapters.tcp_probe import tcp_connects

@@ -11,9 +11,9 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
+from controller.core.clock import utc_time
 from controller.core.counts import is_active
 from controller.core.decisions import Decision, Outcome
 from controller.core.explain import cluster_scheduler, explain_service, explanation_document
@@ -39,14 +39,10 @@ class Logged:
 
     def as_dict(self) -> dict[str, Any]:
         return {
-            "time": _iso(self.time),
+            "time": utc_time(self.time),
             **self.decision.as_dict(),
             "trace_id": self.trace_id,
         }
-
-
-def _iso(seconds: float) -> str:
-    return datetime.fromtimestamp(seconds, UTC).isoformat(timespec="seconds")
 
 
 HOLD_KINDS = ("paused", "quarantined", "failed", "degraded", "denying")
@@ -77,9 +73,9 @@ def node_marks(node: Node, decisions: Sequence[Decision], now: float) -> list[st
         until = math.nan
     if until > now:
         marks.append("quarantined")
-    for record in read_health_records(node.labels):
-        if record.until > now:
-            marks.append(f"{record.state.value} ({record.source})")
+    for mark in read_health_records(node.labels):
+        if mark.until > now:
+            marks.append(f"{mark.state.value} ({mark.source})")
     denied = sorted(
         key.removeprefix(DENY_LABEL_PREFIX)
         for key, value in node.labels.items()
@@ -132,7 +128,7 @@ def view_document(
             }
         )
     return {
-        "time": _iso(now),
+        "time": utc_time(now),
         "role": role,
         "fault_domain_level": level,
         "trace_url": trace_url,

@@ -10,7 +10,7 @@ import pytest
 
 from controller.adapters.docker_read import ServiceNotFoundError
 from controller.adapters.start import NothingToStartError, start_service
-from controller.core.replicas import BASE_LABEL, RECORD_LABELS
+from controller.core.replicas import BASE_LABEL, REPLICA_RECORD_LABELS
 
 HELD = {
     BASE_LABEL: "3",
@@ -77,7 +77,7 @@ def test_start_restores_the_held_count_and_removes_the_record() -> None:
     ((version, spec),) = api.writes
     assert version == 40
     assert spec["Mode"]["Replicated"]["Replicas"] == 3
-    assert not set(RECORD_LABELS) & set(spec["Labels"])
+    assert not set(REPLICA_RECORD_LABELS) & set(spec["Labels"])
     assert spec["Labels"]["placement.priority"] == "none"
 
 

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from controller.adapters.docker_api import ConflictError, DockerUnavailableError, NotAManagerError
 from controller.adapters.docker_read import ServiceNotFoundError
+from controller.adapters.engine import ConflictError, DockerUnavailableError, NotAManagerError
 from controller.adapters.start import NothingToStartError, Started
 from controller.cli import start_cmd
 

@@ -1,4 +1,4 @@
-"""`status` from what Swarm stores: each record reads as its state, held nodes are listed,
+"""`status` from what Swarm stores: each lease reads as its state, held nodes are listed,
 and the three output forms carry one document."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from controller.cli.output import emit
 from controller.cli.status_cmd import render_status, service_state, status_document
 from controller.core.health.node_marks import PAUSED, QUARANTINE_UNTIL
 from controller.core.labels import EXCLUDED_LABEL, exclusion_constraint
-from controller.core.lease import LeaseRecord
+from controller.core.lease import Lease
 from controller.core.memory import Memory
 from controller.core.plan import plan
 from controller.core.replicas import HOLD, PREEMPT, SPECULATE, SURGE, change_replicas
@@ -63,9 +63,7 @@ def _document() -> dict[str, object]:
     ]
     snap = snapshot(nodes, [db, web, legacy], [running(web, 3, 1)])  # type: ignore[list-item]
     result = plan(snapshot=snap, policy=Policy.default(), memory=Memory(), now=NOW)
-    lease = LeaseRecord(
-        holder="ctl.1@node-1", renewed_at="2027-01-15T08:00:00Z", lifetime=15, term=4
-    )
+    lease = Lease(holder="ctl.1@node-1", renewed_at="2027-01-15T08:00:00Z", lifetime=15, term=4)
     return status_document(
         DryRun(snapshot=snap, plan=result, now=NOW), [("lease", lease, None)], []
     )

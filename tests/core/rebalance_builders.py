@@ -14,7 +14,7 @@ from controller.policy import Budgets, ControllerSettings, Policy, RebalanceMode
 
 from .builders import node, running
 
-NOW = 100_000.0
+NOW = 1_796_152_964.0  # a moment of today: epoch seconds have ten digits
 CPU = 1_000_000_000  # one CPU in nano-CPUs
 GIB = 1 << 30
 RULES = rules_named("failover", "rebalance")

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from controller.core.actions import (
+    SetMirror,
     SetNodeAvailability,
-    SetRecords,
     SetReplicas,
     SetServiceConstraints,
     describe,
@@ -23,7 +23,7 @@ from .builders import MANAGED, node, running, service, snapshot
 def test_subject_of_names_each_kind_of_write_by_name() -> None:
     assert subject_of(SetReplicas("s-abc", "web", 1, 2)) == "service web"
     assert subject_of(SetNodeAvailability("n2", "node-2", 1, Availability.PAUSE)) == "node node-2"
-    assert subject_of(SetRecords("", 1)) == "records"
+    assert subject_of(SetMirror("", 1)) == "mirror"
 
 
 def test_a_deferred_write_names_its_service_by_name_not_id() -> None:

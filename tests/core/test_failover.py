@@ -9,7 +9,7 @@ from controller.core.labels import EXCLUDED_LABEL, exclusion_constraint
 from controller.core.memory import Memory
 from controller.core.model import NodeState, TaskState
 from controller.core.plan import plan
-from controller.core.replicas import BASE_LABEL, RECORD_LABELS, is_in_flight, read_record
+from controller.core.replicas import BASE_LABEL, REPLICA_RECORD_LABELS, is_in_flight, read_record
 from controller.core.rules import rules_named
 from controller.policy import Policy
 
@@ -53,7 +53,7 @@ def test_a_node_loss_surges_by_the_tasks_it_held_then_trims_once_they_run() -> N
     trimmed = run(snapshot(nodes(down=3), [web4], three), surged.memory, now=102.0)
     (trim,) = trimmed.actions
     assert isinstance(trim, SetReplicas) and trim.replicas == 3
-    assert set(trim.remove_labels) == set(RECORD_LABELS)
+    assert set(trim.remove_labels) == set(REPLICA_RECORD_LABELS)
 
 
 def test_a_rebalance_is_trimmed_after_a_while_even_if_a_surged_task_never_starts() -> None:
@@ -82,7 +82,7 @@ def test_the_operator_wins_when_they_scaled_during_an_operation() -> None:
     result = run(snapshot(nodes(), [web]), Memory(), now=101.0)
     (action,) = result.actions
     assert isinstance(action, SetReplicas) and action.replicas == 7
-    assert set(action.remove_labels) == set(RECORD_LABELS)
+    assert set(action.remove_labels) == set(REPLICA_RECORD_LABELS)
     assert any(d.outcome == "forget" for d in result.decisions)
 
 

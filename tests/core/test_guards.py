@@ -16,7 +16,7 @@ from controller.core.model import Availability, NodeState, Service, Task, TaskSt
 from controller.core.plan import plan
 from controller.core.replicas import (
     PREEMPT,
-    RECORD_LABELS,
+    REPLICA_RECORD_LABELS,
     SURGE,
     change_replicas,
     read_record,
@@ -103,7 +103,7 @@ def _every_write(db: Service) -> list[Action]:
         SetServiceConstraints(db.id, db.name, db.version, ("node.id!=n2",), evicts_from=("n2",)),
         change_replicas(db, replicas=1, operation=PREEMPT, now=0.0),
         replace(surge, evicts_from=("n2",)),  # a surge-and-trim: it stops tasks later
-        SetReplicas(db.id, db.name, db.version, 2, remove_labels=RECORD_LABELS),
+        SetReplicas(db.id, db.name, db.version, 2, remove_labels=REPLICA_RECORD_LABELS),
         SetNodeLabels(
             "n2", "node-2", 12, set_labels={deny_label("db"): "true"}, evicts_services=(db.id,)
         ),
@@ -213,7 +213,7 @@ def test_the_trim_of_a_failover_raise_goes_through_as_the_raise_does() -> None:
         change = change_replicas(db, replicas=3, operation=operation, now=0.0)
         changed = replace(db, replicas=3, labels={**db.labels, **change.set_labels})
         snap = snapshot([node(1, manager=True), node(2), node(3)], [changed], [])
-        back = SetReplicas(db.id, db.name, db.version, to, remove_labels=RECORD_LABELS)
+        back = SetReplicas(db.id, db.name, db.version, to, remove_labels=REPLICA_RECORD_LABELS)
         assert _plan(snap, back, by="failover").actions == (), operation
 
 

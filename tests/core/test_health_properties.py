@@ -27,7 +27,7 @@ from controller.policy import policy_from_data
 
 from .builders import node, running, service, snapshot
 
-NOW = 20_000.0
+NOW = 1_796_152_964.0  # a moment of today: epoch seconds have ten digits
 POLICY = policy_from_data(
     {"apiVersion": "placement/v1", "nodes": {"quarantine": {"failures": 2, "max-fraction": 0.5}}}
 )

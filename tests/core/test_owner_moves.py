@@ -13,7 +13,7 @@ from controller.core.labels import EXCLUDED_LABEL, possible_constraint, possible
 from controller.core.memory import Memory
 from controller.core.model import ClusterSnapshot, NodeState, Resources, Service, Task, TaskState
 from controller.core.plan import Plan, plan
-from controller.core.replicas import RECORD_LABELS, VACATE_LABEL, read_record
+from controller.core.replicas import REPLICA_RECORD_LABELS, VACATE_LABEL, read_record
 from controller.core.rules import rules_named
 from controller.policy import Policy
 
@@ -30,7 +30,7 @@ def cycle(snap: ClusterSnapshot, memory: Memory, now: float) -> tuple[Plan, Memo
     memory = result.memory
     for action in result.actions:
         if (left := disrupted_nodes(action)) and hasattr(action, "service_id"):
-            memory = memory.record_move(action.service_id, now, left)
+            memory = memory.note_move(action.service_id, now, left)
     return result, memory
 
 
@@ -108,7 +108,7 @@ def test_a_stop_first_service_moves_by_surge_and_stops_its_old_task_last() -> No
     fourth, memory = cycle(replace(snap, tasks=(replacement, running(db3, 2, 2))), memory, NOW + 5)
     trim = one(fourth)
     assert isinstance(trim, SetReplicas) and trim.replicas == 1
-    assert set(trim.remove_labels) == set(RECORD_LABELS) and trim.evicts_from == ("n2",)
+    assert set(trim.remove_labels) == set(REPLICA_RECORD_LABELS) and trim.evicts_from == ("n2",)
 
 
 def test_a_stop_first_service_with_a_record_of_its_count_is_not_surged() -> None:

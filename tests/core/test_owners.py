@@ -124,7 +124,7 @@ def test_failback_window_closed_then_open() -> None:
 def test_no_moves_while_the_service_is_settling_or_cooling_down() -> None:
     db = managed("db", 1, preferred_nodes="node-2", failback="immediate")
     snap = snapshot(four_nodes(), [db], [running(db, 1, 1)])
-    cooling = STABLE.record_move(db.id, NOW - 10)
+    cooling = STABLE.note_move(db.id, NOW - 10)
     result = owners_only(snap, memory=cooling)
     assert all(not a.evicts_from for a in result.actions if isinstance(a, SetServiceConstraints))
     assert any("cooldown" in d.reason for d in result.decisions)
@@ -380,7 +380,7 @@ def test_a_written_move_that_swarm_has_not_started_is_not_undone() -> None:
         labels={**db.labels, EXCLUDED_LABEL: "n1,n3,n4"},
     )
     snap = snapshot(four_nodes(), [moving], [running(db, 1, 1)])
-    cooling = STABLE.record_move(db.id, NOW - 0.2)
+    cooling = STABLE.note_move(db.id, NOW - 0.2)
     result = owners_only(snap, memory=cooling)
     assert result.actions == ()
     assert [d.reason for d in result.decisions] == ["moving tasks off node-1"]
@@ -395,7 +395,7 @@ def test_a_task_being_scheduled_for_a_move_keeps_the_move_in_flight() -> None:
     )
     scheduling = Task("t-new", db.id, "", 2, TaskState.RUNNING, TaskState.PENDING)
     snap = snapshot(four_nodes(), [moving], [running(db, 1, 1), scheduling])
-    result = owners_only(snap, memory=STABLE.record_move(db.id, NOW - 0.1))
+    result = owners_only(snap, memory=STABLE.note_move(db.id, NOW - 0.1))
     assert result.actions == ()
 
 

@@ -19,7 +19,7 @@ from controller.policy import Policy
 from .builders import node, running, service, snapshot
 
 HOSTS = [f"node-{i}" for i in range(1, 7)]
-NOW = 1_000_000.0
+NOW = 1_796_152_964.0  # a moment of today: epoch seconds have ten digits
 
 
 @st.composite

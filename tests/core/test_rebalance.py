@@ -8,7 +8,7 @@ from controller.core.actions import SetReplicas
 from controller.core.counts import active_counts
 from controller.core.memory import Memory
 from controller.core.model import NodeState
-from controller.core.replicas import RECORD_LABELS, read_record
+from controller.core.replicas import REPLICA_RECORD_LABELS, read_record
 from controller.policy import Budgets, RebalanceMode
 
 from .builders import running, snapshot
@@ -55,7 +55,7 @@ def test_a_returned_node_gets_exactly_the_missing_tasks_then_the_surge_is_trimme
     trimmed = run(snapshot(ns, [web8], eight), surged.memory, now=NOW + 3)
     (trim,) = trimmed.actions
     assert isinstance(trim, SetReplicas) and trim.replicas == 6
-    assert set(trim.remove_labels) == set(RECORD_LABELS)
+    assert set(trim.remove_labels) == set(REPLICA_RECORD_LABELS)
     assert "rebalance" not in outcomes(trimmed)
 
     # Swarm removed one task from each of the busiest nodes: balanced, nothing more to do.

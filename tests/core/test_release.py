@@ -30,7 +30,7 @@ from controller.core.replicas import (
     BASE_LABEL,
     DETAIL_LABEL,
     OPERATION_LABEL,
-    RECORD_LABELS,
+    REPLICA_RECORD_LABELS,
     SET_LABEL,
     SINCE_LABEL,
 )
@@ -120,7 +120,9 @@ def test_a_restorable_count_follows_in_its_own_write_then_nothing_is_left() -> N
     db = _db(_record(base=3, written=1), replicas=1)
     first, decision = release_service(db)
     assert isinstance(first, ReleaseConstraints)
-    assert not set(first.remove_labels) & set(RECORD_LABELS), "the record goes with its count"
+    assert not set(first.remove_labels) & set(REPLICA_RECORD_LABELS), (
+        "the record goes with its count"
+    )
     assert decision is not None and "replica count 3 follows" in decision.reason
     after = apply_actions(_swarm(db), (first,)).service_by_id["s-db"]
     second, decision = release_service(after)
@@ -129,7 +131,7 @@ def test_a_restorable_count_follows_in_its_own_write_then_nothing_is_left() -> N
         service_name="db",
         version=101,
         replicas=3,
-        remove_labels=tuple(k for k in RECORD_LABELS if k in after.labels),
+        remove_labels=tuple(k for k in REPLICA_RECORD_LABELS if k in after.labels),
     )
     assert decision is not None and "recorded 3" in decision.reason
     done = apply_actions(_swarm(after), (second,)).service_by_id["s-db"]
@@ -217,7 +219,7 @@ def test_the_guard_lets_a_take_back_through_and_says_so() -> None:
     assert result.actions == (GOOD,)
     assert [d.outcome for d in result.decisions if d.rule == "guard"] == ["allow"]
     db = _db(_record(base=4, written=2), replicas=2)
-    restore = ReleaseReplicas("s-db", "db", 100, replicas=4, remove_labels=RECORD_LABELS)
+    restore = ReleaseReplicas("s-db", "db", 100, replicas=4, remove_labels=REPLICA_RECORD_LABELS)
     assert release_refusal(db, restore) is None
     assert _guarded(db, restore).actions == (restore,)
 

@@ -12,7 +12,7 @@ from controller.core.memory import Memory
 from controller.core.model import ClusterSnapshot, NodeState, Service, Task, TaskState
 from controller.core.outside_inputs import LivenessSignal
 from controller.core.plan import plan
-from controller.core.replicas import RECORD_LABELS, read_record
+from controller.core.replicas import REPLICA_RECORD_LABELS, read_record
 from controller.core.rules import rules_named
 from controller.core.rules.failover.speculative import drops_only_surged, speculated_nodes
 from controller.policy import Policy
@@ -177,7 +177,7 @@ def test_a_false_alarm_trims_back_and_swarm_drops_exactly_the_surged_task() -> N
     result = run(cluster([web4], tasks), Memory(), now=106.0)
     (trim,) = result.actions
     assert isinstance(trim, SetReplicas) and trim.replicas == 3
-    assert set(trim.remove_labels) == set(RECORD_LABELS)
+    assert set(trim.remove_labels) == set(REPLICA_RECORD_LABELS)
     # One task on each of four nodes: swarmkit breaks the tie by the highest slot, the
     # surged one, so no original can be stopped and no budget is spent.
     assert trim.evicts_from == ()

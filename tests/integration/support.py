@@ -22,7 +22,7 @@ from opentelemetry.sdk.trace import SpanProcessor
 from controller.adapters.lease_store import LeaseStore
 from controller.adapters.writes import Executor
 from controller.core.capacity import RESERVING_STATES
-from controller.core.records_mirror import RECORDS_CONFIG
+from controller.core.mirror import MIRROR_CONFIG
 from controller.runtime.health_inputs import HealthConfig
 from controller.runtime.lease_keeper import LeaseConfig
 from controller.runtime.loop import Controller, RunConfig
@@ -50,7 +50,7 @@ class ControllerThread:
         self.docker_host = docker_host
 
         def factory() -> docker.DockerClient:
-            from controller.adapters.docker_api import DockerUnavailableError  # noqa: PLC0415
+            from controller.adapters.engine import DockerUnavailableError  # noqa: PLC0415
 
             try:
                 return docker.DockerClient(base_url=docker_host, version="auto", timeout=10)
@@ -313,8 +313,8 @@ def clean_swarm(client: docker.DockerClient) -> None:
             if "swarm-placement.paused" in own and spec.get("Availability") == "pause":
                 spec["Availability"] = "active"
             client.api.update_node(attrs["ID"], attrs["Version"]["Index"], spec)
-    # The records mirror of services now gone would be dropped by the next controller's
+    # The mirror's copies of services now gone would be dropped by the next controller's
     # first cycle: a write the next test did not make.
-    for config in client.api.configs(filters={"name": RECORDS_CONFIG}):
-        if config["Spec"]["Name"] == RECORDS_CONFIG:
+    for config in client.api.configs(filters={"name": MIRROR_CONFIG}):
+        if config["Spec"]["Name"] == MIRROR_CONFIG:
             client.api.remove_config(config["ID"])

@@ -16,7 +16,7 @@ from pathlib import Path
 import docker
 import pytest
 
-from controller.adapters.docker_api import update_service_spec
+from controller.adapters.engine import update_service_spec
 from controller.sandbox import Sandbox, SandboxSpec
 
 from .support import (

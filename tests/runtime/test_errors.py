@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from controller.adapters.agent_client import AgentError
 from controller.adapters.agent_probe import ProbeError
-from controller.adapters.docker_api import (
+from controller.adapters.docker_read import ServiceNotFoundError
+from controller.adapters.engine import (
     ConflictError,
     DockerUnavailableError,
     GoneError,
     NotAManagerError,
     TransientError,
 )
-from controller.adapters.docker_read import ServiceNotFoundError
 from controller.adapters.errors import RetryableError, TerminalError
 from controller.adapters.json_client import HttpJsonError
 from controller.adapters.plugins import PluginError

@@ -15,7 +15,7 @@ import pytest
 import requests
 
 from controller.adapters.attrs import snapshot_from_attrs
-from controller.adapters.docker_api import ConflictError
+from controller.adapters.engine import ConflictError
 from controller.adapters.writes import Rehearsal, naming_refusals
 from controller.core.actions import (
     Action,

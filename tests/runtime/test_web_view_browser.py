@@ -7,9 +7,12 @@ node failure live; this one checks the page itself, quickly.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import anyio.from_thread
 import pytest
@@ -22,6 +25,11 @@ from controller.runtime.http_server import HttpServer
 from controller.runtime.web_view import WebView
 from tests.browser import chromium
 from tests.runtime.test_web_view import POLICY, _cycle
+
+# The viewer's time zone, not the machine's: half an hour off every whole-hour zone, so a
+# time shown unconverted (or converted by whole hours only) cannot pass for a local one.
+VIEWER_ZONE = "Asia/Kolkata"
+EPOCH_LIKE = re.compile(r"(?<![\w.])\d{9,}(?:\.\d+)?(?![\w.])")
 
 # For every element with its own text: the contrast ratio (WCAG 2) of its colour against
 # the first opaque background behind it.
@@ -59,6 +67,7 @@ def page(tmp_path: Path) -> Iterator[Any]:
         portal.call(view.update, _cycle(), POLICY, "leader")
         try:
             with chromium(tmp_path / "profile") as driver:
+                driver.execute_cdp_cmd("Emulation.setTimezoneOverride", {"timezoneId": VIEWER_ZONE})
                 driver.get(f"http://127.0.0.1:{server.port}/")  # / leads to /ui
                 WebDriverWait(driver, 30).until(
                     lambda d: d.find_elements(By.CSS_SELECTOR, 'article[data-node="node-3"]')
@@ -113,3 +122,15 @@ def test_every_text_is_readable_against_its_background(page: Any) -> None:
     page.find_element(By.CSS_SELECTOR, '#services tr[data-service="web"] button').click()
     worst = page.execute_script(CONTRAST)
     assert worst and all(ratio >= 4.5 for ratio, _ in worst), worst
+
+
+def test_times_show_in_the_viewers_time_zone_and_never_as_epoch_seconds(page: Any) -> None:
+    cell = page.find_element(By.CSS_SELECTOR, "#decisions tbody tr time")
+    utc = datetime.fromisoformat(cell.get_attribute("datetime"))
+    local = utc.astimezone(ZoneInfo(VIEWER_ZONE)).strftime("%Y-%m-%d %H:%M:%S")
+    assert cell.text == local
+    assert cell.get_attribute("title") == cell.get_attribute("datetime")
+    status = page.find_element(By.ID, "status").text
+    assert re.search(r"last cycle \d{4}-\d\d-\d\d \d\d:\d\d:\d\d \(local time\)", status), status
+    text = page.find_element(By.TAG_NAME, "body").text
+    assert not EPOCH_LIKE.search(text), EPOCH_LIKE.findall(text)

@@ -7,7 +7,7 @@ a service stays off the node it kept failing on.
 - `swarm-placement.health.<source>` = `<state>,<until>,<reason>`: the last non-ok report
   of one source (`webhook`, `plugin.<name>`), until epoch seconds.
 - `swarm-placement.quarantine-until` (epoch seconds) and `swarm-placement.quarantine-reason`:
-  kept after the quarantine ends, as its record; failures before `until` never count again.
+  kept after the quarantine ends, as its mark; failures before `until` never count again.
 - `swarm-placement.paused` = `health`, `quarantine` or both: the controller paused the node
   and will set it active again; a node paused by an operator carries no such label and is
   left alone.
@@ -56,7 +56,7 @@ def health_key(source: str) -> str:
 
 
 def read_health_records(labels: Mapping[str, str]) -> tuple[HealthRecord, ...]:
-    """Every readable health record on a node; a garbled one reads as failed until now
+    """Every readable health mark on a node; a garbled one reads as failed until now
     is never true, so it is dropped (and removed by the next write)."""
     out = []
     for key, raw in sorted(labels.items()):

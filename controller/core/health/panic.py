@@ -25,6 +25,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from controller.core.clock import utc_time
 from controller.core.constraints import ConstraintError, node_satisfies, parse_constraint
 from controller.core.decisions import Decision, Outcome
 from controller.core.health.node_marks import HealthRecord
@@ -85,22 +86,22 @@ class Panic:
 
 
 def detect_panic(
-    nodes: tuple[Node, ...], records: Mapping[str, Mapping[str, HealthRecord]], share: float
+    nodes: tuple[Node, ...], marks: Mapping[str, Mapping[str, HealthRecord]], share: float
 ) -> Panic | None:
-    """`records`: node id -> source -> its non-ok word in force or reported (unexpired).
+    """`marks`: node id -> source -> its non-ok word in force or reported (unexpired).
 
     The base is every node Swarm does not mark down: a new Raft leader calls every node
     `unknown` until it reports, and a storm arriving then must not find a base of zero
     (seen in the chaos run: every node denied every managed service)."""
     ready = [n for n in nodes if n.state is not NodeState.DOWN]
-    reported = sorted((n for n in ready if records.get(n.id)), key=lambda n: n.hostname)
+    reported = sorted((n for n in ready if marks.get(n.id)), key=lambda n: n.hostname)
     if len(reported) <= allowed(share, len(ready)):
         return None
     return Panic(
         reported=tuple(n.hostname for n in reported),
         ready=len(ready),
         share=share,
-        sources=tuple(sorted({s for n in reported for s in records[n.id]})),
+        sources=tuple(sorted({s for n in reported for s in marks[n.id]})),
         down=sum(1 for n in nodes if n.state is NodeState.DOWN),
     )
 
@@ -126,7 +127,8 @@ def ignored(
     if not left:
         return []
     words = "; ".join(
-        f"{r.source} reports {r.state.value}: {r.reason or 'no reason given'} (until {r.until:.0f})"
+        f"{r.source} reports {r.state.value}: {r.reason or 'no reason given'} "
+        f"(until {utc_time(r.until)})"
         for r in left
     )
     return [

@@ -21,6 +21,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from controller.core.clock import utc_time
 from controller.core.decisions import Decision, Outcome
 from controller.core.health.node_marks import HealthRecord
 from controller.core.model import ClusterSnapshot, NodeState
@@ -44,7 +45,7 @@ class Suspicion:
 
     def describe(self) -> str:
         return "; ".join(
-            f"{s.source}: {s.detail or 'gone'} (since {s.since:.1f})" for s in self.signals
+            f"{s.source}: {s.detail or 'gone'} (since {utc_time(s.since)})" for s in self.signals
         )
 
 
@@ -90,7 +91,7 @@ def suspect_nodes(
                     RULE,
                     subject,
                     Outcome.WATCH,
-                    f"{said}: agreeing since {since:.1f}, suspected after "
+                    f"{said}: agreeing since {utc_time(since)}, suspected after "
                     f"controller.suspect-after {suspect_after:.1f} s",
                 )
             )
@@ -111,7 +112,7 @@ def suspect_nodes(
     return suspected, decisions
 
 
-def as_panic_records(
+def as_panic_marks(
     suspected: Mapping[str, Suspicion],
 ) -> dict[str, dict[str, HealthRecord]]:
     """Suspicions as health words, only to count them in the panic share (never recorded

@@ -12,11 +12,11 @@ from __future__ import annotations
 from controller.core.context import RuleSpec
 from controller.core.rules.adoption import adopt_services
 from controller.core.rules.failover import FAILOVER_EXEMPTIONS, plan_failover, plan_speculative
+from controller.core.rules.mirror import plan_mirror
 from controller.core.rules.nodes import plan_nodes
 from controller.core.rules.owners import OWNER_EXEMPTIONS, plan_owners, salvage_widening
 from controller.core.rules.preemption import plan_preemption, plan_restores
 from controller.core.rules.rebalance import plan_rebalance
-from controller.core.rules.records import plan_records
 from controller.core.rules.release import plan_release, release_refusal
 from controller.core.rules.tidy import plan_tidy
 
@@ -37,14 +37,15 @@ RULES: tuple[RuleSpec, ...] = (
         rollout_exemptions=FAILOVER_EXEMPTIONS,
         memory=("placing",),
     ),
-    # Right after failover, which leaves a `speculate` record alone and so never surges
+    # Right after failover, which leaves a `speculate` replica record alone and so never surges
     # twice for one loss; a confirmed loss's own surge still comes first for the room.
     RuleSpec("speculative", plan_speculative),
-    # Before every rule that reads a service's record: one a deploy replaced comes back
-    # from the mirror first (a failover surge still beats it for the one write).
-    RuleSpec("records", plan_records),
-    # After failover, whose surge, trim or forget must land before a record is reused;
-    # before steering, so room for a pending higher-priority service beats a move.
+    # Before every rule that reads the controller's labels on a service: those a deploy
+    # replaced come back from the mirror first (a failover surge still beats it for the
+    # one write).
+    RuleSpec("mirror", plan_mirror),
+    # After failover, whose surge, trim or forget must land before a replica record is
+    # reused; before steering, so room for a pending higher-priority service beats a move.
     RuleSpec("preemption", plan_preemption),
     RuleSpec("restore", plan_restores),
     RuleSpec("adoption", adopt_services),

@@ -30,9 +30,26 @@ function chip(service, text, extra) {
   return el("span", { class: "chip", style: `--hue: ${hue(service)}`, ...extra }, text);
 }
 
+// Times arrive as ISO 8601 in UTC; the page shows them in the viewer's own time zone, in
+// the same order of fields (2026-12-01 20:22:44), with the UTC time on hover.
+function pad(n) {
+  return String(n).padStart(2, "0");
+}
+
+function localTime(iso) {
+  const t = new Date(iso);
+  if (Number.isNaN(t.getTime())) return iso;
+  const day = `${t.getFullYear()}-${pad(t.getMonth() + 1)}-${pad(t.getDate())}`;
+  return `${day} ${pad(t.getHours())}:${pad(t.getMinutes())}:${pad(t.getSeconds())}`;
+}
+
+function timeElement(iso) {
+  return el("time", { datetime: iso, title: iso, text: localTime(iso) });
+}
+
 function renderStatus(state) {
   const link = view.connected ? "live" : "reconnecting…";
-  const when = state ? `, last cycle ${state.time}` : "";
+  const when = state ? `, last cycle ${localTime(state.time)} (local time)` : "";
   const role = state ? `${state.role}: ` : "";
   document.getElementById("status").textContent = `${role}${link}${when}`;
 }
@@ -238,7 +255,7 @@ function renderDecisions(state) {
       el(
         "tr",
         { "data-outcome": d.outcome },
-        el("td", {}, el("time", { datetime: d.time, text: d.time.replace("T", " ").replace("+00:00", "Z") })),
+        el("td", {}, timeElement(d.time)),
         el("td", { text: d.rule }),
         el("td", { text: d.subject }),
         el("td", {}, el("span", { class: `outcome o-${d.outcome}`, text: d.outcome })),

@@ -21,6 +21,7 @@ from dataclasses import replace
 
 from controller.core.actions import Action
 from controller.core.capacity import running_count
+from controller.core.clock import utc_time
 from controller.core.constraints import ConstraintError, node_filter, parse_constraint
 from controller.core.context import PlanContext, RuleOutput
 from controller.core.decisions import Decision, Outcome
@@ -162,7 +163,7 @@ def _plan_service(ctx: PlanContext, service: Service) -> tuple[Action | None, De
         replicas=replicas + missing,
         operation=SURGE,
         now=ctx.now,
-        detail=f"{missing} replica(s) lost with a node at {since:.3f}",
+        detail=f"{missing} replica(s) lost with a node at {utc_time(since)}",
     )
     return action, Decision(
         RULE,

@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from controller.core.actions import Action, SetNodeAvailability, SetNodeLabels
+from controller.core.clock import utc_time
 from controller.core.context import PlanContext, RuleOutput
 from controller.core.decisions import Decision, Outcome
 from controller.core.health.assess import NodeVerdict
@@ -179,14 +180,16 @@ def _health(change: _Change, node: Node, verdict: NodeVerdict) -> None:
     for source, record in sorted(verdict.records.items()):
         if not _same(current.get(source), record):
             change.put[health_key(source)] = record.value()
-            change.why.append(f"{source} reports {record.state.value} until {record.until:.0f}")
+            change.why.append(
+                f"{source} reports {record.state.value} until {utc_time(record.until)}"
+            )
 
 
 def _quarantine(change: _Change, node: Node, verdict: NodeVerdict) -> None:
     if verdict.quarantine_reason and verdict.quarantine_until is not None:
         change.put[QUARANTINE_UNTIL] = f"{verdict.quarantine_until:.3f}"
         change.put[QUARANTINE_REASON] = clean_reason(verdict.quarantine_reason)
-        change.why.append(f"quarantined until {verdict.quarantine_until:.0f}")
+        change.why.append(f"quarantined until {utc_time(verdict.quarantine_until)}")
 
 
 def _pause(change: _Change, node: Node, verdict: NodeVerdict) -> None:

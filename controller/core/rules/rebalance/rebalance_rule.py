@@ -38,7 +38,7 @@ from controller.core.kernel.settling import is_settled
 from controller.core.labels import (
     EXCLUDED_LABEL,
     EXCLUDED_SINCE_LABEL,
-    recorded_exclusions,
+    excluded_nodes,
     without_exclusions,
 )
 from controller.core.memory import Memory
@@ -145,7 +145,7 @@ def _lift_exclusions(cycle: RebalanceCycle, service: Service) -> None:
         since = 0.0
     cooldown = ctx.policy.controller.move_cooldown_seconds
     subject = f"service {service.name}"
-    excluded = recorded_exclusions(service.labels)
+    excluded = excluded_nodes(service.labels)
     if ctx.now - since < cooldown:
         cycle.note(
             subject,

@@ -16,9 +16,9 @@ from controller.core.kernel.settling import is_settled
 from controller.core.labels import (
     EXCLUDED_LABEL,
     EXCLUDED_SINCE_LABEL,
+    excluded_nodes,
     exclusion_constraint,
     format_exclusions,
-    recorded_exclusions,
 )
 from controller.core.model import Service
 from controller.core.rules.rebalance.cycle import (
@@ -111,7 +111,7 @@ def shed_load(cycle: RebalanceCycle, services: list[Service]) -> None:
 
 def move_off_action(cycle: RebalanceCycle, service: Service, node_id: str) -> SetServiceConstraints:
     ctx = cycle.ctx
-    excluded = {*recorded_exclusions(service.labels), node_id}
+    excluded = {*excluded_nodes(service.labels), node_id}
     return SetServiceConstraints(
         service_id=service.id,
         service_name=service.name,

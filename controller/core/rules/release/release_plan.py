@@ -40,7 +40,7 @@ from controller.core.labels import (
 )
 from controller.core.model import Availability, Node, Service, ServiceMode
 from controller.core.replicas import (
-    RECORD_LABELS,
+    REPLICA_RECORD_LABELS,
     RecordError,
     ReplicaRecord,
     operator_changed,
@@ -98,7 +98,7 @@ def release_service(service: Service) -> tuple[ReleaseAction | None, Decision | 
             "it; the release follows once it ends (the node marks its constraints need stay)",
         )
     record, unreadable = _restorable(service)
-    keep = RECORD_LABELS if record is not None or unreadable is not None else ()
+    keep = REPLICA_RECORD_LABELS if record is not None or unreadable is not None else ()
     drop = tuple(k for k in labels if k not in keep)
     if ours or drop:
         action: ReleaseAction = ReleaseConstraints(
@@ -124,7 +124,7 @@ def release_service(service: Service) -> tuple[ReleaseAction | None, Decision | 
             service_name=service.name,
             version=service.version,
             replicas=record.base,
-            remove_labels=tuple(k for k in RECORD_LABELS if k in service.labels),
+            remove_labels=tuple(k for k in REPLICA_RECORD_LABELS if k in service.labels),
         )
         return action, Decision(
             RULE,

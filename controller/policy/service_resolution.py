@@ -13,9 +13,9 @@ from dataclasses import dataclass, replace
 
 from pydantic import ValidationError
 
+from controller.policy.policy_model import Policy
+from controller.policy.policy_model import frozen_mapping as _frozen
 from controller.policy.problems import problems_from, render_value
-from controller.policy.resolved import Policy
-from controller.policy.resolved import frozen_mapping as _frozen
 from controller.policy.service_spec import (
     SETTING_NAMES,
     ServiceSettingsSpec,

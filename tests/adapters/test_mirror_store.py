@@ -1,4 +1,4 @@
-"""The records mirror's write: only its own labels change, at the observed version."""
+"""The mirror's write: only its own labels change, at the observed version."""
 
 from __future__ import annotations
 
@@ -6,10 +6,10 @@ from typing import Any
 
 import pytest
 
-from controller.adapters import records_store
-from controller.adapters.docker_api import ConflictError
-from controller.core.actions import SetRecords
-from controller.core.records_mirror import DOWNS_PREFIX, ENTRY_PREFIX
+from controller.adapters import mirror_store
+from controller.adapters.engine import ConflictError
+from controller.core.actions import SetMirror
+from controller.core.mirror import DOWNS_PREFIX, ENTRY_PREFIX
 
 LABELS = {
     "com.example.owner": "ops",  # not the mirror's: kept as it is
@@ -20,22 +20,22 @@ LABELS = {
 }
 
 
-def _written(monkeypatch: pytest.MonkeyPatch, action: SetRecords) -> dict[str, Any]:
+def _written(monkeypatch: pytest.MonkeyPatch, action: SetMirror) -> dict[str, Any]:
     config = {"Version": {"Index": 7}, "Spec": {"Name": "records", "Labels": dict(LABELS)}}
     calls: dict[str, Any] = {}
 
     def update(client: object, config_id: str, version: int, spec: dict[str, Any]) -> None:
         calls.update(config_id=config_id, version=version, spec=spec)
 
-    monkeypatch.setattr(records_store, "inspect_config", lambda client, config_id: config)
-    monkeypatch.setattr(records_store, "update_config_spec", update)
-    records_store.write_records(object(), action)  # type: ignore[arg-type]
+    monkeypatch.setattr(mirror_store, "inspect_config", lambda client, config_id: config)
+    monkeypatch.setattr(mirror_store, "update_config_spec", update)
+    mirror_store.write_mirror(object(), action)  # type: ignore[arg-type]
     assert config["Spec"]["Labels"] == LABELS, "the observed spec is not changed in place"
     return calls
 
 
 def test_a_write_drops_and_saves_only_the_mirror_s_labels(monkeypatch: pytest.MonkeyPatch) -> None:
-    action = SetRecords(
+    action = SetMirror(
         config_id="cfg",
         version=7,
         save={"svc-a": "a-new", "svc-c": "c"},
@@ -58,4 +58,4 @@ def test_a_stale_version_is_refused_before_anything_is_written(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     with pytest.raises(ConflictError, match="version 6 -> 7"):
-        _written(monkeypatch, SetRecords(config_id="cfg", version=6, drop=("svc-b",)))
+        _written(monkeypatch, SetMirror(config_id="cfg", version=6, drop=("svc-b",)))

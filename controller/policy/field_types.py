@@ -1,7 +1,7 @@
-"""Pydantic field types for the policy file and labels, built on the parsers in `values`.
+"""Pydantic field types for the policy file and labels, built on the parsers in `value_syntax`.
 
 Every type carries three things that must agree: the parser (a `PlainValidator`, so the
-accepted forms are exactly ours), the JSON schema fragment, and a `Syntax` record that the
+accepted forms are exactly ours), the JSON schema fragment, and a `Syntax` value that the
 reference doc and `policy show` use to describe and print values.
 """
 
@@ -15,7 +15,7 @@ from typing import Annotated, Any, TypeVar
 from pydantic import PlainValidator, ValidationInfo, WithJsonSchema
 from pydantic_core import PydanticCustomError
 
-from controller.policy import values as v
+from controller.policy import value_syntax as v
 from controller.policy.settings import (
     AntiAffinityMode,
     FailoverMode,

@@ -1,17 +1,19 @@
-"""The controller's records, mirrored on an object of its own that no deploy replaces.
+"""The mirror: what the controller wrote on each service, copied to an object of its own
+that no deploy replaces.
 
-The truth stays on each service: a constraint the controller adds and its record (the
-`swarm-placement.*` service labels) go out in one spec write. But `docker stack deploy`
-and `docker service update` replace Spec.Labels and the constraints wholesale, and the
-record goes with them: a service that had failed over under `failback: never` would then
-look never steered, and be "placed" on its preferred owner. So every cycle the records of
-the managed services are copied onto a Docker config of the controller's own (its labels,
-updated by version), and a service that comes back from a deploy without its record gets
-it back from the copy (core/rules/records.py).
+The truth stays on each service: a constraint the controller adds and the labels that
+say why (the `swarm-placement.*` service labels) go out in one spec write. But `docker
+stack deploy` and `docker service update` replace Spec.Labels and the constraints
+wholesale, and the controller's own labels and constraints go with them: a service that
+had failed over under `failback: never` would then look never steered, and be "placed"
+on its preferred owner. So every cycle a copy of each managed service's own labels and
+constraints goes to a Docker config of the controller's own (its labels, updated by
+version), and a service that comes back from a deploy without them gets them back from
+its copy (core/rules/mirror.py).
 
-The copy follows the services one cycle behind, from what Swarm stores: a controller
+The copies follow the services one cycle behind, from what Swarm stores: a controller
 killed between the two writes loses nothing, since the next cycle copies again. Only a
-deploy landing within that one cycle can lose a record the copy had not caught yet.
+deploy landing within that one cycle can lose what the mirror had not caught yet.
 
 The same config keeps when each node went down lately (flap damping, core/memory), so
 a controller that restarts, which it often does because the node under it died, still
@@ -28,21 +30,22 @@ from dataclasses import dataclass, field
 
 from controller.core.labels import OWN_PREFIX, is_own_constraint
 
-RECORDS_CONFIG = "swarm-placement-records"
-# One config label per service: `swarm-placement.record.<service id>` = the encoded record.
+# The config's name and its label keys are stored in swarms: they keep their first names.
+MIRROR_CONFIG = "swarm-placement-records"
+# One config label per service: `swarm-placement.record.<service id>` = its encoded copy.
 ENTRY_PREFIX = OWN_PREFIX + "record."
 # One config label per node with recent downs: `swarm-placement.downs.<node id>` =
 # comma-separated epoch seconds.
 DOWNS_PREFIX = OWN_PREFIX + "downs."
 
 
-class RecordsError(ValueError):
-    """A mirrored record that does not decode: dropped, never guessed at."""
+class MirrorError(ValueError):
+    """A copy or a down in the mirror that does not decode: dropped, never guessed at."""
 
 
 @dataclass(frozen=True, slots=True)
-class ServiceRecord:
-    """What the controller had written on one service: its labels and its constraints."""
+class ServiceCopy:
+    """A service's copy: the labels and the constraints the controller had written on it."""
 
     labels: Mapping[str, str] = field(default_factory=dict)
     constraints: tuple[str, ...] = ()
@@ -56,41 +59,41 @@ class ServiceRecord:
         return json.dumps(body, separators=(",", ":"), sort_keys=True)
 
     @classmethod
-    def decode(cls, raw: str) -> ServiceRecord:
+    def decode(cls, raw: str) -> ServiceCopy:
         try:
             body = json.loads(raw)
             labels = body["labels"]
             constraints = body["constraints"]
         except (ValueError, TypeError, KeyError) as exc:
-            raise RecordsError(f"unreadable record: {exc}") from exc
+            raise MirrorError(f"unreadable copy in the mirror: {exc}") from exc
         if not (
             isinstance(labels, dict)
             and all(isinstance(k, str) and isinstance(v, str) for k, v in labels.items())
             and isinstance(constraints, list)
             and all(isinstance(c, str) for c in constraints)
         ):
-            raise RecordsError("unreadable record: labels must map text to text")
+            raise MirrorError("unreadable copy in the mirror: labels must map text to text")
         return cls(labels=labels, constraints=tuple(constraints))
 
 
 @dataclass(frozen=True, slots=True)
-class RecordStore:
+class Mirror:
     """The mirror as observed: the config's ID and version, and its entries."""
 
     config_id: str = ""  # "" while the config does not exist yet
     version: int = 0
-    entries: Mapping[str, str] = field(default_factory=dict)  # service ID -> encoded record
+    entries: Mapping[str, str] = field(default_factory=dict)  # service ID -> encoded copy
     downs: Mapping[str, str] = field(default_factory=dict)  # node ID -> encoded downs
 
     def entry_key(self, service_id: str) -> str:
         return ENTRY_PREFIX + service_id
 
     @staticmethod
-    def from_labels(config_id: str, version: int, labels: Mapping[str, str]) -> RecordStore:
+    def from_labels(config_id: str, version: int, labels: Mapping[str, str]) -> Mirror:
         def under(prefix: str) -> dict[str, str]:
             return {k.removeprefix(prefix): v for k, v in labels.items() if k.startswith(prefix)}
 
-        return RecordStore(
+        return Mirror(
             config_id=config_id,
             version=version,
             entries=under(ENTRY_PREFIX),
@@ -103,7 +106,7 @@ class RecordStore:
         for node_id, raw in self.downs.items():
             try:
                 decoded[node_id] = decode_downs(raw)
-            except RecordsError:
+            except MirrorError:
                 continue
         return decoded
 
@@ -111,7 +114,7 @@ class RecordStore:
 def patched(
     base: Mapping[str, str], drop: Iterable[str], save: Mapping[str, str]
 ) -> dict[str, str]:
-    """`base` as a records write leaves it: `drop`'s keys gone, then `save`'s set."""
+    """`base` as a mirror write leaves it: `drop`'s keys gone, then `save`'s set."""
     gone = set(drop)
     return {**{k: v for k, v in base.items() if k not in gone}, **save}
 
@@ -124,16 +127,14 @@ def decode_downs(raw: str) -> tuple[float, ...]:
     try:
         times = tuple(float(part) for part in raw.split(",") if part)
     except ValueError as exc:
-        raise RecordsError(f"unreadable downs {raw!r}: {exc}") from exc
+        raise MirrorError(f"unreadable downs {raw!r}: {exc}") from exc
     if not all(math.isfinite(t) and t >= 0 for t in times):
-        raise RecordsError(f"unreadable downs {raw!r}: not a time")
+        raise MirrorError(f"unreadable downs {raw!r}: not a time")
     return times
 
 
-def record_of(
-    *, name: str, labels: Mapping[str, str], constraints: tuple[str, ...]
-) -> ServiceRecord:
-    """The controller's record as a service carries it now."""
+def copy_of(*, name: str, labels: Mapping[str, str], constraints: tuple[str, ...]) -> ServiceCopy:
+    """The service's copy as it carries its own labels and constraints now."""
     own = {k: v for k, v in labels.items() if k.startswith(OWN_PREFIX)}
     ours = tuple(c for c in constraints if is_own_constraint(c, name, own))
-    return ServiceRecord(labels=own, constraints=ours)
+    return ServiceCopy(labels=own, constraints=ours)

@@ -1,16 +1,17 @@
-"""The records mirror: a deploy that replaces a service's record does not undo the policy."""
+"""The mirror: a deploy that replaces the controller's labels on a service does not undo
+the policy."""
 
 from __future__ import annotations
 
 from dataclasses import replace
 
-from controller.core.actions import SetRecords, SetReplicas, SetServiceConstraints
+from controller.core.actions import SetMirror, SetReplicas, SetServiceConstraints
 from controller.core.apply import apply_actions
 from controller.core.labels import EXCLUDED_LABEL, steering_constraint
 from controller.core.memory import Memory
+from controller.core.mirror import Mirror, ServiceCopy, copy_of
 from controller.core.model import ClusterSnapshot, Service
 from controller.core.plan import Plan, plan
-from controller.core.records_mirror import RecordStore, ServiceRecord, record_of
 from controller.core.replicas import BASE_LABEL, OPERATION_LABEL, SET_LABEL
 from controller.policy import Policy
 
@@ -39,12 +40,12 @@ def deployed(svc: Service, **labels: str) -> Service:
     )
 
 
-def mirror_of(*services: Service) -> RecordStore:
+def mirror_of(*services: Service) -> Mirror:
     entries = {
-        s.id: record_of(name=s.name, labels=s.labels, constraints=s.constraints).encode()
+        s.id: copy_of(name=s.name, labels=s.labels, constraints=s.constraints).encode()
         for s in services
     }
-    return RecordStore(config_id="cfg", version=5, entries=entries)
+    return Mirror(config_id="cfg", version=5, entries=entries)
 
 
 def four_nodes() -> list:  # type: ignore[type-arg]
@@ -69,14 +70,14 @@ def moves_to_node_2(result: Plan) -> bool:
 def test_without_the_mirror_a_deploy_makes_failback_never_move_back() -> None:
     """The harm this mirror prevents, shown with the real planner."""
     db = deployed(failed_over_db())
-    snap = replace(snapshot(four_nodes(), [db], [running(db, 3, 1)]), records=RecordStore())
+    snap = replace(snapshot(four_nodes(), [db], [running(db, 3, 1)]), mirror=Mirror())
     assert moves_to_node_2(planned(snap))
 
 
 def test_a_deployed_service_gets_its_record_back_and_stays_where_it_failed_over() -> None:
     before = failed_over_db()
     db = deployed(before)
-    snap = replace(snapshot(four_nodes(), [db], [running(db, 3, 1)]), records=mirror_of(before))
+    snap = replace(snapshot(four_nodes(), [db], [running(db, 3, 1)]), mirror=mirror_of(before))
     result = planned(snap)
     recover = [a for a in result.actions if isinstance(a, SetServiceConstraints)]
     assert len(recover) == 1
@@ -84,7 +85,7 @@ def test_a_deployed_service_gets_its_record_back_and_stays_where_it_failed_over(
     assert steering_constraint("db") in recover[0].constraints
     assert recover[0].set_labels[EXCLUDED_LABEL] == "n2"
     assert recover[0].evicts_from == ()
-    assert any(d.rule == "records" and d.outcome == "recover" for d in result.decisions)
+    assert any(d.rule == "mirror" and d.outcome == "recover" for d in result.decisions)
     assert not moves_to_node_2(result)
     # The next cycle, with the memory the first one left, sees the record back and keeps
     # db on node-3 (no move half-planned for it in the recovering cycle goes on).
@@ -98,7 +99,7 @@ def test_a_deployed_service_gets_its_record_back_and_stays_where_it_failed_over(
 def test_an_exclusion_of_a_node_running_a_task_since_the_deploy_is_not_put_back() -> None:
     before = failed_over_db()
     db = deployed(before)
-    snap = replace(snapshot(four_nodes(), [db], [running(db, 2, 1)]), records=mirror_of(before))
+    snap = replace(snapshot(four_nodes(), [db], [running(db, 2, 1)]), mirror=mirror_of(before))
     result = planned(snap)
     (recover,) = [a for a in result.actions if isinstance(a, SetServiceConstraints)]
     assert "node.id!=n2" not in recover.constraints
@@ -111,7 +112,7 @@ def test_the_operators_count_from_a_deploy_wins_over_a_preemption_record() -> No
     record = {BASE_LABEL: "4", SET_LABEL: "1", OPERATION_LABEL: "preempt"}
     before = replace(failed_over_db(), replicas=1, labels={**failed_over_db().labels, **record})
     db = replace(deployed(before), replicas=4)
-    snap = replace(snapshot(four_nodes(), [db], [running(db, 3, 1)]), records=mirror_of(before))
+    snap = replace(snapshot(four_nodes(), [db], [running(db, 3, 1)]), mirror=mirror_of(before))
     result = planned(snap)
     (recover,) = [a for a in result.actions if isinstance(a, SetServiceConstraints)]
     assert BASE_LABEL not in recover.set_labels
@@ -123,48 +124,48 @@ def test_a_service_in_a_rollout_waits_and_its_mirror_entry_is_kept() -> None:
     before = failed_over_db()
     db = replace(deployed(before), update_state="updating")
     store = mirror_of(before)
-    snap = replace(snapshot(four_nodes(), [db], [running(db, 3, 1)]), records=store)
+    snap = replace(snapshot(four_nodes(), [db], [running(db, 3, 1)]), mirror=store)
     result = planned(snap)
     assert not [a for a in result.actions if isinstance(a, SetServiceConstraints)]
-    assert not [a for a in result.actions if isinstance(a, SetRecords) and a.drop]
-    assert any(d.rule == "records" and d.outcome == "wait" for d in result.decisions)
+    assert not [a for a in result.actions if isinstance(a, SetMirror) and a.drop]
+    assert any(d.rule == "mirror" and d.outcome == "wait" for d in result.decisions)
 
 
 def test_the_mirror_follows_the_services_and_is_quiet_at_rest() -> None:
     db = failed_over_db()
     gone = replace(service("gone"), id="s-gone")
     store = mirror_of(db, gone)
-    snap = replace(snapshot(four_nodes(), [db], [running(db, 3, 1)]), records=store)
+    snap = replace(snapshot(four_nodes(), [db], [running(db, 3, 1)]), mirror=store)
     result = planned(snap)
-    (mirror,) = [a for a in result.actions if isinstance(a, SetRecords)]
+    (mirror,) = [a for a in result.actions if isinstance(a, SetMirror)]
     assert mirror.drop == ("s-gone",)
     assert mirror.version == 5
-    assert any(d.action is not None and d.rule == "records" for d in result.decisions)
-    at_rest = replace(snap, records=mirror_of(db))
-    assert not [a for a in planned(at_rest).actions if isinstance(a, SetRecords)]
+    assert any(d.action is not None and d.rule == "mirror" for d in result.decisions)
+    at_rest = replace(snap, mirror=mirror_of(db))
+    assert not [a for a in planned(at_rest).actions if isinstance(a, SetMirror)]
 
 
 def test_the_first_record_creates_the_mirror() -> None:
     db = failed_over_db()
-    snap = replace(snapshot(four_nodes(), [db], [running(db, 3, 1)]), records=RecordStore())
-    (mirror,) = [a for a in planned(snap).actions if isinstance(a, SetRecords)]
+    snap = replace(snapshot(four_nodes(), [db], [running(db, 3, 1)]), mirror=Mirror())
+    (mirror,) = [a for a in planned(snap).actions if isinstance(a, SetMirror)]
     assert mirror.config_id == ""
-    assert ServiceRecord.decode(mirror.save["s-db"]).labels[EXCLUDED_LABEL] == "n2"
+    assert ServiceCopy.decode(mirror.save["s-db"]).labels[EXCLUDED_LABEL] == "n2"
 
 
 def test_an_unobserved_mirror_plans_nothing() -> None:
     db = deployed(failed_over_db())
     snap = snapshot(four_nodes(), [db], [running(db, 3, 1)])
-    assert not [d for d in planned(snap).decisions if d.rule == "records"]
+    assert not [d for d in planned(snap).decisions if d.rule == "mirror"]
 
 
 def test_a_garbled_entry_is_skipped_with_a_decision() -> None:
     db = deployed(failed_over_db())
-    store = RecordStore(config_id="cfg", version=5, entries={"s-db": "{not json"})
-    snap = replace(snapshot(four_nodes(), [db], [running(db, 3, 1)]), records=store)
+    store = Mirror(config_id="cfg", version=5, entries={"s-db": "{not json"})
+    snap = replace(snapshot(four_nodes(), [db], [running(db, 3, 1)]), mirror=store)
     result = planned(snap)
-    (skip,) = [d for d in result.decisions if d.rule == "records" and d.outcome == "skip"]
-    assert "unreadable record" in skip.reason
+    (skip,) = [d for d in result.decisions if d.rule == "mirror" and d.outcome == "skip"]
+    assert "unreadable copy in the mirror" in skip.reason
 
 
 def test_a_trimmed_surge_is_not_taken_for_a_deploy_and_is_not_mirrored() -> None:
@@ -173,14 +174,14 @@ def test_a_trimmed_surge_is_not_taken_for_a_deploy_and_is_not_mirrored() -> None
         service("web", replicas=4, labels={"placement.managed": "true", **surge}),
         constraints=(steering_constraint("web"),),
     )
-    snap = replace(snapshot(four_nodes(), [web], [running(web, 3, 1)]), records=RecordStore())
-    (mirror,) = [a for a in planned(snap).actions if isinstance(a, SetRecords)]
-    saved = ServiceRecord.decode(mirror.save["s-web"])
+    snap = replace(snapshot(four_nodes(), [web], [running(web, 3, 1)]), mirror=Mirror())
+    (mirror,) = [a for a in planned(snap).actions if isinstance(a, SetMirror)]
+    saved = ServiceCopy.decode(mirror.save["s-web"])
     assert saved.constraints == (steering_constraint("web"),)
     assert BASE_LABEL not in saved.labels
     # The trim drops the surge record: the service keeps its steering constraint, so no
     # recovery, and the mirror already holds what it carries.
     trimmed = replace(web, replicas=3, labels={"placement.managed": "true"})
-    after = replace(snap, services=(trimmed,), records=mirror_of(trimmed))
+    after = replace(snap, services=(trimmed,), mirror=mirror_of(trimmed))
     result = planned(after)
-    assert not [d for d in result.decisions if d.rule == "records"]
+    assert not [d for d in result.decisions if d.rule == "mirror"]

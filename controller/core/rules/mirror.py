@@ -1,28 +1,28 @@
-"""Records: keep the mirror of every managed service's record (and of the nodes' recent
-downs, core/memory), and recover lost ones.
+"""Mirror: keep a copy of what the controller wrote on every managed service (and the
+nodes' recent downs, core/memory), and put it back after a deploy.
 
 A deploy (`docker stack deploy`, `docker service update`, any tool that sends a whole
-spec) replaces a service's labels and constraints, and with them the controller's
-record of what it decided. Such a service is recognised by every label and constraint of
-the controller's being gone from it while the mirror still holds them (core/records_mirror): a
-write of the controller's own always leaves at least the steering constraint. It gets
-back, in one write:
-- the record's labels, so it keeps its policy outcome (`failback: never` keeps it where
+spec) replaces a service's labels and constraints, and with them the controller's own:
+what it decided, and why. Such a service is recognised by every label and constraint of
+the controller's being gone from it while its copy in the mirror (core/mirror) still
+holds them: a write of the controller's own always leaves at least the steering
+constraint. It gets back, in one write:
+- the copy's labels, so it keeps its policy outcome (`failback: never` keeps it where
   it failed over to), except a replica record: a deploy states the operator's count, and
   the operator's count wins over a preemption or hold (a decision says so);
 - the controller's constraints that every node running a task of the service still
   satisfies, so putting them back moves no task; an exclusion of a node that runs a task
-  since the deploy is dropped from the record instead.
+  since the deploy is dropped from the copy instead.
 
 Runs after failover (a surge beats a recovery for the one write per service) and before
-every rule that reads the record.
+every rule that reads the controller's labels on a service.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
-from controller.core.actions import Action, SetRecords, SetServiceConstraints
+from controller.core.actions import Action, SetMirror, SetServiceConstraints
 from controller.core.constraints import ConstraintError, parse_constraint
 from controller.core.context import PlanContext, RuleOutput
 from controller.core.decisions import Decision, Outcome
@@ -32,36 +32,36 @@ from controller.core.labels import (
     format_exclusions,
     recorded_exclusion_set,
 )
-from controller.core.model import ACTIVE_TASK_STATES, ClusterSnapshot, Service
-from controller.core.records_mirror import (
-    RECORDS_CONFIG,
-    RecordsError,
-    RecordStore,
-    ServiceRecord,
+from controller.core.mirror import (
+    MIRROR_CONFIG,
+    Mirror,
+    MirrorError,
+    ServiceCopy,
+    copy_of,
     encode_downs,
-    record_of,
 )
+from controller.core.model import ACTIVE_TASK_STATES, ClusterSnapshot, Service
 from controller.core.replicas import (
     BASE_LABEL,
     HOLD,
     OPERATION_LABEL,
     PREEMPT,
-    RECORD_LABELS,
+    REPLICA_RECORD_LABELS,
     SET_LABEL,
 )
 
-RULE = "records"
+RULE = "mirror"
 
 
-def plan_records(ctx: PlanContext) -> RuleOutput:
-    store = ctx.swarm.records
+def plan_mirror(ctx: PlanContext) -> RuleOutput:
+    store = ctx.swarm.mirror
     if store is None:  # not observed (a snapshot file, a simulation): nothing to keep
         return RuleOutput()
     actions: list[Action] = []
     decisions: list[Decision] = []
     wanted: dict[str, str] = {}
     for service in ctx.managed_services():
-        current = _record_of(service)
+        current = _copy_of(service)
         if not current.is_empty:
             wanted[service.id] = current.encode()
             continue
@@ -69,13 +69,13 @@ def plan_records(ctx: PlanContext) -> RuleOutput:
         if raw is None:
             continue
         try:
-            saved = ServiceRecord.decode(raw)
-        except RecordsError as exc:
+            saved = ServiceCopy.decode(raw)
+        except MirrorError as exc:
             decisions.append(Decision(RULE, f"service {service.name}", Outcome.SKIP, str(exc)))
             continue
         if saved.is_empty:
             continue
-        wanted[service.id] = raw  # kept until the service has its record back
+        wanted[service.id] = raw  # kept until the service has its labels back
         recovery = _recover(ctx.swarm, service, saved)
         actions.extend(recovery.actions)
         decisions.extend(recovery.decisions)
@@ -85,9 +85,9 @@ def plan_records(ctx: PlanContext) -> RuleOutput:
         decisions.append(
             Decision(
                 RULE,
-                f"config {RECORDS_CONFIG}",
+                f"config {MIRROR_CONFIG}",
                 Outcome.MIRROR,
-                "the managed services' records and the nodes' recent downs, kept where "
+                "the managed services' copies and the nodes' recent downs, kept where "
                 "neither a deploy nor a restart of the controller loses them",
                 action=mirror,
             )
@@ -95,19 +95,19 @@ def plan_records(ctx: PlanContext) -> RuleOutput:
     return RuleOutput(tuple(actions), tuple(decisions))
 
 
-def _record_of(service: Service) -> ServiceRecord:
-    """The record to keep: a surge's or a rebalance's replica record lives for a moment
+def _copy_of(service: Service) -> ServiceCopy:
+    """The copy to keep: a surge's or a rebalance's replica record lives for a moment
     (copying it would add a write per failover), a preemption's or a hold's does not."""
-    record = record_of(name=service.name, labels=service.labels, constraints=service.constraints)
-    if record.labels.get(OPERATION_LABEL) in (PREEMPT, HOLD):
-        return record
-    labels = {k: v for k, v in record.labels.items() if k not in RECORD_LABELS}
-    return ServiceRecord(labels=labels, constraints=record.constraints)
+    copy = copy_of(name=service.name, labels=service.labels, constraints=service.constraints)
+    if copy.labels.get(OPERATION_LABEL) in (PREEMPT, HOLD):
+        return copy
+    labels = {k: v for k, v in copy.labels.items() if k not in REPLICA_RECORD_LABELS}
+    return ServiceCopy(labels=labels, constraints=copy.constraints)
 
 
 def _mirror(
-    store: RecordStore, wanted: Mapping[str, str], node_downs: Mapping[str, tuple[float, ...]]
-) -> SetRecords | None:
+    store: Mirror, wanted: Mapping[str, str], node_downs: Mapping[str, tuple[float, ...]]
+) -> SetMirror | None:
     have = store.entries
     put = {sid: raw for sid, raw in sorted(wanted.items()) if have.get(sid) != raw}
     drop = tuple(sorted(sid for sid in have if sid not in wanted))
@@ -122,7 +122,7 @@ def _mirror(
     drop_downs = tuple(sorted(n for n in store.downs if n not in node_downs))
     if not (put or drop or put_downs or drop_downs):
         return None  # also while there is nothing to keep: the config comes with the first
-    return SetRecords(
+    return SetMirror(
         config_id=store.config_id,
         version=store.version,
         save=put,
@@ -132,7 +132,7 @@ def _mirror(
     )
 
 
-def _recover(snapshot: ClusterSnapshot, service: Service, saved: ServiceRecord) -> RuleOutput:
+def _recover(snapshot: ClusterSnapshot, service: Service, saved: ServiceCopy) -> RuleOutput:
     subject = f"service {service.name}"
     decisions: list[Decision] = []
     if BASE_LABEL in saved.labels:
@@ -142,8 +142,8 @@ def _recover(snapshot: ClusterSnapshot, service: Service, saved: ServiceRecord) 
                 subject,
                 Outcome.YIELD,
                 f"a deploy set replicas to {service.replicas}: the operator's count wins over "
-                f"the controller's {saved.labels.get(OPERATION_LABEL, 'replica')} "
-                f"record (operator's count {saved.labels[BASE_LABEL]}, "
+                f"the controller's replica record ({saved.labels.get(OPERATION_LABEL, '?')}, "
+                f"operator's count {saved.labels[BASE_LABEL]}, "
                 f"controller's {saved.labels.get(SET_LABEL, '?')})",
             )
         )
@@ -153,8 +153,8 @@ def _recover(snapshot: ClusterSnapshot, service: Service, saved: ServiceRecord) 
                 RULE,
                 subject,
                 Outcome.WAIT,
-                f"its record was replaced by a deploy; Swarm is rolling it out "
-                f"({service.update_state}), so it is put back once that ends",
+                f"a deploy replaced the controller's labels and constraints; Swarm is rolling "
+                f"it out ({service.update_state}), so they are put back once that ends",
             )
         )
         return RuleOutput(decisions=tuple(decisions))
@@ -168,7 +168,7 @@ def _recover(snapshot: ClusterSnapshot, service: Service, saved: ServiceRecord) 
             kept.append(text)
         else:
             dropped.append(text)
-    labels = {k: v for k, v in saved.labels.items() if k not in RECORD_LABELS}
+    labels = {k: v for k, v in saved.labels.items() if k not in REPLICA_RECORD_LABELS}
     if EXCLUDED_LABEL in labels:
         still = {
             n
@@ -184,7 +184,7 @@ def _recover(snapshot: ClusterSnapshot, service: Service, saved: ServiceRecord) 
         set_labels=labels,
     )
     why = (
-        "a deploy replaced the controller's record; putting back its labels and "
+        "a deploy replaced the controller's labels and constraints; putting back its labels and "
         f"{len(kept)} constraint(s) that every node running a task satisfies, so no task moves"
     )
     if dropped:

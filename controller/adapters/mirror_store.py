@@ -1,9 +1,9 @@
-"""The records mirror (core/records_mirror) in the labels of a Docker config of its own.
+"""The mirror (core/mirror) in the labels of a Docker config of its own.
 
-Read once per cycle with the rest of the cluster (docker_api.observe_records). Written
+Read once per cycle with the rest of the cluster (engine.observe_mirror). Written
 like every other object: the spec just read, only the mirror's labels changed, at the
 version the plan was made from (Swarm refuses a stale one with `update out of sequence`).
-Missing, it is created by the first write that has a record to keep.
+Missing, it is created by the first write that has a copy to keep.
 """
 
 from __future__ import annotations
@@ -12,27 +12,27 @@ import copy
 
 import docker
 
-from controller.adapters.docker_api import (
+from controller.adapters.engine import (
     ConflictError,
     create_config,
     inspect_config,
     update_config_spec,
 )
-from controller.core.actions import SetRecords
-from controller.core.records_mirror import DOWNS_PREFIX, ENTRY_PREFIX, RECORDS_CONFIG, patched
+from controller.core.actions import SetMirror
+from controller.core.mirror import DOWNS_PREFIX, ENTRY_PREFIX, MIRROR_CONFIG, patched
 
 CONFIG_DATA = b"The swarm-placement records mirror: its state is in this config's labels.\n"
 
 
-def write_records(client: docker.DockerClient, action: SetRecords) -> None:
+def write_mirror(client: docker.DockerClient, action: SetMirror) -> None:
     if not action.config_id:
-        create_config(client, RECORDS_CONFIG, CONFIG_DATA, _changed({}, action))
+        create_config(client, MIRROR_CONFIG, CONFIG_DATA, _changed({}, action))
         return
     attrs = inspect_config(client, action.config_id)
     current = int(attrs["Version"]["Index"])
     if current != action.version:
         raise ConflictError(
-            f"config {RECORDS_CONFIG} changed since it was observed "
+            f"config {MIRROR_CONFIG} changed since it was observed "
             f"(version {action.version} -> {current})"
         )
     spec = copy.deepcopy(dict(attrs["Spec"]))
@@ -40,7 +40,7 @@ def write_records(client: docker.DockerClient, action: SetRecords) -> None:
     update_config_spec(client, action.config_id, action.version, spec)
 
 
-def _changed(labels: dict[str, str], action: SetRecords) -> dict[str, str]:
+def _changed(labels: dict[str, str], action: SetMirror) -> dict[str, str]:
     drop = [ENTRY_PREFIX + sid for sid in action.drop]
     drop += [DOWNS_PREFIX + node_id for node_id in action.drop_downs]
     save = {ENTRY_PREFIX + sid: raw for sid, raw in action.save.items()}

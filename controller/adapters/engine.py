@@ -31,9 +31,9 @@ from controller.adapters.attrs import (
 from controller.adapters.errors import RetryableError, TerminalError
 from controller.adapters.health_attrs import failure_events_from_attrs
 from controller.adapters.task_list import list_tasks
+from controller.core.mirror import MIRROR_CONFIG, Mirror
 from controller.core.model import ClusterSnapshot
 from controller.core.outside_inputs import WorkloadEvent
-from controller.core.records_mirror import RECORDS_CONFIG, RecordStore
 
 OUT_OF_SEQUENCE = "update out of sequence"
 
@@ -207,7 +207,7 @@ class ClusterObserver:
         return replace(
             snapshot,
             workload=tuple(sorted(failures.values(), key=lambda e: (e.at, e.task_id))),
-            records=observe_records(client),
+            mirror=observe_mirror(client),
             heartbeat_seconds=history.heartbeat,
         )
 
@@ -255,14 +255,14 @@ def collector_paused() -> Iterator[None]:
         _COLLECTOR.resume()
 
 
-def observe_records(client: docker.DockerClient) -> RecordStore:
-    """The mirror of the controller's service records (core/records_mirror), empty if none yet."""
+def observe_mirror(client: docker.DockerClient) -> Mirror:
+    """The mirror (core/mirror) as Swarm stores it, empty if there is none yet."""
     try:
-        attrs = inspect_config(client, RECORDS_CONFIG)
+        attrs = inspect_config(client, MIRROR_CONFIG)
     except GoneError:
-        return RecordStore()
+        return Mirror()
     spec = attrs.get("Spec") or {}
-    return RecordStore.from_labels(
+    return Mirror.from_labels(
         str(attrs["ID"]), int(attrs["Version"]["Index"]), spec.get("Labels") or {}
     )
 

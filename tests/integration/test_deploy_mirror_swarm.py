@@ -30,7 +30,7 @@ STACK = "app"
 DB = f"{STACK}_db"
 EXCLUDED = "swarm-placement.excluded"
 RECORDS = "swarm-placement-records"
-RECOVERED = f'rule=records subject="service {DB}" outcome=recover'
+RECOVERED = f'rule=mirror subject="service {DB}" outcome=recover'
 POLICY = """\
 apiVersion: placement/v1
 defaults:

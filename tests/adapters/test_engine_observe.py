@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from controller.adapters.attrs import ByVersion, service_from_attrs, task_from_attrs
-from controller.adapters.docker_api import ClusterObserver, collector_paused
+from controller.adapters.engine import ClusterObserver, collector_paused
 
 
 def _failed(task_id: str, at: str, desired: str) -> dict[str, Any]:
@@ -231,7 +231,7 @@ def test_a_listing_cut_mid_body_is_a_lost_engine_and_the_response_is_closed() ->
     cycle as requests' would have (`response.content`), not as unexpected ones."""
     import urllib3.exceptions  # noqa: PLC0415
 
-    from controller.adapters.docker_api import DockerUnavailableError  # noqa: PLC0415
+    from controller.adapters.engine import DockerUnavailableError  # noqa: PLC0415
 
     api = _Api()
     responses: list[_Response] = []
