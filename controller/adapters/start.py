@@ -19,9 +19,9 @@ from controller.adapters.errors import TerminalError
 from controller.adapters.writes import execute_action
 from controller.core.replicas import (
     HOLD,
-    RecordError,
+    ReplicaRecordError,
     operator_changed,
-    read_record,
+    read_replica_record,
     restore_replicas,
 )
 
@@ -48,8 +48,8 @@ def start_service(client: docker.DockerClient, name: str) -> Started:
             raise ServiceNotFoundError(f"no service named {name!r}") from None
         try:
             service = service_from_attrs(attrs)
-            record = read_record(service.labels)
-        except (AttrsError, RecordError) as exc:
+            record = read_replica_record(service.labels)
+        except (AttrsError, ReplicaRecordError) as exc:
             raise NothingToStartError(f"service {name} cannot be read: {exc}") from exc
         if record is None:
             raise NothingToStartError(f"service {service.name} is not held: nothing to start")

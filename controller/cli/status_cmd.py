@@ -35,8 +35,8 @@ from controller.core.replicas import (
     REBALANCE,
     SPECULATE,
     SURGE,
-    RecordError,
-    read_record,
+    ReplicaRecordError,
+    read_replica_record,
 )
 from controller.runtime.dry_run import DryRun, plan_once
 from controller.runtime.view_document import node_marks
@@ -70,8 +70,8 @@ def register(subparsers: Any) -> None:
 def service_state(service: Service) -> tuple[str, str]:
     """What the controller did to the service, from what Swarm stores, and the detail."""
     try:
-        record = read_record(service.labels)
-    except RecordError as exc:
+        record = read_replica_record(service.labels)
+    except ReplicaRecordError as exc:
         return "record unreadable", str(exc)
     if record is not None:
         detail = f"replicas {record.written}, the operator's {record.base}"

@@ -27,7 +27,7 @@ from controller.core.model import (
     Task,
     TaskState,
 )
-from controller.core.replicas import RecordError, read_record
+from controller.core.replicas import ReplicaRecordError, read_replica_record
 from controller.core.simulate.scheduler import Scheduler
 from controller.policy import Policy, ResolvedService
 
@@ -100,8 +100,8 @@ def _whose(text: str, service: Service, hosts: Mapping[str, str]) -> str:
 
 def _record(service: Service) -> str | None:
     try:
-        record = read_record(service.labels)
-    except RecordError as exc:
+        record = read_replica_record(service.labels)
+    except ReplicaRecordError as exc:
         return str(exc)
     if record is None:
         return None

@@ -20,7 +20,7 @@ from controller.core.explain import cluster_scheduler, explain_service, explanat
 from controller.core.health.node_marks import (
     PAUSED,
     QUARANTINE_UNTIL,
-    read_health_records,
+    read_health_marks,
 )
 from controller.core.kernel.candidates import NodeIndex, domain_of, expand_owner_list
 from controller.core.labels import DENY_LABEL_PREFIX, DENY_VALUE
@@ -73,7 +73,7 @@ def node_marks(node: Node, decisions: Sequence[Decision], now: float) -> list[st
         until = math.nan
     if until > now:
         marks.append("quarantined")
-    for mark in read_health_records(node.labels):
+    for mark in read_health_marks(node.labels):
         if mark.until > now:
             marks.append(f"{mark.state.value} ({mark.source})")
     denied = sorted(

@@ -19,7 +19,7 @@ from controller.core.replicas import (
     REPLICA_RECORD_LABELS,
     SURGE,
     change_replicas,
-    read_record,
+    read_replica_record,
     restore_replicas,
 )
 from controller.core.rules import rule_named
@@ -195,7 +195,7 @@ def test_the_trim_of_a_failover_raise_goes_through_as_the_raise_does() -> None:
                 [surged],
                 [running(surged, 2, 1), running(surged, 3, 2), running(surged, 3, 3)],
             )
-            record = read_record(surged.labels)
+            record = read_replica_record(surged.labels)
             assert record is not None
             trim = restore_replicas(surged, record, evicts_from=("n3",))
             allowed = state == "updating" and action != "rollback"

@@ -13,7 +13,7 @@ from controller.core.labels import EXCLUDED_LABEL, possible_constraint, possible
 from controller.core.memory import Memory
 from controller.core.model import ClusterSnapshot, NodeState, Resources, Service, Task, TaskState
 from controller.core.plan import Plan, plan
-from controller.core.replicas import REPLICA_RECORD_LABELS, VACATE_LABEL, read_record
+from controller.core.replicas import REPLICA_RECORD_LABELS, VACATE_LABEL, read_replica_record
 from controller.core.rules import rules_named
 from controller.policy import Policy
 
@@ -74,7 +74,7 @@ def test_a_stop_first_service_moves_by_surge_and_stops_its_old_task_last() -> No
     surge = one(second)
     assert isinstance(surge, SetReplicas) and surge.replicas == 2
     assert surge.evicts_from == ("n1",) and surge.set_labels[VACATE_LABEL] == "n1"
-    record = read_record(surge.set_labels)
+    record = read_replica_record(surge.set_labels)
     assert record is not None and record.operation == "rebalance"
 
     # While the surged task starts, nothing is written, by either rule.

@@ -10,7 +10,7 @@ from controller.core.decisions import Decision, Outcome
 from controller.core.memory import Memory
 from controller.core.model import Resources
 from controller.core.plan import plan
-from controller.core.replicas import BASE_LABEL, read_record
+from controller.core.replicas import BASE_LABEL, read_replica_record
 from controller.core.rules import rule_named, rules_named
 from controller.policy import ControllerSettings, Policy
 
@@ -33,7 +33,7 @@ def test_a_pending_high_service_takes_exactly_the_room_it_needs() -> None:
     result = run(snap)
     (action,) = result.actions
     assert isinstance(action, SetReplicas) and action.replicas == 4
-    record = read_record(action.set_labels)
+    record = read_replica_record(action.set_labels)
     assert record is not None
     assert (record.base, record.written, record.operation) == (6, 4, "preempt")
     assert "2 task(s) for high" in record.detail
@@ -194,7 +194,7 @@ def test_a_surged_victim_keeps_its_base_and_becomes_preempted() -> None:
     tasks = on(low, 1, 1, 2, 2, 3) + on(keep, 3, first_slot=10) + pending(low, 2) + pending(high, 1)
     result = run(snapshot(slot_nodes(2, 2, 2), [high, low, keep], tasks))
     (action,) = result.actions
-    record = read_record(action.set_labels)  # type: ignore[union-attr]
+    record = read_replica_record(action.set_labels)  # type: ignore[union-attr]
     # Its 2 unassigned tasks go first and free nothing: 3 fewer frees one slot.
     assert record is not None and (record.base, record.written) == (6, 4)
     assert record.operation == "preempt"
@@ -211,7 +211,7 @@ def test_a_held_victim_stays_held() -> None:
     tasks = on(batch, 1, 1, 2, 3) + on(high, 2, 3, first_slot=10) + pending(high, 1)
     result = run(snapshot(slot_nodes(2, 2, 2), [high, batch], tasks))
     (action,) = result.actions
-    record = read_record(action.set_labels)  # type: ignore[union-attr]
+    record = read_replica_record(action.set_labels)  # type: ignore[union-attr]
     assert record is not None and (record.base, record.written, record.operation) == (6, 3, "hold")
     assert any("swarm-placement start batch" in r for r in _reasons(result, "preempt"))
 

@@ -8,7 +8,7 @@ from controller.core.actions import SetReplicas
 from controller.core.counts import active_counts
 from controller.core.memory import Memory
 from controller.core.model import NodeState
-from controller.core.replicas import REPLICA_RECORD_LABELS, read_record
+from controller.core.replicas import REPLICA_RECORD_LABELS, read_replica_record
 from controller.policy import Budgets, RebalanceMode
 
 from .builders import running, snapshot
@@ -40,7 +40,7 @@ def test_a_returned_node_gets_exactly_the_missing_tasks_then_the_surge_is_trimme
     mem = memory(ns, returned={"n3": 20.0}, persisted=[COUNT_KEY])
     surged = run(snapshot(ns, [WEB], SKEWED), mem)
     action = _surge(surged)
-    record = read_record(action.set_labels)
+    record = read_replica_record(action.set_labels)
     assert action.replicas == 8 and action.evicts_from == ("n1", "n2")
     assert record is not None and (record.base, record.written, record.operation) == (
         6,

@@ -12,7 +12,7 @@ from controller.core.memory import Memory
 from controller.core.model import ClusterSnapshot, NodeState, Service, Task, TaskState
 from controller.core.outside_inputs import LivenessSignal
 from controller.core.plan import plan
-from controller.core.replicas import REPLICA_RECORD_LABELS, read_record
+from controller.core.replicas import REPLICA_RECORD_LABELS, read_replica_record
 from controller.core.rules import rules_named
 from controller.core.rules.failover.speculative import drops_only_surged, speculated_nodes
 from controller.policy import Policy
@@ -71,7 +71,7 @@ def test_a_suspected_node_s_tasks_are_surged_elsewhere_and_nothing_is_stopped() 
     (action,) = result.actions
     assert isinstance(action, SetReplicas) and action.replicas == 4
     assert action.evicts_from == ()
-    record = read_record(action.set_labels)
+    record = read_replica_record(action.set_labels)
     assert record is not None
     assert (record.base, record.written, record.operation) == (3, 4, "speculate")
     assert speculated_nodes(record) == ("n3",)
@@ -235,7 +235,7 @@ def test_confirmation_hands_over_to_failover_which_never_surges_again() -> None:
     handed = run(cluster([web4], gone, down=3), held.memory, now=113.5)
     (handover,) = handed.actions
     assert isinstance(handover, SetReplicas) and handover.replicas == 4
-    record = read_record(handover.set_labels)
+    record = read_replica_record(handover.set_labels)
     assert record is not None and (record.base, record.operation) == (3, "surge")
     # Failover's trim: three running for three wanted, back to 3 at once.
     web_surge = applied(web4, handover)

@@ -31,10 +31,10 @@ from controller.core.exit_history import HealthMemory
 from controller.core.health.node_marks import (
     PAUSE_HEALTH,
     QUARANTINE_UNTIL,
-    HealthRecord,
+    HealthMark,
     paused_for,
     read_float,
-    read_health_records,
+    read_health_marks,
 )
 from controller.core.health.panic import Panic, detect_panic, held_in_panic, ignored
 from controller.core.health.suspicion import (
@@ -59,7 +59,7 @@ class NodeVerdict:
     hostname: str
     health: HealthState = HealthState.OK
     # The health marks the node should carry (non-ok, unexpired), by source.
-    records: Mapping[str, HealthRecord] = field(default_factory=dict)
+    marks: Mapping[str, HealthMark] = field(default_factory=dict)
     quarantine_until: float | None = None  # set while quarantined (or from this cycle)
     quarantine_reason: str = ""  # set when the quarantine starts this cycle
     pause: frozenset[str] = frozenset()  # why the controller should hold it paused
@@ -192,14 +192,14 @@ def counted_failures(
     return out
 
 
-def _marks_in_force(node: Node, now: float) -> dict[str, HealthRecord]:
+def _marks_in_force(node: Node, now: float) -> dict[str, HealthMark]:
     """The words in force on the node: marked in the write that acted on them."""
-    return {r.source: r for r in read_health_records(node.labels) if r.until > now}
+    return {r.source: r for r in read_health_marks(node.labels) if r.until > now}
 
 
 def _health_marks(
-    node: Node, reports: Mapping[str, HealthRecord | None], now: float
-) -> dict[str, HealthRecord]:
+    node: Node, reports: Mapping[str, HealthMark | None], now: float
+) -> dict[str, HealthMark]:
     marks = _marks_in_force(node, now)
     for source, live in reports.items():
         if live is None or live.until <= now:
@@ -209,14 +209,14 @@ def _health_marks(
     return marks
 
 
-def _live_reports(snapshot: ClusterSnapshot) -> dict[str, dict[str, HealthRecord | None]]:
+def _live_reports(snapshot: ClusterSnapshot) -> dict[str, dict[str, HealthMark | None]]:
     """Node id -> source -> its live word (None: ok)."""
-    out: dict[str, dict[str, HealthRecord | None]] = {}
+    out: dict[str, dict[str, HealthMark | None]] = {}
     for report in sorted(snapshot.health, key=lambda r: (r.node_id, r.source, r.expires_at)):
         mark = (
             None
             if report.state is HealthState.OK
-            else HealthRecord(report.source, report.state, report.expires_at, report.reason)
+            else HealthMark(report.source, report.state, report.expires_at, report.reason)
         )
         out.setdefault(report.node_id, {})[report.source] = mark
     return out
@@ -257,7 +257,7 @@ def assess_nodes(
             node_id=node.id,
             hostname=node.hostname,
             health=worst or HealthState.OK,
-            records=marks,
+            marks=marks,
             quarantine_until=until if until is not None and until > now else None,
         )
         if worst is not None:

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from controller.core.clock import utc_time
 from controller.core.constraints import ConstraintError, node_satisfies, parse_constraint
 from controller.core.decisions import Decision, Outcome
-from controller.core.health.node_marks import HealthRecord
+from controller.core.health.node_marks import HealthMark
 from controller.core.labels import operator_texts
 from controller.core.model import ClusterSnapshot, Node, NodeState, Service
 
@@ -86,7 +86,7 @@ class Panic:
 
 
 def detect_panic(
-    nodes: tuple[Node, ...], marks: Mapping[str, Mapping[str, HealthRecord]], share: float
+    nodes: tuple[Node, ...], marks: Mapping[str, Mapping[str, HealthMark]], share: float
 ) -> Panic | None:
     """`marks`: node id -> source -> its non-ok word in force or reported (unexpired).
 
@@ -107,8 +107,8 @@ def detect_panic(
 
 
 def held_in_panic(
-    wanted: Mapping[str, HealthRecord], recorded: Mapping[str, HealthRecord]
-) -> dict[str, HealthRecord]:
+    wanted: Mapping[str, HealthMark], recorded: Mapping[str, HealthMark]
+) -> dict[str, HealthMark]:
     """The words a node keeps during a panic: those already in force (`recorded` on the
     node, unexpired), each as now reported when that is no worse; a new word is left out."""
     kept = {}
@@ -120,7 +120,7 @@ def held_in_panic(
 
 
 def ignored(
-    node: Node, wanted: Mapping[str, HealthRecord], held: Mapping[str, HealthRecord]
+    node: Node, wanted: Mapping[str, HealthMark], held: Mapping[str, HealthMark]
 ) -> list[Decision]:
     """A decision for the words a panic leaves out (new ones, and ones made worse)."""
     left = [r for s, r in sorted(wanted.items()) if s not in held or held[s].state is not r.state]

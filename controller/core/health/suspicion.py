@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from controller.core.clock import utc_time
 from controller.core.decisions import Decision, Outcome
-from controller.core.health.node_marks import HealthRecord
+from controller.core.health.node_marks import HealthMark
 from controller.core.model import ClusterSnapshot, NodeState
 from controller.core.outside_inputs import HealthState, LivenessSignal
 
@@ -114,12 +114,12 @@ def suspect_nodes(
 
 def as_panic_marks(
     suspected: Mapping[str, Suspicion],
-) -> dict[str, dict[str, HealthRecord]]:
+) -> dict[str, dict[str, HealthMark]]:
     """Suspicions as health words, only to count them in the panic share (never recorded
     on a node and never acted on as health)."""
     return {
         node_id: {
-            SUSPICION_SOURCE: HealthRecord(
+            SUSPICION_SOURCE: HealthMark(
                 SUSPICION_SOURCE, HealthState.FAILED, math.inf, "+".join(s.sources)
             )
         }

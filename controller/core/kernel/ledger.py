@@ -52,7 +52,7 @@ from controller.core.model import (
     ServiceMode,
     Task,
 )
-from controller.core.replicas import RecordError, read_record
+from controller.core.replicas import ReplicaRecordError, read_replica_record
 from controller.policy import Budgets
 
 
@@ -105,8 +105,8 @@ def wanted_count(service: Service) -> int:
     """The replicas the ledger holds the service to (see the module's docstring)."""
     replicas = service.replicas or 0
     try:
-        record = read_record(service.labels)
-    except RecordError:
+        record = read_replica_record(service.labels)
+    except ReplicaRecordError:
         return replicas
     return min(replicas, record.base) if record is not None else replicas
 

@@ -28,9 +28,9 @@ from controller.core.context import PlanContext, RuleOutput
 from controller.core.decisions import Decision, Outcome
 from controller.core.labels import (
     EXCLUDED_LABEL,
+    excluded_node_set,
     exclusion_constraint,
     format_exclusions,
-    recorded_exclusion_set,
 )
 from controller.core.mirror import (
     MIRROR_CONFIG,
@@ -172,7 +172,7 @@ def _recover(snapshot: ClusterSnapshot, service: Service, saved: ServiceCopy) ->
     if EXCLUDED_LABEL in labels:
         still = {
             n
-            for n in recorded_exclusion_set(labels)
+            for n in excluded_node_set(labels)
             if exclusion_constraint(n) in kept or exclusion_constraint(n) in service.constraints
         }
         labels[EXCLUDED_LABEL] = format_exclusions(still)

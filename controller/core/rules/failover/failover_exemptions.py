@@ -11,7 +11,12 @@ from __future__ import annotations
 from controller.core.actions import Action, SetReplicas
 from controller.core.context import PlanContext, RolloutExemption
 from controller.core.model import Service
-from controller.core.replicas import OPERATION_LABEL, SURGE, ends_own_move, record_taken_back
+from controller.core.replicas import (
+    OPERATION_LABEL,
+    SURGE,
+    ends_own_move,
+    replica_record_taken_back,
+)
 
 
 def failover_raise(service: Service, action: Action) -> bool:
@@ -43,7 +48,7 @@ def takes_back_failover_raise(service: Service, action: Action) -> bool:
     until an operator resumes it: replicas nobody asked for, holding room other tasks need."""
     if not (isinstance(action, SetReplicas) and _raise_may_go(service)):
         return False
-    record = record_taken_back(service, action)
+    record = replica_record_taken_back(service, action)
     return record is not None and record.operation == SURGE and not action.set_labels
 
 

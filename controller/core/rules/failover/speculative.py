@@ -43,11 +43,11 @@ from controller.core.model import Service, ServiceMode, Task, TaskState
 from controller.core.replicas import (
     SPECULATE,
     SURGE,
-    RecordError,
     ReplicaRecord,
+    ReplicaRecordError,
     change_replicas,
     operator_changed,
-    read_record,
+    read_replica_record,
     restore_replicas,
 )
 from controller.policy import FailoverMode
@@ -84,8 +84,8 @@ def plan_speculative(ctx: PlanContext) -> RuleOutput:
 
 def _plan_service(ctx: PlanContext, service: Service) -> tuple[Action | None, Decision | None]:
     try:
-        record = read_record(service.labels)
-    except RecordError:
+        record = read_replica_record(service.labels)
+    except ReplicaRecordError:
         return None, None  # the failover rule reports it
     if record is not None:
         if record.operation != SPECULATE or operator_changed(service, record):

@@ -1,9 +1,9 @@
 """Every label of ours on a node, and its availability, in one write per node per cycle.
 
 What a node should carry is computed from all its reasons at once: possible-owner marks
-(the owners' hard constraint), health records, quarantine, the pause the controller
+(the owners' hard constraint), health marks, quarantine, the pause the controller
 holds, deny labels (failed or degraded node, a service failing there, a plugin veto) and
-workload-health records. One write per node keeps every change version-checked against
+workload-health marks. One write per node keeps every change version-checked against
 what was observed; it runs first, so evictions land before failover's surge that
 replaces the evicted tasks at once. Evictions need an active node (see _evict_first):
 the pause comes one cycle after them.
@@ -23,14 +23,14 @@ from controller.core.health.node_marks import (
     PAUSED,
     QUARANTINE_REASON,
     QUARANTINE_UNTIL,
-    HealthRecord,
+    HealthMark,
     clean_reason,
     format_paused,
     health_key,
     paused_for,
-    read_health_records,
+    read_health_marks,
     unhealthy_key,
-    unhealthy_records,
+    unhealthy_marks,
 )
 from controller.core.kernel.ledger import AvailabilityLedger
 from controller.core.labels import DENY_LABEL_PREFIX, DENY_VALUE, deny_label, possible_label
@@ -40,7 +40,7 @@ from controller.core.rules.nodes.possible_marks import MarkChange, possible_mark
 from controller.core.rules.nodes.workload import plan_move_offs
 
 RULE = "nodes"
-# A health record is rewritten when its end moves by more than this (a source repeating
+# A health mark is rewritten when its end moves by more than this (a source repeating
 # its report with a fresh ttl would otherwise write the node every time).
 UNTIL_SLACK_SECONDS = 5.0
 
@@ -113,7 +113,7 @@ def _within_ledger(
     """Keep only the evictions the availability ledger allows now (core/kernel/ledger):
     a service whose tasks here would take it past max-unavailable, counting what is down
     already (a replica moved off another node a moment ago, still starting), keeps its
-    tasks here this cycle; the rest of the write (a pause, health records) goes, so a
+    tasks here this cycle; the rest of the write (a pause, health marks) goes, so a
     degraded node takes no new task meanwhile. Returns what was held back, as said."""
     allowed: list[str] = []
     held: list[str] = []
@@ -161,7 +161,7 @@ def _evict_first(change: _Change, node: Node) -> None:
         )
 
 
-def _same(current: HealthRecord | None, wanted: HealthRecord) -> bool:
+def _same(current: HealthMark | None, wanted: HealthMark) -> bool:
     return (
         current is not None
         and current.state is wanted.state
@@ -171,18 +171,16 @@ def _same(current: HealthRecord | None, wanted: HealthRecord) -> bool:
 
 
 def _health(change: _Change, node: Node, verdict: NodeVerdict) -> None:
-    current = {r.source: r for r in read_health_records(node.labels)}
+    current = {r.source: r for r in read_health_marks(node.labels)}
     for key in node.labels:
         source = key.removeprefix(HEALTH_PREFIX)
-        if key.startswith(HEALTH_PREFIX) and source not in verdict.records:
+        if key.startswith(HEALTH_PREFIX) and source not in verdict.marks:
             change.drop.add(key)
             change.why.append(f"health from {source} is ok or lapsed")
-    for source, record in sorted(verdict.records.items()):
-        if not _same(current.get(source), record):
-            change.put[health_key(source)] = record.value()
-            change.why.append(
-                f"{source} reports {record.state.value} until {utc_time(record.until)}"
-            )
+    for source, mark in sorted(verdict.marks.items()):
+        if not _same(current.get(source), mark):
+            change.put[health_key(source)] = mark.value()
+            change.why.append(f"{source} reports {mark.state.value} until {utc_time(mark.until)}")
 
 
 def _quarantine(change: _Change, node: Node, verdict: NodeVerdict) -> None:
@@ -243,7 +241,7 @@ def _deny(
 
 
 def _unhealthy(change: _Change, node: Node, wanted: dict[str, float]) -> None:
-    have = unhealthy_records(node.labels)
+    have = unhealthy_marks(node.labels)
     for name in sorted(set(have) - set(wanted)):
         change.drop.add(unhealthy_key(name))
     for name, since in sorted(wanted.items()):

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from controller.core.constraints import ConstraintError, node_satisfies, parse_constraint
 from controller.core.decisions import Decision, Outcome
 from controller.core.health.assess import RETURN_GRACE_SECONDS, ready_since
-from controller.core.health.node_marks import unhealthy_records
+from controller.core.health.node_marks import unhealthy_marks
 from controller.core.health.panic import SETTING, allowed, eligible
 from controller.core.labels import DENY_VALUE, deny_label
 from controller.core.memory import Memory
@@ -100,7 +100,7 @@ def plan_move_offs(
     result = MoveOffs()
     names = {s.name for s in services}
     for node in snapshot.nodes:
-        for name, since in unhealthy_records(node.labels).items():
+        for name, since in unhealthy_marks(node.labels).items():
             if name not in names:
                 continue  # not managed any more: the record goes with the deny label
             threshold = thresholds.get(name)
@@ -132,7 +132,7 @@ def _plan_service(
     # Failures before a move-off were that move's reason: they never count twice.
     since = {n.id: now - period for n in snapshot.nodes}
     for node in snapshot.nodes:
-        recorded = unhealthy_records(node.labels).get(service.name)
+        recorded = unhealthy_marks(node.labels).get(service.name)
         if recorded is not None:
             since[node.id] = max(since[node.id], recorded)
     failures = _failures_by_node(snapshot, memory, service, now, since)

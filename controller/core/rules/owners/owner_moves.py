@@ -28,17 +28,17 @@ from controller.core.counts import ScaleUp, running_by_node, scale_down, scale_u
 from controller.core.decisions import Decision, Outcome
 from controller.core.labels import (
     EXCLUDED_LABEL,
+    excluded_node_set,
     exclusion_constraints,
     format_exclusions,
-    recorded_exclusion_set,
     without_exclusions,
 )
 from controller.core.model import Service
 from controller.core.replicas import (
     REBALANCE,
-    RecordError,
+    ReplicaRecordError,
     change_replicas,
-    read_record,
+    read_replica_record,
 )
 from controller.core.rules.owners.fits import Fits
 from controller.core.rules.owners.steer import Steering
@@ -132,8 +132,8 @@ def stop_first_move(
         )
         return action, Decision(RULE, subject, Outcome.STEER, why, action=action)
     try:
-        record = read_record(service.labels)
-    except RecordError as exc:
+        record = read_replica_record(service.labels)
+    except ReplicaRecordError as exc:
         return None, Decision(RULE, subject, Outcome.SKIP, f"stop-first move: {exc}")
     if record is not None:
         return None, Decision(
@@ -171,8 +171,8 @@ def finish_stop_first(
     """Step 3: once the surge runs, exclude the sources, whatever the cooldown; then wait
     for the failover rule's trim. None: no stop-first move is under way."""
     try:
-        record = read_record(service.labels)
-    except RecordError:
+        record = read_replica_record(service.labels)
+    except ReplicaRecordError:
         return None
     if record is None or record.operation != REBALANCE or not record.vacate:
         return None
@@ -189,7 +189,7 @@ def finish_stop_first(
             Outcome.WAIT,
             "stop-first move: its old task(s) stopped; the trim follows",
         )
-    excluded = recorded_exclusion_set(service.labels)
+    excluded = excluded_node_set(service.labels)
     if set(holding) <= excluded:
         return None, Decision(
             RULE, subject, Outcome.WAIT, f"moving tasks off {_hosts(ctx, holding)}"

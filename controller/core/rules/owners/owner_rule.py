@@ -26,10 +26,10 @@ from controller.core.kernel.settling import downs_of, is_settled
 from controller.core.labels import (
     EXCLUDED_LABEL,
     POSSIBLE_VALUE,
+    excluded_node_set,
     format_exclusions,
     possible_constraint,
     possible_label,
-    recorded_exclusion_set,
 )
 from controller.core.model import Service, ServiceMode
 from controller.core.rules.owners.assign import (
@@ -242,7 +242,7 @@ def _allowed_now(service: Service, cands: Candidates) -> frozenset[str] | None:
     """The placeable nodes the service's recorded steering allows; None if never steered."""
     if EXCLUDED_LABEL not in service.labels:
         return None
-    return cands.placeable - recorded_exclusion_set(service.labels)
+    return cands.placeable - excluded_node_set(service.labels)
 
 
 def _plan_service(

@@ -20,9 +20,9 @@ from controller.core.context import PlanContext
 from controller.core.kernel.candidates import expand_owner_list
 from controller.core.labels import (
     EXCLUDED_LABEL,
+    excluded_node_set,
     exclusion_constraints,
     format_exclusions,
-    recorded_exclusion_set,
 )
 from controller.core.model import Service
 from controller.policy import AntiAffinityMode
@@ -39,8 +39,8 @@ def widening_part(ctx: PlanContext, action: Action) -> SetServiceConstraints | N
     settings = ctx.settings(service.id)
     if settings.anti_affinity and settings.anti_affinity_mode is AntiAffinityMode.HARD:
         return None
-    before = recorded_exclusion_set(service.labels)
-    dropped = before - recorded_exclusion_set(action.set_labels)
+    before = excluded_node_set(service.labels)
+    dropped = before - excluded_node_set(action.set_labels)
     if settings.possible_nodes:
         possible = expand_owner_list(settings.possible_nodes, ctx.swarm.nodes, ctx.policy.groups)
         dropped &= set(possible)
@@ -64,7 +64,7 @@ def opening_ready_nodes(ctx: PlanContext, service: Service) -> SetServiceConstra
     drops those exclusions (the policy's own limits kept, as above), or None."""
     if not any(t.is_pending for t in ctx.snapshot.tasks_of(service.id)):
         return None
-    excluded = recorded_exclusion_set(service.labels)
+    excluded = excluded_node_set(service.labels)
     opening = {n.id for n in ctx.snapshot.nodes if n.accepts_tasks and n.id in excluded}
     if not opening:
         return None

@@ -56,10 +56,10 @@ from controller.core.replicas import (
     PREEMPT,
     REBALANCE,
     SPECULATE,
-    RecordError,
+    ReplicaRecordError,
     change_replicas,
     operator_changed,
-    read_record,
+    read_replica_record,
 )
 
 RULE = "preemption"
@@ -110,8 +110,8 @@ def _is_triggered(ctx: PlanContext, service: Service) -> bool:
 
 def _speculating(service: Service) -> bool:
     try:
-        record = read_record(service.labels)
-    except RecordError:
+        record = read_replica_record(service.labels)
+    except ReplicaRecordError:
         return False
     return record is not None and record.operation == SPECULATE
 
@@ -153,8 +153,8 @@ def _not_now(service: Service, max_unavailable: int) -> str | None:
         # A scale-down is a spec write: it would resume a paused rollout.
         return f"Swarm is rolling an update ({service.update_state})"
     try:
-        record = read_record(service.labels)
-    except RecordError as exc:
+        record = read_replica_record(service.labels)
+    except ReplicaRecordError as exc:
         return str(exc)
     if record is None:
         return None
@@ -311,7 +311,7 @@ def _write(
         count = plan.get(victim.id, 0)
         if not count:
             continue
-        record = read_record(victim.labels)
+        record = read_replica_record(victim.labels)
         # A held service stays held: only `swarm-placement start` brings it back.
         operation = HOLD if record is not None and record.operation == HOLD else PREEMPT
         base = record.base if record is not None else victim.replicas

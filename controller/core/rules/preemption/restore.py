@@ -22,11 +22,11 @@ from controller.core.guards import rollout_reason
 from controller.core.model import Service
 from controller.core.replicas import (
     PREEMPT,
-    RecordError,
     ReplicaRecord,
+    ReplicaRecordError,
     change_replicas,
     operator_changed,
-    read_record,
+    read_replica_record,
     restore_replicas,
 )
 
@@ -35,8 +35,8 @@ RULE = "restore"
 
 def _preempted(service: Service) -> ReplicaRecord | None:
     try:
-        record = read_record(service.labels)
-    except RecordError:
+        record = read_replica_record(service.labels)
+    except ReplicaRecordError:
         return None  # reported by the failover rule
     if record is None or record.operation != PREEMPT or operator_changed(service, record):
         return None  # the failover rule forgets a record the operator overrode

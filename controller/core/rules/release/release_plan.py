@@ -41,10 +41,10 @@ from controller.core.labels import (
 from controller.core.model import Availability, Node, Service, ServiceMode
 from controller.core.replicas import (
     REPLICA_RECORD_LABELS,
-    RecordError,
     ReplicaRecord,
+    ReplicaRecordError,
     operator_changed,
-    read_record,
+    read_replica_record,
 )
 
 RULE = "release"
@@ -70,8 +70,8 @@ ReleaseAction = ReleaseConstraints | ReleaseReplicas
 def _restorable(service: Service) -> tuple[ReplicaRecord | None, str | None]:
     """The record whose count a release puts back, or why the record is left alone."""
     try:
-        record = read_record(service.labels)
-    except RecordError as exc:
+        record = read_replica_record(service.labels)
+    except ReplicaRecordError as exc:
         return None, str(exc)
     if record is None or operator_changed(service, record):
         return None, None
