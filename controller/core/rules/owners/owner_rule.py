@@ -39,6 +39,7 @@ from controller.core.rules.owners.assign import (
     node_order,
 )
 from controller.core.rules.owners.fits import Fits, room_for
+from controller.core.rules.owners.owner_gaps import possible_gap_note
 from controller.core.rules.owners.owner_moves import (
     finish_stop_first,
     is_stop_first,
@@ -122,63 +123,80 @@ def plan_owners(ctx: PlanContext) -> RuleOutput:
         projection.planned(settings.anti_affinity, service.id)
         if not settings.steered:
             continue
-        if unknown and ("service", service.id) not in written:
-            opening = opening_ready_nodes(ctx, service)
-            if opening is not None:
-                actions.append(opening)
-                decisions.append(
-                    Decision(
-                        RULE,
-                        f"service {service.name}",
-                        Outcome.STEER,
-                        f"a replica waits for a node while Swarm calls {', '.join(unknown)} "
-                        "unknown, and only the controller's exclusions keep it off nodes that "
-                        "take tasks now: they are dropped (placement only widens); steering "
-                        "resumes once every node has reported",
-                        action=opening,
-                    )
-                )
-                continue
-        if unknown:
-            decisions.append(
-                Decision(
-                    RULE,
-                    f"service {service.name}",
-                    Outcome.WAIT,
-                    f"Swarm calls {', '.join(unknown)} unknown (a new Raft leader has not "
-                    "heard from them yet): steering waits for every node's state",
-                )
-            )
-            continue
-        if ("service", service.id) in written:
-            # An earlier rule writes it this cycle (a surge, a recovered record): plan it
-            # on the next one, from what that write leaves, and remember no move for it.
-            decisions.append(
-                Decision(
-                    RULE, f"service {service.name}", Outcome.DEFER, "written this cycle already"
-                )
-            )
-            continue
-        action, notes, placement = _plan_service(ctx, service, settings, projection, shared)
-        decisions.extend(notes)
+        action, notes = _plan_one(
+            ctx, service, settings, projection, shared, written=written, unknown=unknown
+        )
         if action is not None:
             actions.append(action)
-        # Mates keep clear of where this service will be and of where it still is.
-        current = current_counts(ctx, service)
-        projection.add(
-            settings.anti_affinity,
-            {n: max(placement.get(n, 0), current.get(n, 0)) for n in {*placement, *current}},
-        )
-        if action is not None:  # its targets' room is spoken for, this cycle
-            shared.fits = shared.fits.taken(
-                service, {n: c - current.get(n, 0) for n, c in placement.items()}
-            )
+        decisions.extend(notes)
+        decisions.extend(possible_gap_note(ctx, service, settings, shared.index, notes))
     placing = dict(shared.placing)
     return RuleOutput(
         tuple(actions),
         tuple(decisions),
         remember=(lambda memory: memory.with_placing(placing)) if placing else None,
     )
+
+
+def _plan_one(
+    ctx: PlanContext,
+    service: Service,
+    settings: ServiceSettings,
+    projection: _Projection,
+    shared: _Shared,
+    *,
+    written: set[tuple[str, str]],
+    unknown: tuple[str, ...],
+) -> tuple[Action | None, list[Decision]]:
+    """Plan one steered service: its write (if any) and its decisions."""
+    notes: list[Decision] = []
+    if unknown and ("service", service.id) not in written:
+        opening = opening_ready_nodes(ctx, service)
+        if opening is not None:
+            notes.append(
+                Decision(
+                    RULE,
+                    f"service {service.name}",
+                    Outcome.STEER,
+                    f"a replica waits for a node while Swarm calls {', '.join(unknown)} "
+                    "unknown, and only the controller's exclusions keep it off nodes that "
+                    "take tasks now: they are dropped (placement only widens); steering "
+                    "resumes once every node has reported",
+                    action=opening,
+                )
+            )
+            return opening, notes
+    if unknown:
+        notes.append(
+            Decision(
+                RULE,
+                f"service {service.name}",
+                Outcome.WAIT,
+                f"Swarm calls {', '.join(unknown)} unknown (a new Raft leader has not "
+                "heard from them yet): steering waits for every node's state",
+            )
+        )
+        return None, notes
+    if ("service", service.id) in written:
+        # An earlier rule writes it this cycle (a surge, a recovered record): plan it
+        # on the next one, from what that write leaves, and remember no move for it.
+        notes.append(
+            Decision(RULE, f"service {service.name}", Outcome.DEFER, "written this cycle already")
+        )
+        return None, notes
+    action, found, placement = _plan_service(ctx, service, settings, projection, shared)
+    notes.extend(found)
+    # Mates keep clear of where this service will be and of where it still is.
+    current = current_counts(ctx, service)
+    projection.add(
+        settings.anti_affinity,
+        {n: max(placement.get(n, 0), current.get(n, 0)) for n in {*placement, *current}},
+    )
+    if action is not None:  # its targets' room is spoken for, this cycle
+        shared.fits = shared.fits.taken(
+            service, {n: c - current.get(n, 0) for n, c in placement.items()}
+        )
+    return action, notes
 
 
 def _hard_excluded(
@@ -394,7 +412,13 @@ def _plan_service(
     moved: tuple[Action | None, Decision] | None = None
     if steering.vacate and is_stop_first(service):
         moved = stop_first_move(
-            ctx, service, steering, current=current, desired=result.desired, fits=shared.fits
+            ctx,
+            service,
+            steering,
+            current=current,
+            desired=result.desired,
+            fits=shared.fits,
+            escape=not set(steering.vacate) <= cands.keepable,
         )
     elif steering.constraints == service.constraints:
         if not (steering.reduce and not steering.vacate):
