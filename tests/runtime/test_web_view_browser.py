@@ -113,3 +113,18 @@ def test_every_text_is_readable_against_its_background(page: Any) -> None:
     page.find_element(By.CSS_SELECTOR, '#services tr[data-service="web"] button').click()
     worst = page.execute_script(CONTRAST)
     assert worst and all(ratio >= 4.5 for ratio, _ in worst), worst
+
+
+def test_a_service_whose_possible_owners_are_not_yet_enforced_says_so_and_why(
+    page: Any, tmp_path: Path
+) -> None:
+    gap = page.find_element(By.CSS_SELECTOR, '#services [data-gap="api"]')
+    assert gap.text == "⚠ not yet enforced: 1 task(s) on node-1"
+    assert page.find_elements(By.CSS_SELECTOR, '#services [data-gap="web"]') == []
+    page.find_element(By.CSS_SELECTOR, '#services tr[data-service="api"] button').click()
+    note = page.find_element(By.CSS_SELECTOR, '#detail p.gap[role="note"]')
+    assert note.text.startswith("Possible owners not yet enforced: 1 task(s) on node-1. Why: ")
+    assert len(note.text) > len("Possible owners not yet enforced: 1 task(s) on node-1. Why: ")
+    worst = page.execute_script(CONTRAST)
+    assert all(ratio >= 4.5 for ratio, _ in worst), worst
+    page.save_screenshot(str(tmp_path / "gap.png"))

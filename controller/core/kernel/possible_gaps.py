@@ -53,8 +53,19 @@ class PossibleGap:
     def count(self) -> int:
         return sum(self.tasks.values())
 
+    @property
+    def why(self) -> str:
+        """The reason without what `tasks` says already (gap_reason's first two parts)."""
+        parts = self.reason.split(": ", 2)
+        return parts[2] if len(parts) == 3 else self.reason
+
     def as_dict(self) -> dict[str, object]:
-        return {"tasks": dict(self.tasks), "count": self.count, "reason": self.reason}
+        return {
+            "tasks": dict(self.tasks),
+            "count": self.count,
+            "why": self.why,
+            "reason": self.reason,
+        }
 
 
 def possible_gaps(

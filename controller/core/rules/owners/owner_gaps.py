@@ -16,7 +16,14 @@ from controller.policy import ServiceSettings
 RULE = "owners"
 
 # What holds a move, most telling first; then what is under way.
-_HOLDING = (Outcome.KEEP, Outcome.SKIP, Outcome.WITHDRAW, Outcome.DEFER, Outcome.WAIT)
+_HOLDING = (
+    Outcome.KEEP,
+    Outcome.SKIP,
+    Outcome.PENDING,
+    Outcome.WITHDRAW,
+    Outcome.DEFER,
+    Outcome.WAIT,
+)
 _MOVING = (Outcome.MOVE, Outcome.STEER)
 
 
@@ -47,7 +54,7 @@ def possible_gap_note(
 
 
 def _why(notes: Sequence[Decision]) -> str:
-    for outcomes, prefix in ((_HOLDING[:3], ""), (_MOVING, "moving: "), (_HOLDING[3:], "")):
+    for outcomes, prefix in ((_HOLDING[:4], ""), (_MOVING, "moving: "), (_HOLDING[4:], "")):
         found = [n for n in notes if n.outcome in outcomes and n.code is None]
         if found:
             return prefix + found[-1].reason
