@@ -22,6 +22,7 @@ from controller.core.kernel.candidates import (
     operator_constraints,
 )
 from controller.core.kernel.levels import level_for
+from controller.core.kernel.local_data import data_stays
 from controller.core.kernel.settling import downs_of, is_settled
 from controller.core.labels import (
     EXCLUDED_LABEL,
@@ -56,7 +57,7 @@ from controller.core.rules.owners.owner_waits import (
     settle_wait,
 )
 from controller.core.rules.owners.stalled_moves import stalled_on
-from controller.core.rules.owners.steer import steer
+from controller.core.rules.owners.steer import Steering, steer
 from controller.core.rules.owners.widen_only import opening_ready_nodes
 from controller.policy import AntiAffinityMode, ServiceSettings
 
@@ -321,7 +322,9 @@ def _plan_service(
     )
     nodes = ctx.snapshot.node_by_id
     level = settings.spread or None
-    max_moves = max(settings.max_unavailable, 0)
+    # A task whose data is on its node is not moved for the policy's preferences.
+    data_reason = data_stays(service, settings)
+    max_moves = 0 if data_reason else max(settings.max_unavailable, 0)
     inputs = PlacementInputs(
         replicas=service.replicas or 0,
         current=current,
@@ -366,6 +369,12 @@ def _plan_service(
             notes.append(
                 Decision(RULE, subject, Outcome.KEEP, f"its tasks where they are: {waiting}")
             )
+    if data_reason:
+        unheld = assign(replace(inputs, max_moves=max(settings.max_unavailable, 1)))
+        if dict(unheld.desired) != dict(result.desired):
+            notes.append(
+                Decision(RULE, subject, Outcome.KEEP, f"its tasks where they are: {data_reason}")
+            )
     notes.extend(
         explain_placement(
             ctx,
@@ -379,7 +388,7 @@ def _plan_service(
         )
     )
 
-    possible_wait = _possible_wait(ctx, service, cands, current)
+    possible_wait = _possible_wait(ctx, service, cands, current, local=bool(data_reason))
     if possible_wait is not None:
         notes.append(Decision(RULE, subject, Outcome.WAIT, possible_wait))
     possible_ready = cands.possible is not None and possible_wait is None
@@ -410,6 +419,8 @@ def _plan_service(
         notes.append(Decision(RULE, subject, Outcome.KEEP, f"its tasks where they are: {settling}"))
         return None, notes, current
     moved: tuple[Action | None, Decision] | None = None
+    if steering.vacate and data_reason:
+        return _keep_local_data(ctx, service, steering, notes, data_reason)
     if steering.vacate and is_stop_first(service):
         moved = stop_first_move(
             ctx,
@@ -427,7 +438,12 @@ def _plan_service(
         # a move onto a preferred owner is a failback, whatever the share says.
         gains = [n for n, c in result.desired.items() if c > current.get(n, 0)]
         failback = failback_blocked if any(n in cands.preferred for n in gains) else None
-        held = failback or waiting or ("max-unavailable is 0" if not inputs.max_moves else None)
+        held = (
+            data_reason
+            or failback
+            or waiting
+            or ("max-unavailable is 0" if not inputs.max_moves else None)
+        )
         if held is not None:
             hosts = ", ".join(nodes[n].hostname for n in steering.reduce)
             notes.append(
@@ -481,17 +497,29 @@ def _plan_service(
 
 
 def _possible_wait(
-    ctx: PlanContext, service: Service, cands: Candidates, current: Mapping[str, int]
+    ctx: PlanContext,
+    service: Service,
+    cands: Candidates,
+    current: Mapping[str, int],
+    *,
+    local: bool,
 ) -> str | None:
     """Why the possible-owner constraint is not required yet, for a service that has
-    possible owners: their labels are not all written, or it would stop tasks first."""
+    possible owners: their labels are not all written, or it would stop tasks first (a
+    stop-first task, or one whose data is on its node)."""
     if cands.possible is None:
         return None
     label = possible_label(service.name)
     nodes = ctx.snapshot.node_by_id
     if not all(nodes[n].labels.get(label) == POSSIBLE_VALUE for n in cands.possible):
         return "possible-owner labels are being written"
-    if unmarked := _unmarked_stop_first(ctx, service, current):
+    if unmarked := _unmarked(ctx, service, current, local=local):
+        if local:
+            return (
+                f"the possible-owner constraint follows once its task(s) on "
+                f"{', '.join(unmarked)}, whose data is there, have left: required now, it "
+                "would move them"
+            )
         return (
             f"the possible-owner constraint follows once its stop-first task(s) on "
             f"{', '.join(unmarked)} have moved: required now, it would stop them first"
@@ -499,15 +527,16 @@ def _possible_wait(
     return None
 
 
-def _unmarked_stop_first(
-    ctx: PlanContext, service: Service, current: Mapping[str, int]
+def _unmarked(
+    ctx: PlanContext, service: Service, current: Mapping[str, int], *, local: bool
 ) -> list[str]:
     """Hosts whose stop-first tasks of the service a new possible-owner constraint would
     reject (they lack its mark): Swarm's updater would stop each before its replacement
     starts. Until they have moved by surge, the exclusions alone keep the service on its
-    possible owners. Empty when the constraint is already there: nothing changes then."""
+    possible owners. A task whose data is on its node is not moved at all (`local`).
+    Empty when the constraint is already there: nothing changes then."""
     required = possible_constraint(service.name)
-    if not is_stop_first(service) or required in service.constraints:
+    if not (local or is_stop_first(service)) or required in service.constraints:
         return []
     label = possible_label(service.name)
     nodes = ctx.snapshot.node_by_id
@@ -516,6 +545,54 @@ def _unmarked_stop_first(
         for n, count in current.items()
         if count and nodes[n].labels.get(label) != POSSIBLE_VALUE
     )
+
+
+def _keep_local_data(
+    ctx: PlanContext,
+    service: Service,
+    steering: Steering,
+    notes: list[Decision],
+    why: str,
+) -> tuple[Action | None, list[Decision], Mapping[str, int]]:
+    """Tasks with their data on nodes the service may not stay on (no possible owner,
+    say) stay until they stop for another reason: the constraints keep those nodes
+    allowed and leave out every other node the policy excludes, so no new task goes
+    there."""
+    subject = f"service {service.name}"
+    nodes = ctx.snapshot.node_by_id
+    hosts = ", ".join(sorted(nodes[n].hostname for n in steering.vacate))
+    current = current_counts(ctx, service)
+    notes = [n for n in notes if n.outcome != Outcome.MOVE]
+    notes.append(
+        Decision(
+            RULE,
+            subject,
+            Outcome.KEEP,
+            f"its task(s) on {hosts}, though the policy would move them: {why}; they leave "
+            "when they stop for another reason (the node fails or is drained, or the "
+            "operator moves them)",
+        )
+    )
+    kept = steering.keeping(steering.vacate)
+    if kept.constraints == service.constraints:
+        return None, notes, current
+    action = SetServiceConstraints(
+        service_id=service.id,
+        service_name=service.name,
+        version=service.version,
+        constraints=kept.constraints,
+        set_labels={EXCLUDED_LABEL: format_exclusions(kept.excluded)},
+    )
+    notes.append(
+        Decision(
+            RULE,
+            subject,
+            Outcome.STEER,
+            f"keep new tasks on the policy's nodes; the task(s) on {hosts} stay (no task moves)",
+            action=action,
+        )
+    )
+    return action, notes, current
 
 
 def _destination(inputs: PlacementInputs) -> dict[str, int]:
