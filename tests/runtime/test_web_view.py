@@ -40,11 +40,12 @@ WEB = service(
     },
 )
 PLAIN = service("plain", replicas=1)
-# A stop-first task on node-1, which is no possible owner of it: the map shows it, and
-# the service says its possible owners are not yet enforced.
+# A stop-first task on node-1, which is no possible owner of it, with its data there: it
+# stays, and the service says its possible owners are not yet enforced, and why.
 API = replace(
     service("api", replicas=1, labels={**MANAGED, "placement.possible-nodes": "node-2"}),
     update_order="stop-first",
+    local_data=("volume api-data",),
 )
 
 
@@ -109,7 +110,8 @@ def test_the_document_groups_nodes_by_fault_domain_with_marks_tasks_and_owners()
     assert web["possible_unenforced"] is None
     api = next(s for s in doc["services"] if s["service"]["name"] == "api")
     gap = api["possible_unenforced"]
-    assert gap["tasks"] == {"node-1": 1} and gap["count"] == 1 and gap["why"]
+    assert gap["tasks"] == {"node-1": 1} and gap["count"] == 1
+    assert "its data is local to its node (volume api-data)" in gap["why"], gap
     assert gap["reason"].startswith("possible owners not yet enforced: 1 task(s) on node-1: ")
     assert set(web["pending"][0]["nodes"]) == {"node-1", "node-2", "node-3"}
     assert {

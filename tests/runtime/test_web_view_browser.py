@@ -124,7 +124,9 @@ def test_a_service_whose_possible_owners_are_not_yet_enforced_says_so_and_why(
     page.find_element(By.CSS_SELECTOR, '#services tr[data-service="api"] button').click()
     note = page.find_element(By.CSS_SELECTOR, '#detail p.gap[role="note"]')
     assert note.text.startswith("Possible owners not yet enforced: 1 task(s) on node-1. Why: ")
-    assert len(note.text) > len("Possible owners not yet enforced: 1 task(s) on node-1. Why: ")
+    assert "its data is local to its node (volume api-data)" in note.text
+    replicas = page.find_element(By.CSS_SELECTOR, "#detail table").text
+    assert "its data is on this node (volume api-data; placement.data auto" in replicas
     worst = page.execute_script(CONTRAST)
     assert all(ratio >= 4.5 for ratio, _ in worst), worst
     page.save_screenshot(str(tmp_path / "gap.png"))
