@@ -235,6 +235,7 @@ class Metrics:
         r.register(_StateCollector(policy, lease, agents, plugin_failures))
         self._previous: set[LoggedDecision] = set()  # compared as the log shows them
         self._suspected: set[str] = set()  # subjects suspected in the last leader cycle
+        self._gap_services: set[str] = set()  # services with a possible-owner gap
 
     def record_state(
         self,
@@ -251,9 +252,14 @@ class Metrics:
         for mark, count in held_nodes(snapshot, now).items():
             self.nodes_held.labels(mark).set(count)
         gaps = possible_gaps(snapshot, policy or Policy.default(), resolved, decisions)
-        self.possible_unenforced.clear()  # a service that has moved, or gone, reads 0
         for gap in gaps:
             self.possible_unenforced.labels(gap.service_name).set(gap.count)
+        # A service that has moved, or gone, loses its series (removed one by one: a
+        # scrape never sees the others vanish for a moment, which would reset an alert).
+        current = {gap.service_name for gap in gaps}
+        for name in self._gap_services - current:
+            self.possible_unenforced.remove(name)
+        self._gap_services = current
 
     def record_cycle(
         self,
