@@ -158,6 +158,7 @@ def service_from_attrs(attrs: Attrs) -> Service:
         stack=labels.get("com.docker.stack.namespace"),
         rollout_is_own=_rollout_is_own(attrs, spec),
         update_batch=_update_batch(spec.get("UpdateConfig")),
+        local_data=_local_data(_get(template, "ContainerSpec", "Mounts", default=[])),
     )
 
 
@@ -198,6 +199,31 @@ def _template_but_ours(spec: Attrs, name: str) -> tuple[dict[str, Any], tuple[st
     if not isinstance(constraints, list) or not isinstance(labels, Mapping):
         return None
     return template, operator_texts(name, labels, tuple(map(str, constraints)))
+
+
+def _local_data(mounts: Any) -> tuple[str, ...]:
+    """The mounts whose data lives on the task's node: a bind mount, or a named volume of
+    the local driver (no driver named is the local one) that mounts no network share. An
+    anonymous volume is new for every task wherever it runs, and tmpfs, npipe and cluster
+    volumes are no node's."""
+    if not isinstance(mounts, list) or not all(isinstance(m, Mapping) for m in mounts):
+        raise AttrsError("TaskTemplate.ContainerSpec.Mounts is not a list of objects")
+    found = []
+    for mount in mounts:
+        kind, source = mount.get("Type") or "volume", mount.get("Source") or ""
+        if kind == "bind" and source:
+            found.append(f"bind {source}")
+        elif kind == "volume" and source:
+            driver = _get(mount, "VolumeOptions", "DriverConfig", "Name", default=None)
+            fs = _get(mount, "VolumeOptions", "DriverConfig", "Options", "type", default="")
+            if driver in (None, "", "local") and str(fs).lower() not in _NOT_ON_THE_NODE:
+                found.append(f"volume {source}")
+    return tuple(found)
+
+
+# The local driver's `type` options that mount a network share (the same data from any
+# node) or memory (no data to keep).
+_NOT_ON_THE_NODE = frozenset({"nfs", "nfs4", "cifs", "smb3", "tmpfs"})
 
 
 def _platforms(items: Any) -> tuple[tuple[str, str], ...]:

@@ -132,6 +132,9 @@ class Service:
     # replacement to run before the next. 0: no bound (unlimited parallelism, or a
     # failure action or ratio that lets the update go on stopping tasks after a failure).
     update_batch: int = 0
+    # Mounts whose data stays on the node a task runs on ("volume pgdata", "bind /srv"):
+    # a named volume of the local driver, or a bind mount. A moved task starts without it.
+    local_data: tuple[str, ...] = ()
 
     @property
     def updating(self) -> bool:

@@ -18,6 +18,7 @@ from pydantic_core import PydanticCustomError
 from controller.policy import value_syntax as v
 from controller.policy.settings import (
     AntiAffinityMode,
+    DataMode,
     FailoverMode,
     FailoverThreshold,
     RebalanceMode,
@@ -265,6 +266,12 @@ TimeZone = Annotated[
     _validator(v.parse_timezone),
     WithJsonSchema({"type": "string"}),
     Syntax(v.EXPECTED_TIMEZONE, _render_str),
+]
+DataModeValue = Annotated[
+    DataMode,
+    _validator(lambda x: DataMode(v.parse_keyword(x, tuple(DataMode)))),
+    WithJsonSchema({"type": "string", "pattern": _any_case(*DataMode)}),
+    Syntax("auto, local or shared", _render_str),
 ]
 FailoverModeValue = Annotated[
     FailoverMode,

@@ -123,6 +123,14 @@ class ServiceSettingsSpec(StrictSpec):
         "speculative unless the service has max-replicas-per-node 1 (one per node on purpose: "
         "it waits for Swarm's down).",
     )
+    data: t.DataModeValue | None = Field(
+        None,
+        description="Whether the service's data follows its tasks: local (on the node: the "
+        "controller's own moves - failback, rebalancing, spread, load, preferred owners - "
+        "leave its tasks where they are; failover still happens), shared (reached from any "
+        "node: it moves like any service) or auto (local when it mounts a named volume of "
+        "the local driver or a bind mount, shared otherwise).",
+    )
 
 
 SETTING_NAMES: tuple[str, ...] = tuple(kebab(name) for name in ServiceSettingsSpec.model_fields)

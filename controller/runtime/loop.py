@@ -429,7 +429,13 @@ class Controller:
             failed=result.failed,
         )
         if result.snapshot is not None:
-            self.metrics.record_state(result.snapshot, result.plan.resolved, self._clock())
+            self.metrics.record_state(
+                result.snapshot,
+                result.plan.resolved,
+                self._clock(),
+                policy=self.policy(),
+                decisions=result.plan.decisions,
+            )
 
     async def _heartbeat(self) -> None:
         # /healthz reports a loop that stopped ticking (a blocked event loop).

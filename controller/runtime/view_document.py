@@ -23,6 +23,7 @@ from controller.core.health.node_marks import (
     read_health_marks,
 )
 from controller.core.kernel.candidates import NodeIndex, domain_of, expand_owner_list
+from controller.core.kernel.possible_gaps import possible_gaps
 from controller.core.labels import DENY_LABEL_PREFIX, DENY_VALUE
 from controller.core.model import ClusterSnapshot, Node
 from controller.core.plan import Plan
@@ -146,6 +147,7 @@ def _services(snapshot: ClusterSnapshot, plan: Plan, policy: Policy) -> list[dic
     resolved: Mapping[str, Any] = plan.resolved
     scheduler = cluster_scheduler(snapshot) if any(t.is_pending for t in snapshot.tasks) else None
     index = NodeIndex(snapshot.nodes)
+    gaps = {g.service_id: g for g in possible_gaps(snapshot, policy, resolved, plan.decisions)}
     out = []
     for service in sorted(snapshot.services, key=lambda s: s.name):
         found = explain_service(
@@ -175,6 +177,7 @@ def _services(snapshot: ClusterSnapshot, plan: Plan, policy: Policy) -> list[dic
                 "active": sum(1 for t in snapshot.tasks_of(service.id) if is_active(t)),
                 "preferred": preferred,
                 "possible": possible,
+                "possible_unenforced": (gaps[service.id].as_dict() if service.id in gaps else None),
             }
         )
     return out

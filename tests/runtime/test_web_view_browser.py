@@ -134,3 +134,20 @@ def test_times_show_in_the_viewers_time_zone_and_never_as_epoch_seconds(page: An
     assert re.search(r"last cycle \d{4}-\d\d-\d\d \d\d:\d\d:\d\d \(local time\)", status), status
     text = page.find_element(By.TAG_NAME, "body").text
     assert not EPOCH_LIKE.search(text), EPOCH_LIKE.findall(text)
+
+
+def test_a_service_whose_possible_owners_are_not_yet_enforced_says_so_and_why(
+    page: Any, tmp_path: Path
+) -> None:
+    gap = page.find_element(By.CSS_SELECTOR, '#services [data-gap="api"]')
+    assert gap.text == "⚠ not yet enforced: 1 task(s) on node-1"
+    assert page.find_elements(By.CSS_SELECTOR, '#services [data-gap="web"]') == []
+    page.find_element(By.CSS_SELECTOR, '#services tr[data-service="api"] button').click()
+    note = page.find_element(By.CSS_SELECTOR, '#detail p.gap[role="note"]')
+    assert note.text.startswith("Possible owners not yet enforced: 1 task(s) on node-1. Why: ")
+    assert "its data is local to its node (volume api-data)" in note.text
+    replicas = page.find_element(By.CSS_SELECTOR, "#detail table").text
+    assert "its data is on this node (volume api-data; placement.data auto" in replicas
+    worst = page.execute_script(CONTRAST)
+    assert all(ratio >= 4.5 for ratio, _ in worst), worst
+    page.save_screenshot(str(tmp_path / "gap.png"))

@@ -180,11 +180,22 @@ function renderServices(state) {
         el("td", { class: short ? "short" : null, text: `${s.running} / ${want}` }),
         el("td", { text: s.managed ? "yes" : "no" }),
         el("td", { text: s.preferred.join(", ") || "–" }),
-        el("td", { text: s.possible.join(", ") || "any" }),
+        el(
+          "td",
+          {},
+          s.possible.join(", ") || "any",
+          s.possible_unenforced ? el("div", { class: "gap", "data-gap": s.service.name, text: `⚠ not yet enforced: ${gapTasks(s.possible_unenforced)}` }) : "",
+        ),
       );
     }),
   );
   renderDetail(state);
+}
+
+// Tasks on nodes that are no possible owner of their service, which the controller
+// could not move yet (core/kernel/possible_gaps).
+function gapTasks(gap) {
+  return `${gap.count} task(s) on ${Object.keys(gap.tasks).join(", ")}`;
 }
 
 function select(name) {
@@ -214,6 +225,9 @@ function renderDetail(state) {
   detail.replaceChildren(
     el("h3", { tabindex: "-1", text: `${s.service.name}: why its tasks run where they run` }),
     s.record ? el("p", { text: s.record }) : "",
+    s.possible_unenforced
+      ? el("p", { class: "gap", role: "note", text: `Possible owners not yet enforced: ${gapTasks(s.possible_unenforced)}. Why: ${s.possible_unenforced.why}` })
+      : "",
     table("Replicas", ["Task", "Node", "State", "Why there"], s.replicas.map((r) => [
       `${s.service.name}.${r.slot}`, r.node, r.state, r.reasons.join(" · "),
     ])),

@@ -34,6 +34,7 @@ from controller.core.counts import (
 )
 from controller.core.decisions import Outcome
 from controller.core.kernel.levels import level_for
+from controller.core.kernel.local_data import data_stays
 from controller.core.kernel.settling import is_settled
 from controller.core.labels import (
     EXCLUDED_LABEL,
@@ -83,6 +84,7 @@ def plan_rebalance(ctx: PlanContext) -> RuleOutput:
         services = []
     for service in services:
         _lift_exclusions(cycle, service)
+    services = _data_follows(cycle, services)
     for service in services:
         if service.id not in cycle.written:
             _rebalance_counts(cycle, service)
@@ -108,6 +110,19 @@ def _wait_for_every_node(
             f"Swarm calls {', '.join(unknown)} unknown (a new Raft leader has not heard "
             "from them yet): rebalancing waits for every node's state",
         )
+
+
+def _data_follows(cycle: RebalanceCycle, services: list[Service]) -> list[Service]:
+    """The services rebalancing may move: not those whose data is on their nodes (said
+    when a join or a round could have moved them)."""
+    movable = []
+    for service in services:
+        why = data_stays(service, cycle.ctx.settings(service.id))
+        if why is None:
+            movable.append(service)
+        elif cycle.joins.active or cycle.round_now:
+            cycle.note(f"service {service.name}", Outcome.KEEP, f"its tasks where they are: {why}")
+    return movable
 
 
 def _remember(
