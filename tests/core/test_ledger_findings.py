@@ -185,12 +185,14 @@ def test_a_held_failover_surge_does_not_block_the_owners_write_that_unblocks_swa
 # --- 4. failover's trim stops a running original -------------------------------------
 
 
-def test_failover_trim_on_a_two_one_layout_names_the_node_it_may_empty() -> None:
+@pytest.mark.parametrize("cap", ["0", "1"])
+def test_failover_trim_on_a_two_one_layout_names_the_node_it_may_empty(cap: str) -> None:
     """node-1 x2, node-2 x1, two empty nodes; node-2 dies. Swarm's delayed replacement is
     assigned a node at once (desired READY, not listed), and its scale-down drops each
     node's second copy first: trimmed back to 3, the running original on node-1 goes.
-    The trim cannot prove it drops only surplus, so it must say so and be charged."""
-    api = service("api", replicas=3, labels={**MANAGED, "placement.max-unavailable": "0"})
+    The trim cannot prove it drops only surplus, so it must say so and be charged; it
+    waits until every task runs, so that what it stops is spare, whatever the cap."""
+    api = service("api", replicas=3, labels={**MANAGED, "placement.max-unavailable": cap})
     nodes = [node(1, manager=True), node(2), node(3), node(4)]
     calm = snapshot(nodes, [api], [running(api, 1, 1), running(api, 1, 2), running(api, 2, 3)])
     memory = warmed(calm)
@@ -212,7 +214,7 @@ def test_failover_trim_on_a_two_one_layout_names_the_node_it_may_empty() -> None
     assert not trims or trims[0].evicts_from == ("n1",), (
         "the trim may stop the running original on node-1 and names no node"
     )
-    assert not trims, "max-unavailable 0: a trim that stops a running original waits"
+    assert not trims, "a trim that would stop a running original waits"
     (why,) = [d for d in trim.decisions if d.rule == "failover" and d.subject == "service api"]
     assert why.outcome == "wait" and "node-1" in why.reason
     # Once the delayed replacement runs too, the trim stops only a spare task.

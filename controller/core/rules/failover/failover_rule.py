@@ -196,7 +196,19 @@ def _trim(
                 "the surge is withdrawn and the replicas stay pending",
             )
         # Trim while the delayed replacements still wait (not running, so they go first);
-        # give up after a while.
+        # give up after a while. Where Swarm would drop a running task instead (a node's
+        # second copy goes before a delayed replacement alone on its node), wait until
+        # every task runs: the trim then stops only spare ones, never going below base.
+        if stops > max(0, running - base) and not aged:
+            return None, Decision(
+                RULE,
+                subject,
+                Outcome.WAIT,
+                f"surge: {running} of {written} running; back to {base} now Swarm would stop "
+                f"a running task on {_hostnames(ctx, evicts)} (a node's second copy goes "
+                "before a delayed replacement alone on its node), so the trim waits until "
+                "every task runs",
+            )
         done = running >= base or aged
     elif record.vacate:
         # A stop-first move: the owners rule stops the tasks on the nodes it leaves once
