@@ -17,6 +17,7 @@ from typing import Any
 
 import anyio
 import docker
+import requests
 from opentelemetry.sdk.trace import SpanProcessor
 
 from controller.adapters.lease_store import LeaseStore
@@ -230,7 +231,9 @@ class RunningSampler:
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            with contextlib.suppress(docker.errors.DockerException):  # a hiccup is no sample
+            # A hiccup is no sample; docker-py lets a read timeout through as requests' own
+            # (while Raft elects a leader, say).
+            with contextlib.suppress(docker.errors.DockerException, requests.RequestException):
                 self.samples.append(len(running_task_ids(self._client, self._service)))
             self._stop.wait(self._interval)
 
