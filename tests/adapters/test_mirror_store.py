@@ -8,6 +8,7 @@ import pytest
 
 from controller.adapters import mirror_store
 from controller.adapters.engine import ConflictError
+from controller.adapters.write_fence import WriteFence
 from controller.core.actions import SetMirror
 from controller.core.mirror import DOWNS_PREFIX, ENTRY_PREFIX
 
@@ -24,7 +25,9 @@ def _written(monkeypatch: pytest.MonkeyPatch, action: SetMirror) -> dict[str, An
     config = {"Version": {"Index": 7}, "Spec": {"Name": "records", "Labels": dict(LABELS)}}
     calls: dict[str, Any] = {}
 
-    def update(client: object, config_id: str, version: int, spec: dict[str, Any]) -> None:
+    def update(
+        client: object, config_id: str, version: int, spec: dict[str, Any], **kwargs: Any
+    ) -> None:
         calls.update(config_id=config_id, version=version, spec=spec)
 
     monkeypatch.setattr(mirror_store, "inspect_config", lambda client, config_id: config)
@@ -59,3 +62,29 @@ def test_a_stale_version_is_refused_before_anything_is_written(
 ) -> None:
     with pytest.raises(ConflictError, match="version 6 -> 7"):
         _written(monkeypatch, SetMirror(config_id="cfg", version=6, drop=("svc-b",)))
+
+
+class FencedError(Exception):
+    pass
+
+
+def _closed() -> None:
+    raise FencedError
+
+
+@pytest.mark.parametrize("config_id", ["cfg", ""], ids=["update", "create"])
+def test_a_mirror_write_passes_the_fence_and_is_bounded(
+    monkeypatch: pytest.MonkeyPatch, config_id: str
+) -> None:
+    config = {"Version": {"Index": 7}, "Spec": {"Name": "records", "Labels": {}}}
+    sent: list[object] = []
+    monkeypatch.setattr(mirror_store, "inspect_config", lambda client, config_id: config)
+    for name in ("update_config_spec", "create_config"):
+        monkeypatch.setattr(mirror_store, name, lambda *a, **kw: sent.append(kw["timeout"]))
+    action = SetMirror(config_id=config_id, version=7, save={"svc-a": "a"})
+    with pytest.raises(FencedError):
+        mirror_store.write_mirror(object(), action, WriteFence(check=_closed, within=2.0))  # type: ignore[arg-type]
+    assert sent == []
+    mirror_store.write_mirror(object(), action, WriteFence(within=2.0))  # type: ignore[arg-type]
+    ((connect, read),) = sent  # type: ignore[misc]
+    assert 0 < connect + read < 2.0
