@@ -20,7 +20,13 @@ from controller.adapters.engine import (
 )
 from controller.adapters.write_fence import UNFENCED, WriteFence
 from controller.core.actions import SetMirror
-from controller.core.mirror import DOWNS_PREFIX, ENTRY_PREFIX, MIRROR_CONFIG, patched
+from controller.core.mirror import (
+    DOWNS_PREFIX,
+    ENTRY_PREFIX,
+    MIRROR_CONFIG,
+    MOVES_PREFIX,
+    patched,
+)
 
 CONFIG_DATA = b"The swarm-placement records mirror: its state is in this config's labels.\n"
 
@@ -51,6 +57,8 @@ def write_mirror(
 def _changed(labels: dict[str, str], action: SetMirror) -> dict[str, str]:
     drop = [ENTRY_PREFIX + sid for sid in action.drop]
     drop += [DOWNS_PREFIX + node_id for node_id in action.drop_downs]
+    drop += [MOVES_PREFIX + sid for sid in action.drop_moves]
     save = {ENTRY_PREFIX + sid: raw for sid, raw in action.save.items()}
     save |= {DOWNS_PREFIX + node_id: raw for node_id, raw in action.save_downs.items()}
+    save |= {MOVES_PREFIX + sid: raw for sid, raw in action.save_moves.items()}
     return patched(labels, drop, save)

@@ -10,7 +10,7 @@ from controller.adapters import mirror_store
 from controller.adapters.engine import ConflictError
 from controller.adapters.write_fence import WriteFence
 from controller.core.actions import SetMirror
-from controller.core.mirror import DOWNS_PREFIX, ENTRY_PREFIX
+from controller.core.mirror import DOWNS_PREFIX, ENTRY_PREFIX, MOVES_PREFIX, Mirror
 
 LABELS = {
     "com.example.owner": "ops",  # not the mirror's: kept as it is
@@ -18,6 +18,7 @@ LABELS = {
     ENTRY_PREFIX + "svc-b": "b",
     DOWNS_PREFIX + "node-1": "100.000",
     DOWNS_PREFIX + "node-2": "200.000",
+    MOVES_PREFIX + "svc-a": '{"at":100.0}',
 }
 
 
@@ -45,6 +46,8 @@ def test_a_write_drops_and_saves_only_the_mirror_s_labels(monkeypatch: pytest.Mo
         drop=("svc-b",),
         save_downs={"node-3": "300.000"},
         drop_downs=("node-1",),
+        save_moves={"svc-c": '{"at":300.0}'},
+        drop_moves=("svc-a",),
     )
     calls = _written(monkeypatch, action)
     assert (calls["config_id"], calls["version"]) == ("cfg", 7)
@@ -54,7 +57,12 @@ def test_a_write_drops_and_saves_only_the_mirror_s_labels(monkeypatch: pytest.Mo
         ENTRY_PREFIX + "svc-c": "c",
         DOWNS_PREFIX + "node-2": "200.000",
         DOWNS_PREFIX + "node-3": "300.000",
+        MOVES_PREFIX + "svc-c": '{"at":300.0}',
     }
+    # Read back, each kind of entry under its own prefix.
+    mirror = Mirror.from_labels("cfg", 8, calls["spec"]["Labels"])
+    assert set(mirror.entries) == {"svc-a", "svc-c"} and set(mirror.downs) == {"node-2", "node-3"}
+    assert mirror.service_moves()["svc-c"].at == 300.0
 
 
 def test_a_stale_version_is_refused_before_anything_is_written(
