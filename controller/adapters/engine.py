@@ -7,6 +7,7 @@ back byte-for-byte but for the one field changed, with the version it was read a
 
 from __future__ import annotations
 
+import base64
 import gc
 import os
 import re
@@ -275,16 +276,39 @@ def inspect_node(client: docker.DockerClient, node_id: str) -> Attrs:
     return cast(Attrs, _call(lambda: client.api.inspect_node(node_id)))
 
 
+# A write request's (connect, read) timeout; None: the client's own (adapters/write_fence).
+Timeout = tuple[float, float] | None
+
+
+def _bounded(timeout: Timeout) -> dict[str, Any]:
+    return {} if timeout is None else {"timeout": timeout}
+
+
 def update_service_spec(
-    client: docker.DockerClient, service_id: str, version: int, spec: Attrs
+    client: docker.DockerClient,
+    service_id: str,
+    version: int,
+    spec: Attrs,
+    *,
+    timeout: Timeout = None,
 ) -> None:
     api = client.api
     url = api._url("/services/{0}/update", service_id)
-    _call(lambda: api._result(api._post_json(url, data=spec, params={"version": version})))
+    params = {"version": version}
+    _call(lambda: api._result(api._post_json(url, data=spec, params=params, **_bounded(timeout))))
 
 
-def update_node_spec(client: docker.DockerClient, node_id: str, version: int, spec: Attrs) -> None:
-    _call(lambda: client.api.update_node(node_id, version, dict(spec)))
+def update_node_spec(
+    client: docker.DockerClient, node_id: str, version: int, spec: Attrs, *, timeout: Timeout = None
+) -> None:
+    api = client.api
+    url = api._url("/nodes/{0}/update", node_id)
+    params = {"version": version}
+    _call(
+        lambda: api._result(
+            api._post_json(url, data=dict(spec), params=params, **_bounded(timeout))
+        )
+    )
 
 
 def inspect_config(client: docker.DockerClient, name_or_id: str) -> Attrs:
@@ -292,11 +316,21 @@ def inspect_config(client: docker.DockerClient, name_or_id: str) -> Attrs:
 
 
 def create_config(
-    client: docker.DockerClient, name: str, data: bytes, labels: dict[str, str]
+    client: docker.DockerClient,
+    name: str,
+    data: bytes,
+    labels: dict[str, str],
+    *,
+    timeout: Timeout = None,
 ) -> str:
     """A new config's ID; ConflictError when one of that name exists already."""
+    api = client.api
+    body = {"Name": name, "Data": base64.b64encode(data).decode("ascii"), "Labels": labels}
+    url = api._url("/configs/create")
     try:
-        created = _call(lambda: client.api.create_config(name, data, labels=labels))
+        created = _call(
+            lambda: api._result(api._post_json(url, data=body, **_bounded(timeout)), True)
+        )
     except docker.errors.APIError as exc:
         if exc.status_code == 409:
             raise ConflictError(str(exc.explanation or exc)) from exc
@@ -305,12 +339,18 @@ def create_config(
 
 
 def update_config_spec(
-    client: docker.DockerClient, config_id: str, version: int, spec: Attrs
+    client: docker.DockerClient,
+    config_id: str,
+    version: int,
+    spec: Attrs,
+    *,
+    timeout: Timeout = None,
 ) -> None:
     """Swarm lets only a config's labels change: `spec` is the spec read, labels apart."""
     api = client.api
     url = api._url("/configs/{0}/update", config_id)
-    _call(lambda: api._result(api._post_json(url, data=spec, params={"version": version})))
+    params = {"version": version}
+    _call(lambda: api._result(api._post_json(url, data=spec, params=params, **_bounded(timeout))))
 
 
 def readable(exc: BaseException) -> str:

@@ -18,15 +18,26 @@ from controller.adapters.engine import (
     inspect_config,
     update_config_spec,
 )
+from controller.adapters.write_fence import UNFENCED, WriteFence
 from controller.core.actions import SetMirror
-from controller.core.mirror import DOWNS_PREFIX, ENTRY_PREFIX, MIRROR_CONFIG, patched
+from controller.core.mirror import (
+    DOWNS_PREFIX,
+    ENTRY_PREFIX,
+    MIRROR_CONFIG,
+    MOVES_PREFIX,
+    patched,
+)
 
 CONFIG_DATA = b"The swarm-placement records mirror: its state is in this config's labels.\n"
 
 
-def write_mirror(client: docker.DockerClient, action: SetMirror) -> None:
+def write_mirror(
+    client: docker.DockerClient, action: SetMirror, fence: WriteFence = UNFENCED
+) -> None:
     if not action.config_id:
-        create_config(client, MIRROR_CONFIG, CONFIG_DATA, _changed({}, action))
+        labels = _changed({}, action)
+        fence.check()
+        create_config(client, MIRROR_CONFIG, CONFIG_DATA, labels, timeout=fence.request_timeout)
         return
     attrs = inspect_config(client, action.config_id)
     current = int(attrs["Version"]["Index"])
@@ -37,12 +48,17 @@ def write_mirror(client: docker.DockerClient, action: SetMirror) -> None:
         )
     spec = copy.deepcopy(dict(attrs["Spec"]))
     spec["Labels"] = _changed(dict(spec.get("Labels") or {}), action)
-    update_config_spec(client, action.config_id, action.version, spec)
+    fence.check()
+    update_config_spec(
+        client, action.config_id, action.version, spec, timeout=fence.request_timeout
+    )
 
 
 def _changed(labels: dict[str, str], action: SetMirror) -> dict[str, str]:
     drop = [ENTRY_PREFIX + sid for sid in action.drop]
     drop += [DOWNS_PREFIX + node_id for node_id in action.drop_downs]
+    drop += [MOVES_PREFIX + sid for sid in action.drop_moves]
     save = {ENTRY_PREFIX + sid: raw for sid, raw in action.save.items()}
     save |= {DOWNS_PREFIX + node_id: raw for node_id, raw in action.save_downs.items()}
+    save |= {MOVES_PREFIX + sid: raw for sid, raw in action.save_moves.items()}
     return patched(labels, drop, save)

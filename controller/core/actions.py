@@ -82,6 +82,8 @@ class SetMirror:
     drop: tuple[str, ...] = ()  # service IDs
     save_downs: Mapping[str, str] = field(default_factory=dict)  # node ID -> encoded downs
     drop_downs: tuple[str, ...] = ()  # node IDs
+    save_moves: Mapping[str, str] = field(default_factory=dict)  # service ID -> encoded move
+    drop_moves: tuple[str, ...] = ()  # service IDs
 
     kind = "set-mirror"
 
@@ -123,6 +125,7 @@ def describe(action: Action) -> str:
         case SetNodeAvailability(hostname=host, availability=a, set_labels=s, remove_labels=r):
             labels = f", labels set {dict(s)} remove {list(r)}" if s or r else ""
             return f"node {host}: availability = {a.value}{labels}"
-        case SetMirror(save=s, drop=r, save_downs=sd, drop_downs=dd):
+        case SetMirror(save=s, drop=r, save_downs=sd, drop_downs=dd, save_moves=sm, drop_moves=dm):
             downs = f"; save {len(sd)} node's downs, drop {len(dd)}" if sd or dd else ""
-            return f"mirror: save {len(s)} service copy(ies), drop {len(r)}{downs}"
+            moves = f"; save {len(sm)} service's last move, drop {len(dm)}" if sm or dm else ""
+            return f"mirror: save {len(s)} service copy(ies), drop {len(r)}{downs}{moves}"

@@ -2,14 +2,19 @@
 
 Almost nothing here is durable: a restarted controller starts empty and is still
 correct, only more patient (a node counts as ready from the first time it is seen
-ready). Durable state lives in Swarm's labels. The exception is the nodes' recent downs:
-flap damping forgotten at every restart would trust a failing node again just when it
-matters, since the controller most often restarts because a node died. They are kept in
-the mirror (core/mirror) and read back at the first observation.
+ready). Durable state lives in Swarm's labels. The exceptions are the nodes' recent
+downs and the services' recent moves, kept in the mirror (core/mirror). Flap damping
+forgotten at every restart would trust a failing node again just when it matters, since
+the controller most often restarts because a node died: the downs are read back at the
+first observation (a standby sees nodes go down itself). A move's cooldown and "never
+straight back" forgotten would let a new controller, or a standby that takes over (it
+plans but never writes, so it never notes a move), move a service again a second after
+the last move: the moves are read back at every observation.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
@@ -125,10 +130,13 @@ class Memory:
             downs = _remembered_downs(snapshot, now)
         for node_id in sorted(went_down):
             downs[node_id] = (*downs.get(node_id, ()), now)
+        last_move, left = _with_mirrored_moves(self.last_move, self.left, snapshot, now)
         return replace(
             self,
             node_ready_since=ready_since,
             started=True,
+            last_move=last_move,
+            left=left,
             watching_since=self.watching_since if self.started or not self.watches else now,
             placement=_placement(snapshot, self.placement, pending),
             lost=lost,
@@ -186,6 +194,30 @@ def _remembered_downs(snapshot: ClusterSnapshot, now: float) -> dict[str, tuple[
         if now - at < FLAP_MEMORY_SECONDS and not any(t >= at - SAME_DOWN_SECONDS for t in before):
             downs[node.id] = tuple(sorted((*before, at)))
     return downs
+
+
+def _with_mirrored_moves(
+    last_move: Mapping[str, float],
+    left: Mapping[str, tuple[tuple[str, ...], float]],
+    snapshot: ClusterSnapshot,
+    now: float,
+) -> tuple[Mapping[str, float], Mapping[str, tuple[tuple[str, ...], float]]]:
+    """The moves this controller remembers, and the newer ones the mirror holds (another
+    controller's, or its own before a restart). A time ahead of this clock (another
+    machine's, or an edit) counts from now: it never holds a service longer than that."""
+    mirrored = snapshot.mirror.service_moves() if snapshot.mirror is not None else {}
+    if not mirrored:
+        return last_move, left
+    moved, gone = dict(last_move), dict(left)
+    for service_id, move in mirrored.items():
+        at = min(move.at, now)
+        if at > moved.get(service_id, -math.inf):
+            moved[service_id] = at
+        if move.left is not None:
+            nodes, when = move.left[0], min(move.left[1], now)
+            if when > gone.get(service_id, ((), -math.inf))[1]:
+                gone[service_id] = (nodes, when)
+    return moved, gone
 
 
 def _since(labels: Mapping[str, str]) -> float:

@@ -19,6 +19,11 @@ The same config keeps when each node went down lately (flap damping, core/memory
 a controller that restarts, which it often does because the node under it died, still
 distrusts a node that keeps failing. A node's entry is written when it gains a down and
 dropped once all its downs are past the memory's horizon: ageing alone writes nothing.
+
+And when the controller last moved each service's tasks, and off which nodes: the move
+cooldown and "never straight back" (core/memory), which a restart or a lease takeover
+would otherwise forget a second after the move. A service's entry is written in the
+cycle after the move and dropped once its cooldown and its way-back window are over.
 """
 
 from __future__ import annotations
@@ -37,10 +42,13 @@ ENTRY_PREFIX = OWN_PREFIX + "record."
 # One config label per node with recent downs: `swarm-placement.downs.<node id>` =
 # comma-separated epoch seconds.
 DOWNS_PREFIX = OWN_PREFIX + "downs."
+# One config label per service moved lately: `swarm-placement.moved.<service id>` = JSON,
+# {"at": epoch seconds, "left": [node ids], "left-at": epoch seconds} (left optional).
+MOVES_PREFIX = OWN_PREFIX + "moved."
 
 
 class MirrorError(ValueError):
-    """A copy or a down in the mirror that does not decode: dropped, never guessed at."""
+    """A copy, a down or a move in the mirror that does not decode: dropped, never guessed at."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +92,7 @@ class Mirror:
     version: int = 0
     entries: Mapping[str, str] = field(default_factory=dict)  # service ID -> encoded copy
     downs: Mapping[str, str] = field(default_factory=dict)  # node ID -> encoded downs
+    moves: Mapping[str, str] = field(default_factory=dict)  # service ID -> encoded move
 
     def entry_key(self, service_id: str) -> str:
         return ENTRY_PREFIX + service_id
@@ -98,6 +107,7 @@ class Mirror:
             version=version,
             entries=under(ENTRY_PREFIX),
             downs=under(DOWNS_PREFIX),
+            moves=under(MOVES_PREFIX),
         )
 
     def node_downs(self) -> dict[str, tuple[float, ...]]:
@@ -106,6 +116,16 @@ class Mirror:
         for node_id, raw in self.downs.items():
             try:
                 decoded[node_id] = decode_downs(raw)
+            except MirrorError:
+                continue
+        return decoded
+
+    def service_moves(self) -> dict[str, Move]:
+        """The mirrored moves that decode; an unreadable entry is dropped, never guessed at."""
+        decoded: dict[str, Move] = {}
+        for service_id, raw in self.moves.items():
+            try:
+                decoded[service_id] = decode_move(raw)
             except MirrorError:
                 continue
         return decoded
@@ -131,6 +151,49 @@ def decode_downs(raw: str) -> tuple[float, ...]:
     if not all(math.isfinite(t) and t >= 0 for t in times):
         raise MirrorError(f"unreadable downs {raw!r}: not a time")
     return times
+
+
+@dataclass(frozen=True, slots=True)
+class Move:
+    """A service's last move, as the controller's memory holds it: when (the cooldown),
+    and the nodes its tasks left, when (never straight back), if it knows them."""
+
+    at: float
+    left: tuple[tuple[str, ...], float] | None = None
+
+    def encode(self) -> str:
+        body: dict[str, object] = {"at": round(self.at, 3)}
+        if self.left is not None:
+            body["left"] = list(self.left[0])
+            body["left-at"] = round(self.left[1], 3)
+        return json.dumps(body, separators=(",", ":"), sort_keys=True)
+
+
+def _time(value: object, raw: str) -> float:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not (math.isfinite(value) and value >= 0)
+    ):
+        raise MirrorError(f"unreadable move {raw!r}: not a time")
+    return float(value)
+
+
+def decode_move(raw: str) -> Move:
+    try:
+        body = json.loads(raw)
+    except ValueError as exc:
+        raise MirrorError(f"unreadable move {raw!r}: {exc}") from exc
+    if not isinstance(body, dict):
+        raise MirrorError(f"unreadable move {raw!r}: not an object")
+    at = _time(body.get("at"), raw)
+    left = None
+    if "left" in body:
+        nodes = body["left"]
+        if not isinstance(nodes, list) or not all(isinstance(n, str) for n in nodes):
+            raise MirrorError(f"unreadable move {raw!r}: left must list node ids")
+        left = (tuple(nodes), _time(body.get("left-at"), raw))
+    return Move(at=at, left=left)
 
 
 def copy_of(*, name: str, labels: Mapping[str, str], constraints: tuple[str, ...]) -> ServiceCopy:

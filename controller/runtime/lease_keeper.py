@@ -3,9 +3,11 @@
 Every replica runs a LeaseKeeper on the same lease config (adapters/lease_store.py). The
 holder renews every third of the lifetime; the others read the labels often (a tenth of
 the lifetime, at most a second) so that they take over soon after the lifetime of a
-silent holder ends. `fence()` is called in the worker thread right before each write: it
-lets the write through only while this replica's lease has more than the safety margin
-left, by its own monotonic clock. A holder that is paused or cut off from the managers
+silent holder ends. `fence()` is called in the worker thread right before each write,
+and again right before each attempt's request (a write is retried on a transient
+answer): it lets the request through only while this replica's lease has more than the
+safety margin left, by its own monotonic clock, and the request must be answered within
+that margin (adapters/write_fence). A holder that is paused or cut off from the managers
 stops writing by itself, without having to learn anything.
 """
 
@@ -75,7 +77,9 @@ class LeaseConfig:
 
     @property
     def margin(self) -> float:
-        """Writes stop this long before the lease runs out: room for one in flight."""
+        """Writes stop this long before the lease runs out: room for one in flight, whose
+        request is bounded by it (3 s at the default lifetime; a longer lifetime gives a
+        slow manager more)."""
         return self.lifetime / 5
 
     @property
@@ -240,7 +244,8 @@ class LeaseKeeper:
 def fenced(
     execute: Callable[[Action], None], fence: Callable[[], None]
 ) -> Callable[[Action], None]:
-    """The executor behind the fence: `fence()` runs right before every write."""
+    """The executor behind the fence: `fence()` runs right before every write (the
+    Docker executor checks it again before each attempt's request)."""
 
     def run(action: Action) -> None:
         fence()

@@ -46,6 +46,7 @@ from controller.adapters.engine import (
 from controller.adapters.errors import RetryableError
 from controller.adapters.lease_store import ConfigLeaseStore, LeaseStore
 from controller.adapters.tcp_probe import tcp_connects
+from controller.adapters.write_fence import UNFENCED, WriteFence
 from controller.adapters.writes import Executor, Rehearsal, docker_executor
 from controller.core.decisions import Decision
 from controller.runtime.cycle_trigger import Trigger
@@ -271,12 +272,20 @@ class Controller:
 
     def _writer(self, client: EngineClient) -> Executor:
         """What executes the plan: a rehearsal in a dry run; else Docker (or the test's
-        executor), behind the lease's fence, then the test pause hook if one is asked."""
+        executor), behind the lease's fence, then the test pause hook if one is asked.
+        Docker's executor passes the fence again before each attempt's request, and
+        bounds the request by the lease's margin."""
         if self.config.dry_run:
             return Rehearsal(self.say)
-        executor = self._executor(client) if self._executor else docker_executor(client)
-        if self.lease is not None:
-            executor = fenced(executor, self.lease.fence)
+        lease = self.lease
+        fence = (
+            WriteFence(check=lease.fence, within=lease.config.margin)
+            if lease is not None
+            else UNFENCED
+        )
+        executor = self._executor(client) if self._executor else docker_executor(client, fence)
+        if lease is not None:
+            executor = fenced(executor, lease.fence)
         return pausing(executor, self._planned, self.say)
 
     def _planned(self) -> tuple[Decision, ...]:

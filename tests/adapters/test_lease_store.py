@@ -60,7 +60,14 @@ class FakeConfigApi:
     def _url(self, path: str, *args: str) -> str:
         return path.format(*args)
 
-    def _post_json(self, url: str, data: dict[str, Any], params: dict[str, Any]) -> None:
+    def _post_json(
+        self, url: str, data: dict[str, Any], params: dict[str, Any] | None = None
+    ) -> dict[str, str] | None:
+        if url == "/configs/create":
+            return self.create_config(
+                data["Name"], base64.b64decode(data["Data"]), labels=data["Labels"]
+            )
+        assert params is not None
         config = self._find(url.split("/")[2])
         if params["version"] != config["Version"]["Index"]:
             raise _error(500, "rpc error: code = Unknown desc = update out of sequence")
@@ -71,7 +78,7 @@ class FakeConfigApi:
         config["Spec"] = copy.deepcopy(data)
         self.updates += 1
 
-    def _result(self, response: None) -> None:
+    def _result(self, response: dict[str, str] | None, json: bool = False) -> Any:
         return response
 
 

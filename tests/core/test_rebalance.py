@@ -144,7 +144,11 @@ def test_tasks_never_go_straight_back_to_the_node_they_left() -> None:
     assert result.actions == ()
     assert "would go straight back to node-3" in reasons(result)
     # Once node-3 has gone down and come back since, it is a new return, not a way back.
-    back_since = replace(mem, node_ready_since={**mem.node_ready_since, "n3": NOW - 40})
+    back_since = replace(
+        mem,
+        node_ready_since={**mem.node_ready_since, "n3": NOW - 40},
+        node_downs={"n3": (NOW - 42,)},
+    )
     assert _surge(run(snapshot(ns, [WEB], SKEWED), back_since, pol=periodic)).replicas == 8
 
 

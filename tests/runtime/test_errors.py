@@ -17,7 +17,7 @@ from controller.adapters.json_client import HttpJsonError
 from controller.adapters.plugins import PluginError
 from controller.adapters.policy_file import PolicyFileError
 from controller.adapters.snapshot_file import SnapshotFileError
-from controller.adapters.start import NothingToStartError
+from controller.adapters.start import InRolloutError, NothingToStartError
 from controller.runtime.lease_keeper import NotLeaderError
 from controller.runtime.loop import _cycle_failure
 from controller.runtime.watcher import StreamEndedError
@@ -33,6 +33,7 @@ RETRYABLE = (
     ProbeError,
     HttpJsonError,
     StreamEndedError,
+    InRolloutError,
 )
 TERMINAL = (
     NotAManagerError,

@@ -1,5 +1,6 @@
 """Mirror: keep a copy of what the controller wrote on every managed service (and the
-nodes' recent downs, core/memory), and put it back after a deploy.
+nodes' recent downs and the services' recent moves, core/memory), and put it back after
+a deploy.
 
 A deploy (`docker stack deploy`, `docker service update`, any tool that sends a whole
 spec) replaces a service's labels and constraints, and with them the controller's own:
@@ -36,6 +37,7 @@ from controller.core.mirror import (
     MIRROR_CONFIG,
     Mirror,
     MirrorError,
+    Move,
     ServiceCopy,
     copy_of,
     encode_downs,
@@ -79,7 +81,7 @@ def plan_mirror(ctx: PlanContext) -> RuleOutput:
         recovery = _recover(ctx.swarm, service, saved)
         actions.extend(recovery.actions)
         decisions.extend(recovery.decisions)
-    mirror = _mirror(store, wanted, ctx.memory.node_downs)
+    mirror = _mirror(store, wanted, ctx.memory.node_downs, _recent_moves(ctx))
     if mirror is not None:
         actions.append(mirror)
         decisions.append(
@@ -87,8 +89,9 @@ def plan_mirror(ctx: PlanContext) -> RuleOutput:
                 RULE,
                 f"config {MIRROR_CONFIG}",
                 Outcome.MIRROR,
-                "the managed services' copies and the nodes' recent downs, kept where "
-                "neither a deploy nor a restart of the controller loses them",
+                "the managed services' copies, the nodes' recent downs and the services' "
+                "recent moves, kept where neither a deploy nor a restart of the controller "
+                "loses them",
                 action=mirror,
             )
         )
@@ -105,8 +108,26 @@ def _copy_of(service: Service) -> ServiceCopy:
     return ServiceCopy(labels=labels, constraints=copy.constraints)
 
 
+def _recent_moves(ctx: PlanContext) -> dict[str, str]:
+    """Each service's last move while its cooldown or its way-back window (twice the
+    cooldown, core/rules/rebalance) runs: what a new controller must not forget."""
+    cooldown = ctx.policy.controller.move_cooldown_seconds
+    memory, now = ctx.memory, ctx.now
+    recent: dict[str, str] = {}
+    for service_id, at in memory.last_move.items():
+        left = memory.left.get(service_id)
+        if service_id not in ctx.swarm.service_by_id:
+            continue
+        if now - at < cooldown or (left is not None and now - left[1] < 2 * cooldown):
+            recent[service_id] = Move(at=at, left=left).encode()
+    return recent
+
+
 def _mirror(
-    store: Mirror, wanted: Mapping[str, str], node_downs: Mapping[str, tuple[float, ...]]
+    store: Mirror,
+    wanted: Mapping[str, str],
+    node_downs: Mapping[str, tuple[float, ...]],
+    moves: Mapping[str, str],
 ) -> SetMirror | None:
     have = store.entries
     put = {sid: raw for sid, raw in sorted(wanted.items()) if have.get(sid) != raw}
@@ -120,7 +141,10 @@ def _mirror(
         if not set(raw.split(",")) <= set(store.downs.get(node_id, "").split(","))
     }
     drop_downs = tuple(sorted(n for n in store.downs if n not in node_downs))
-    if not (put or drop or put_downs or drop_downs):
+    # A move is written once, and dropped once its windows are over: none ageing writes.
+    put_moves = {sid: raw for sid, raw in sorted(moves.items()) if store.moves.get(sid) != raw}
+    drop_moves = tuple(sorted(sid for sid in store.moves if sid not in moves))
+    if not (put or drop or put_downs or drop_downs or put_moves or drop_moves):
         return None  # also while there is nothing to keep: the config comes with the first
     return SetMirror(
         config_id=store.config_id,
@@ -129,6 +153,8 @@ def _mirror(
         drop=drop,
         save_downs=put_downs,
         drop_downs=drop_downs,
+        save_moves=put_moves,
+        drop_moves=drop_moves,
     )
 
 

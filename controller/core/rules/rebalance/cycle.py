@@ -116,15 +116,17 @@ def blocked(cycle: RebalanceCycle, service: Service) -> tuple[Outcome, str] | No
 
 def forbidden(ctx: PlanContext, service: Service) -> frozenset[str]:
     """Nodes the service's tasks left through a controller move and may not go straight
-    back to: for twice the cooldown, unless the node went down and came back since."""
+    back to: for twice the cooldown, unless the node went down (and came back) since.
+    Told by the node's downs, which survive a restart in the mirror as the move does: a
+    new controller dates every node's readiness from its first look."""
     found = ctx.memory.left.get(service.id)
     if found is None:
         return frozenset()
     nodes, when = found
     if ctx.now - when >= 2 * ctx.policy.controller.move_cooldown_seconds:
         return frozenset()
-    ready_since = ctx.memory.node_ready_since
-    return frozenset(n for n in nodes if ready_since.get(n, when + 1) <= when)
+    downs = ctx.memory.node_downs
+    return frozenset(n for n in nodes if not any(t >= when for t in downs.get(n, ())))
 
 
 def gate(cycle: RebalanceCycle, nodes: frozenset[str] | None) -> tuple[frozenset[str] | None, str]:
