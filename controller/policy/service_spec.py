@@ -100,7 +100,8 @@ class ServiceSettingsSpec(StrictSpec):
     )
     max_unavailable: t.MaxUnavailable | None = Field(
         None,
-        description="Most tasks the controller takes down at once by its own moves; "
+        description="Most replicas that may be down at any moment once a write of the "
+        "controller's goes out, counting those down already (docs/availability.md); "
         "0: it never stops a task of this service (Swarm's own failover still runs).",
     )
     failover_threshold: t.Threshold | None = Field(
