@@ -27,9 +27,7 @@ from controller.adapters.writes import execute_action
 from controller.core.guards import rollout_reason
 from controller.core.replicas import (
     HOLD,
-    ReplicaRecordError,
     operator_changed,
-    read_replica_record,
     restore_replicas,
 )
 
@@ -64,9 +62,13 @@ def start_service(client: docker.DockerClient, name: str) -> Started:
             raise ServiceNotFoundError(f"no service named {name!r}") from None
         try:
             service = service_from_attrs(attrs)
-            record = read_replica_record(service.labels)
-        except (AttrsError, ReplicaRecordError) as exc:
+        except AttrsError as exc:
             raise NothingToStartError(f"service {name} cannot be read: {exc}") from exc
+        if service.replica_record_error is not None:
+            raise NothingToStartError(
+                f"service {name} cannot be read: {service.replica_record_error}"
+            )
+        record = service.replica_record
         if record is None:
             raise NothingToStartError(f"service {service.name} is not held: nothing to start")
         if record.operation != HOLD:

@@ -36,8 +36,6 @@ from controller.core.replicas import (
     REBALANCE,
     SPECULATE,
     SURGE,
-    ReplicaRecordError,
-    read_replica_record,
 )
 from controller.policy import Policy
 from controller.runtime.dry_run import DryRun, plan_once
@@ -71,10 +69,9 @@ def register(subparsers: Any) -> None:
 
 def service_state(service: Service) -> tuple[str, str]:
     """What the controller did to the service, from what Swarm stores, and the detail."""
-    try:
-        record = read_replica_record(service.labels)
-    except ReplicaRecordError as exc:
-        return "record unreadable", str(exc)
+    if service.replica_record_error is not None:
+        return "record unreadable", service.replica_record_error
+    record = service.replica_record
     if record is not None:
         detail = f"replicas {record.written}, the operator's {record.base}"
         return STATES.get(record.operation, record.operation), (

@@ -28,7 +28,6 @@ from controller.core.model import (
     Task,
     TaskState,
 )
-from controller.core.replicas import ReplicaRecordError, read_replica_record
 from controller.core.simulate.scheduler import Scheduler
 from controller.policy import Policy, ResolvedService
 
@@ -100,10 +99,9 @@ def _whose(text: str, service: Service, hosts: Mapping[str, str]) -> str:
 
 
 def _record(service: Service) -> str | None:
-    try:
-        record = read_replica_record(service.labels)
-    except ReplicaRecordError as exc:
-        return str(exc)
+    if service.replica_record_error is not None:
+        return service.replica_record_error
+    record = service.replica_record
     if record is None:
         return None
     detail = f" ({record.detail})" if record.detail else ""

@@ -70,15 +70,10 @@ def excluded_nodes(labels: Mapping[str, str]) -> tuple[str, ...]:
 
 
 def excluded_node_set(labels: Mapping[str, str]) -> frozenset[str]:
-    return _exclusion_set(labels.get(EXCLUDED_LABEL, ""))
+    """The excluded nodes of a label set; a service's own are read once (`Service.excluded`)."""
+    return frozenset(_parse_exclusions(labels.get(EXCLUDED_LABEL, "")))
 
 
-@lru_cache(maxsize=4096)
-def _exclusion_set(raw: str) -> frozenset[str]:
-    return frozenset(_parse_exclusions(raw))
-
-
-@lru_cache(maxsize=4096)  # the same label is read by several rules every cycle
 def _parse_exclusions(raw: str) -> tuple[str, ...]:
     return tuple(sorted(part for part in raw.split(",") if part))
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from functools import cached_property
 
+from controller.core.labels import excluded_node_set
 from controller.core.mirror import Mirror
 from controller.core.outside_inputs import (
     HealthReport,
@@ -19,6 +20,7 @@ from controller.core.outside_inputs import (
     SourceStatus,
     WorkloadEvent,
 )
+from controller.core.replica_record import ReplicaRecord, ReplicaRecordError, read_replica_record
 
 
 class NodeRole(StrEnum):
@@ -135,6 +137,21 @@ class Service:
     # Mounts whose data stays on the node a task runs on ("volume pgdata", "bind /srv"):
     # a named volume of the local driver, or a bind mount. A moved task starts without it.
     local_data: tuple[str, ...] = ()
+    # Read from the labels once, when the value is made (and again by `replace`): the
+    # controller's replica record (core/replica_record), or why it cannot be read, and
+    # the nodes the controller keeps the service off (its `excluded` label).
+    replica_record: ReplicaRecord | None = field(init=False, repr=False, compare=False)
+    replica_record_error: str | None = field(init=False, repr=False, compare=False)
+    excluded: frozenset[str] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        try:
+            record, error = read_replica_record(self.labels), None
+        except ReplicaRecordError as exc:
+            record, error = None, str(exc)
+        object.__setattr__(self, "replica_record", record)
+        object.__setattr__(self, "replica_record_error", error)
+        object.__setattr__(self, "excluded", excluded_node_set(self.labels))
 
     @property
     def updating(self) -> bool:

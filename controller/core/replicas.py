@@ -16,70 +16,57 @@ Labels:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
-
 from controller.core.actions import SetReplicas
-from controller.core.labels import OWN_PREFIX, excluded_node_set
 from controller.core.model import Service
-
-BASE_LABEL = OWN_PREFIX + "replicas"
-SET_LABEL = OWN_PREFIX + "replicas-set"
-OPERATION_LABEL = OWN_PREFIX + "operation"
-SINCE_LABEL = OWN_PREFIX + "operation-since"
-DETAIL_LABEL = OWN_PREFIX + "operation-detail"
-VACATE_LABEL = OWN_PREFIX + "operation-vacate"
-REPLICA_RECORD_LABELS = (
+from controller.core.replica_record import (
     BASE_LABEL,
-    SET_LABEL,
-    OPERATION_LABEL,
-    SINCE_LABEL,
     DETAIL_LABEL,
+    HOLD,
+    OPERATION_LABEL,
+    PREEMPT,
+    REBALANCE,
+    REPLICA_RECORD_LABELS,
+    SET_LABEL,
+    SINCE_LABEL,
+    SPECULATE,
+    SURGE,
     VACATE_LABEL,
+    ReplicaRecord,
+    ReplicaRecordError,
+    read_replica_record,
 )
 
-SURGE, HOLD, PREEMPT, REBALANCE = "surge", "hold", "preempt", "rebalance"
-# A speculative failover's surge for the tasks of a suspected node (rules/failover/speculative).
-SPECULATE = "speculate"
-
-
-@dataclass(frozen=True, slots=True)
-class ReplicaRecord:
-    base: int
-    written: int
-    operation: str
-    since: float
-    detail: str = ""
-    vacate: tuple[str, ...] = ()  # nodes a stop-first move leaves once its surge runs
-
-
-class ReplicaRecordError(ValueError):
-    pass
-
-
-def read_replica_record(labels: Mapping[str, str]) -> ReplicaRecord | None:
-    """The record on a service, None when there is none. Raises ReplicaRecordError if garbled."""
-    if BASE_LABEL not in labels:
-        return None
-    try:
-        return ReplicaRecord(
-            base=int(labels[BASE_LABEL]),
-            written=int(labels[SET_LABEL]),
-            operation=labels[OPERATION_LABEL],
-            since=float(labels.get(SINCE_LABEL, "0")),
-            detail=labels.get(DETAIL_LABEL, ""),
-            vacate=tuple(sorted(n for n in labels.get(VACATE_LABEL, "").split(",") if n)),
-        )
-    except (KeyError, ValueError) as exc:
-        raise ReplicaRecordError(f"unreadable replica record: {exc}") from exc
+__all__ = [
+    "BASE_LABEL",
+    "DETAIL_LABEL",
+    "HOLD",
+    "OPERATION_LABEL",
+    "PREEMPT",
+    "REBALANCE",
+    "REPLICA_RECORD_LABELS",
+    "SET_LABEL",
+    "SINCE_LABEL",
+    "SPECULATE",
+    "SURGE",
+    "VACATE_LABEL",
+    "ReplicaRecord",
+    "ReplicaRecordError",
+    "change_replicas",
+    "ends_own_move",
+    "forget_replica_record",
+    "is_in_flight",
+    "operator_changed",
+    "read_replica_record",
+    "replica_record_taken_back",
+    "restore_replicas",
+]
 
 
 def is_in_flight(service: Service) -> bool:
     """A surge or rebalance is under way: placement steering must wait for it."""
-    try:
-        record = read_replica_record(service.labels)
-    except ReplicaRecordError:
+    if service.replica_record_error is not None:
         return True
+    record = service.replica_record
     return record is not None and record.operation in {SURGE, REBALANCE, SPECULATE}
 
 
@@ -102,7 +89,7 @@ def change_replicas(
 
     `evicts_from`: the nodes on which the change (or the trim that ends it) may stop a
     task, so the disruption budgets and the cooldown apply to it."""
-    existing = read_replica_record(service.labels)
+    existing = service.replica_record
     if base is None:
         base = existing.base if existing else (service.replicas or 0)
     labels = {
@@ -152,10 +139,7 @@ def forget_replica_record(service: Service) -> SetReplicas:
 def replica_record_taken_back(service: Service, action: SetReplicas) -> ReplicaRecord | None:
     """The service's record, if `action` is the write that ends it: back to the
     operator's count, the record's labels gone (see `restore_replicas`)."""
-    try:
-        record = read_replica_record(service.labels)
-    except ReplicaRecordError:
-        return None
+    record = service.replica_record
     if (
         record is None
         or action.replicas != record.base
@@ -177,5 +161,5 @@ def ends_own_move(service: Service, action: SetReplicas) -> bool:
         record is not None
         and record.operation == REBALANCE
         and bool(record.vacate)
-        and set(record.vacate) <= excluded_node_set(service.labels)
+        and set(record.vacate) <= service.excluded
     )

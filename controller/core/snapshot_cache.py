@@ -1,16 +1,16 @@
 """Per-snapshot memoisation for totals that several rules and services recompute.
 
-A snapshot is frozen, so a function of it alone may be computed once. The last result
-is kept against a weak reference to the snapshot: nothing is kept alive, and another
-snapshot (the next cycle's, or a test's) computes afresh.
+A snapshot is frozen, so a function of it alone may be computed once. The result is
+kept on the snapshot itself (as `functools.cached_property` keeps its values): nothing
+lives at module level, and another snapshot (the next cycle's, or a test's) computes
+afresh.
 """
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Callable
 from functools import wraps
-from typing import TypeVar
+from typing import TypeVar, cast
 
 from controller.core.model import ClusterSnapshot
 
@@ -18,15 +18,16 @@ T = TypeVar("T")
 
 
 def per_snapshot(fn: Callable[[ClusterSnapshot], T]) -> Callable[[ClusterSnapshot], T]:
-    """Cache `fn(snapshot)` for the last snapshot seen; callers must not mutate it."""
-    last: list[tuple[weakref.ref[ClusterSnapshot], T]] = []
+    """Cache `fn(snapshot)` on the snapshot; callers must not mutate it."""
+    key = f"_memo.{fn.__module__}.{fn.__qualname__}"
 
     @wraps(fn)
     def cached(snapshot: ClusterSnapshot) -> T:
-        if last and last[0][0]() is snapshot:
-            return last[0][1]
+        memo = snapshot.__dict__
+        if key in memo:
+            return cast(T, memo[key])
         value = fn(snapshot)
-        last[:] = [(weakref.ref(snapshot), value)]
+        memo[key] = value
         return value
 
     return cached

@@ -52,7 +52,6 @@ from controller.core.model import (
     ServiceMode,
     Task,
 )
-from controller.core.replicas import ReplicaRecordError, read_replica_record
 from controller.policy import Budgets
 
 
@@ -104,10 +103,9 @@ def up_tasks(snapshot: ClusterSnapshot, service: Service) -> tuple[Task, ...]:
 def wanted_count(service: Service) -> int:
     """The replicas the ledger holds the service to (see the module's docstring)."""
     replicas = service.replicas or 0
-    try:
-        record = read_replica_record(service.labels)
-    except ReplicaRecordError:
+    if service.replica_record_error is not None:
         return replicas
+    record = service.replica_record
     return min(replicas, record.base) if record is not None else replicas
 
 

@@ -26,18 +26,16 @@ from controller.core.constraints import ConstraintError, node_filter, parse_cons
 from controller.core.context import PlanContext, RuleOutput
 from controller.core.decisions import Decision, Outcome
 from controller.core.kernel.ledger import scale_down_stops
-from controller.core.labels import excluded_node_set, without_exclusions
+from controller.core.labels import without_exclusions
 from controller.core.model import Service, ServiceMode
 from controller.core.replicas import (
     HOLD,
     REBALANCE,
     SURGE,
     ReplicaRecord,
-    ReplicaRecordError,
     change_replicas,
     forget_replica_record,
     operator_changed,
-    read_replica_record,
     restore_replicas,
 )
 from controller.policy import PRIORITY_NONE
@@ -57,7 +55,7 @@ def free_nodes(ctx: PlanContext, service: Service) -> tuple[int, int, int]:
     """Where surged tasks could go: (nodes the constraints allow at all, of those the ones
     holding none of the service's tasks, and how many such free nodes there would be
     without the controller's own exclusions). Only ready, active nodes count."""
-    excluded = excluded_node_set(service.labels)
+    excluded = service.excluded
     theirs_texts = without_exclusions(service.constraints, excluded)
     try:
         everything = node_filter(parse_constraint(c) for c in service.constraints)
@@ -99,12 +97,14 @@ def _with_action(note: Decision, action: Action) -> Decision:
 
 def _plan_service(ctx: PlanContext, service: Service) -> tuple[Action | None, Decision | None]:
     subject = f"service {service.name}"
-    try:
-        record = read_replica_record(service.labels)
-    except ReplicaRecordError as exc:
+    if service.replica_record_error is not None:
         return None, Decision(
-            RULE, subject, Outcome.SKIP, f"{exc}; fix or remove the label by hand"
+            RULE,
+            subject,
+            Outcome.SKIP,
+            f"{service.replica_record_error}; fix or remove the label by hand",
         )
+    record = service.replica_record
     if record is not None and operator_changed(service, record):
         return forget_replica_record(service), Decision(
             RULE,

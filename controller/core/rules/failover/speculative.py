@@ -44,10 +44,8 @@ from controller.core.replicas import (
     SPECULATE,
     SURGE,
     ReplicaRecord,
-    ReplicaRecordError,
     change_replicas,
     operator_changed,
-    read_replica_record,
     restore_replicas,
 )
 from controller.policy import FailoverMode
@@ -83,10 +81,9 @@ def plan_speculative(ctx: PlanContext) -> RuleOutput:
 
 
 def _plan_service(ctx: PlanContext, service: Service) -> tuple[Action | None, Decision | None]:
-    try:
-        record = read_replica_record(service.labels)
-    except ReplicaRecordError:
+    if service.replica_record_error is not None:
         return None, None  # the failover rule reports it
+    record = service.replica_record
     if record is not None:
         if record.operation != SPECULATE or operator_changed(service, record):
             return None, None  # another rule's, or the operator's count: failover forgets

@@ -29,7 +29,6 @@ from controller.core.decisions import Decision, Outcome
 from controller.core.kernel.ledger import scale_down_stops
 from controller.core.labels import (
     EXCLUDED_LABEL,
-    excluded_node_set,
     exclusion_constraints,
     format_exclusions,
     without_exclusions,
@@ -38,9 +37,7 @@ from controller.core.model import Service
 from controller.core.replicas import (
     REBALANCE,
     ReplicaRecord,
-    ReplicaRecordError,
     change_replicas,
-    read_replica_record,
     restore_replicas,
 )
 from controller.core.rules.owners.fits import Fits
@@ -175,10 +172,11 @@ def stop_first_move(
             "can start its new tasks before any old one stops"
         )
         return action, Decision(RULE, subject, Outcome.STEER, why, action=action)
-    try:
-        record = read_replica_record(service.labels)
-    except ReplicaRecordError as exc:
-        return None, Decision(RULE, subject, Outcome.SKIP, f"stop-first move: {exc}")
+    if service.replica_record_error is not None:
+        return None, Decision(
+            RULE, subject, Outcome.SKIP, f"stop-first move: {service.replica_record_error}"
+        )
+    record = service.replica_record
     if record is not None:
         return None, Decision(
             RULE,
@@ -241,10 +239,9 @@ def finish_stop_first(
 ) -> tuple[Action | None, Decision] | None:
     """Step 3: once the surge runs, exclude the sources, whatever the cooldown; then wait
     for the failover rule's trim. None: no stop-first move is under way."""
-    try:
-        record = read_replica_record(service.labels)
-    except ReplicaRecordError:
+    if service.replica_record_error is not None:
         return None
+    record = service.replica_record
     if record is None or record.operation != REBALANCE or not record.vacate:
         return None
     if service.updating:
@@ -260,7 +257,7 @@ def finish_stop_first(
             Outcome.WAIT,
             "stop-first move: its old task(s) stopped; the trim follows",
         )
-    excluded = excluded_node_set(service.labels)
+    excluded = service.excluded
     if set(holding) <= excluded:
         return None, Decision(
             RULE, subject, Outcome.WAIT, f"moving tasks off {_hosts(ctx, holding)}"

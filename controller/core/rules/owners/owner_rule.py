@@ -27,7 +27,6 @@ from controller.core.kernel.settling import downs_of, is_settled
 from controller.core.labels import (
     EXCLUDED_LABEL,
     POSSIBLE_VALUE,
-    excluded_node_set,
     format_exclusions,
     possible_constraint,
     possible_label,
@@ -261,7 +260,7 @@ def _allowed_now(service: Service, cands: Candidates) -> frozenset[str] | None:
     """The placeable nodes the service's recorded steering allows; None if never steered."""
     if EXCLUDED_LABEL not in service.labels:
         return None
-    return cands.placeable - excluded_node_set(service.labels)
+    return cands.placeable - service.excluded
 
 
 def _plan_service(

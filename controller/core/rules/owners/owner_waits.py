@@ -12,7 +12,7 @@ from controller.core.counts import active_counts
 from controller.core.kernel.candidates import Candidates
 from controller.core.kernel.levels import level_for
 from controller.core.kernel.settling import damped, downs_of
-from controller.core.labels import EXCLUDED_LABEL, excluded_node_set
+from controller.core.labels import EXCLUDED_LABEL
 from controller.core.model import Service, TaskState
 from controller.core.replicas import is_in_flight
 from controller.core.rules.owners.stalled_moves import stalled_on
@@ -85,7 +85,7 @@ def move_in_flight(ctx: PlanContext, service: Service) -> str | None:
     # starts its rolling update a moment after the write). Writing now would plan from
     # the old placement and could undo the move.
     current = current_counts(ctx, service)
-    excluded = excluded_node_set(service.labels)
+    excluded = service.excluded
     vacating = sorted(
         ctx.snapshot.node_by_id[n].hostname for n, c in current.items() if c and n in excluded
     )

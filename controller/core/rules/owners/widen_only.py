@@ -39,7 +39,7 @@ def widening_part(ctx: PlanContext, action: Action) -> SetServiceConstraints | N
     settings = ctx.settings(service.id)
     if settings.anti_affinity and settings.anti_affinity_mode is AntiAffinityMode.HARD:
         return None
-    before = excluded_node_set(service.labels)
+    before = service.excluded
     dropped = before - excluded_node_set(action.set_labels)
     if settings.possible_nodes:
         possible = expand_owner_list(settings.possible_nodes, ctx.swarm.nodes, ctx.policy.groups)
@@ -64,7 +64,7 @@ def opening_ready_nodes(ctx: PlanContext, service: Service) -> SetServiceConstra
     drops those exclusions (the policy's own limits kept, as above), or None."""
     if not any(t.is_pending for t in ctx.snapshot.tasks_of(service.id)):
         return None
-    excluded = excluded_node_set(service.labels)
+    excluded = service.excluded
     opening = {n.id for n in ctx.snapshot.nodes if n.accepts_tasks and n.id in excluded}
     if not opening:
         return None

@@ -56,10 +56,8 @@ from controller.core.replicas import (
     PREEMPT,
     REBALANCE,
     SPECULATE,
-    ReplicaRecordError,
     change_replicas,
     operator_changed,
-    read_replica_record,
 )
 
 RULE = "preemption"
@@ -109,10 +107,9 @@ def _is_triggered(ctx: PlanContext, service: Service) -> bool:
 
 
 def _speculating(service: Service) -> bool:
-    try:
-        record = read_replica_record(service.labels)
-    except ReplicaRecordError:
+    if service.replica_record_error is not None:
         return False
+    record = service.replica_record
     return record is not None and record.operation == SPECULATE
 
 
@@ -152,10 +149,9 @@ def _not_now(service: Service, max_unavailable: int) -> str | None:
     if service.in_rollout:
         # A scale-down is a spec write: it would resume a paused rollout.
         return f"Swarm is rolling an update ({service.update_state})"
-    try:
-        record = read_replica_record(service.labels)
-    except ReplicaRecordError as exc:
-        return str(exc)
+    if service.replica_record_error is not None:
+        return service.replica_record_error
+    record = service.replica_record
     if record is None:
         return None
     if operator_changed(service, record):
@@ -311,7 +307,7 @@ def _write(
         count = plan.get(victim.id, 0)
         if not count:
             continue
-        record = read_replica_record(victim.labels)
+        record = victim.replica_record
         # A held service stays held: only `swarm-placement start` brings it back.
         operation = HOLD if record is not None and record.operation == HOLD else PREEMPT
         base = record.base if record is not None else victim.replicas

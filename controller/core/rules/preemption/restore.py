@@ -23,10 +23,8 @@ from controller.core.model import Service
 from controller.core.replicas import (
     PREEMPT,
     ReplicaRecord,
-    ReplicaRecordError,
     change_replicas,
     operator_changed,
-    read_replica_record,
     restore_replicas,
 )
 
@@ -34,10 +32,9 @@ RULE = "restore"
 
 
 def _preempted(service: Service) -> ReplicaRecord | None:
-    try:
-        record = read_replica_record(service.labels)
-    except ReplicaRecordError:
+    if service.replica_record_error is not None:
         return None  # reported by the failover rule
+    record = service.replica_record
     if record is None or record.operation != PREEMPT or operator_changed(service, record):
         return None  # the failover rule forgets a record the operator overrode
     return record

@@ -19,7 +19,6 @@ from controller.core.decisions import Decision, Outcome
 from controller.core.kernel.ledger import AvailabilityLedger
 from controller.core.kernel.levels import Level
 from controller.core.model import Resources, Service
-from controller.core.replicas import ReplicaRecordError, read_replica_record
 from controller.core.rules.rebalance.load import Load, task_demand
 from controller.core.rules.rebalance.triggers import Joins, streak
 from controller.policy import RebalanceMode
@@ -78,10 +77,9 @@ def unsettled(cycle: RebalanceCycle, service: Service) -> str | None:
     """Why the service is not at rest (a move now could compound one under way)."""
     if service.in_rollout:
         return f"Swarm is rolling an update ({service.update_state})"
-    try:
-        record = read_replica_record(service.labels)
-    except ReplicaRecordError as exc:
-        return str(exc)
+    if service.replica_record_error is not None:
+        return service.replica_record_error
+    record = service.replica_record
     if record is not None:
         return f"a replica operation ({record.operation}) is in flight"
     snapshot = cycle.ctx.snapshot

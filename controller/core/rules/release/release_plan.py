@@ -42,9 +42,7 @@ from controller.core.model import Availability, Node, Service, ServiceMode
 from controller.core.replicas import (
     REPLICA_RECORD_LABELS,
     ReplicaRecord,
-    ReplicaRecordError,
     operator_changed,
-    read_replica_record,
 )
 
 RULE = "release"
@@ -69,10 +67,9 @@ ReleaseAction = ReleaseConstraints | ReleaseReplicas
 
 def _restorable(service: Service) -> tuple[ReplicaRecord | None, str | None]:
     """The record whose count a release puts back, or why the record is left alone."""
-    try:
-        record = read_replica_record(service.labels)
-    except ReplicaRecordError as exc:
-        return None, str(exc)
+    if service.replica_record_error is not None:
+        return None, service.replica_record_error
+    record = service.replica_record
     if record is None or operator_changed(service, record):
         return None, None
     if service.mode is not ServiceMode.REPLICATED:
