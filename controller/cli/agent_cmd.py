@@ -84,6 +84,14 @@ def register(subparsers: Any) -> None:
         metavar="SECONDS",
         help="usage is averaged over this long (60)",
     )
+    option(
+        agent,
+        "--probe-socket",
+        env="PROBE_SOCKET",
+        type=Path,
+        metavar="FILE",
+        help="also answer /healthz on this unix socket, for the container healthcheck",
+    )
     add_tls_options(agent, client_ca=False)
     agent.set_defaults(handler=run_agent)
 
@@ -128,6 +136,7 @@ def run_agent(args: argparse.Namespace) -> int:
             interval=args.interval,
             window=args.window,
             tls=tls_files(args),
+            probe_socket=args.probe_socket,
         )
         agent = Agent(config, connect)
     except ValueError as exc:

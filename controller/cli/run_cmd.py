@@ -178,6 +178,17 @@ def register(subparsers: Any) -> None:
         metavar="FILE",
         help="require client certificates signed by this CA (PEM)",
     )
+    option(
+        web,
+        "--probe-socket",
+        env="PROBE_SOCKET",
+        type=Path,
+        metavar="FILE",
+        help=(
+            "also answer /healthz and /readyz on this unix socket, for the container "
+            "healthcheck: no network client can reach or crowd it (the image sets it)"
+        ),
+    )
     switch(web, "--no-ui", env="NO_UI", help="do not serve the web view at /ui")
     option(
         web,
@@ -214,6 +225,7 @@ def _service_options(args: argparse.Namespace) -> dict[str, Any]:
     if args.http:
         out["http"] = parse_address(str(args.http))
     out["tls"] = tls_files(args)
+    out["probe_socket"] = args.probe_socket
     out["ui"] = not args.no_ui
     if args.trace_url:
         if "{trace_id}" not in args.trace_url:

@@ -23,6 +23,7 @@ import anyio.from_thread
 import anyio.lowlevel
 import anyio.to_thread
 from opentelemetry.sdk.trace import SpanProcessor
+from starlette.routing import Route
 from tenacity import (
     AsyncRetrying,
     retry_if_exception_type,
@@ -94,6 +95,8 @@ class RunConfig:
     health: HealthConfig | None = None  # webhook, placement plugins, node agents
     tls: TlsFiles | None = None  # the HTTP server's certificate (and client CA)
     ui: bool = True  # the web view at /ui
+    # The container healthcheck's own listener (a unix socket no network client reaches).
+    probe_socket: Path | None = None
     trace_url: str | None = None  # a trace in the OTLP backend's UI, {trace_id} in it
 
 
@@ -158,6 +161,11 @@ class Controller:
         self.view = WebView(trace_url=config.trace_url, clock=clock) if config.ui else None
         # Bound now, so a taken port or a bad certificate fails the start at once.
         self.server = self._make_server()
+        self.probe_server = (
+            HttpServer([], make_app(self._probes()), unix=config.probe_socket)
+            if config.probe_socket is not None
+            else None
+        )
 
     def _make_server(self) -> HttpServer | None:
         """One server for everything HTTP, on the --http address and, for stacks that
@@ -168,7 +176,7 @@ class Controller:
         ]
         if not addresses:
             return None
-        routes = probe_routes(self.health, self.metrics, token=self.config.metrics_token)
+        routes = self._probes()
         webhook = self._make_webhook()
         if webhook is not None:
             routes += webhook.routes()
@@ -177,6 +185,9 @@ class Controller:
         app = make_app(routes, home="/ui" if self.view is not None else None)
         on_stop = self.view.close if self.view is not None else lambda: None
         return HttpServer(addresses, app, tls=self.config.tls, on_stop=on_stop)
+
+    def _probes(self) -> list[Route]:
+        return probe_routes(self.health, self.metrics, token=self.config.metrics_token)
 
     def _make_liveness(self) -> LivenessGatherer:
         health = self.config.health or HealthConfig()
@@ -294,8 +305,9 @@ class Controller:
                     # Probes answer from the start, also while the engine is still away.
                     tg.start_soon(self._heartbeat)
                     # The webhook too: until the first observation it answers 503.
-                    if self.server is not None:
-                        tg.start_soon(self.server.run)
+                    for server in (self.server, self.probe_server):
+                        if server is not None:
+                            tg.start_soon(server.run)
                     await self._run()
                     tg.cancel_scope.cancel()
         except BaseExceptionGroup as group:

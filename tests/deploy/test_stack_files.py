@@ -89,7 +89,7 @@ def test_an_agent_on_every_node_reachable_by_the_controllers(
     assert set(agent["networks"]) & set(controller["networks"])
     env = agent["environment"]
     port = env["PLACEMENT_AGENT_LISTEN"].rsplit(":", 1)[1]
-    assert agent["healthcheck"]["test"][-1] == f":{port}"
+    assert port == "9810"
     (secret,) = agent["secrets"]
     assert env["PLACEMENT_AGENT_SECRET_FILE"] == f"/run/secrets/{secret['target']}"
     assert secret["source"] in {s["source"] for s in controller["secrets"]}
@@ -134,3 +134,18 @@ def test_the_dockerfile_takes_its_base_as_an_argument_and_probes_with_a_real_scr
     assert len(re.findall(r"^FROM \$\{BASE\}", text, re.MULTILINE)) == 2, "multi-stage"
     scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
     assert "swarm-placement-probe" in scripts and "swarm-placement-probe" in text
+
+
+def test_the_healthchecks_ask_a_unix_socket_no_network_client_reaches(
+    controller: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    text = (ROOT / "deploy" / "Dockerfile").read_text()
+    found = re.search(r"PLACEMENT_PROBE_SOCKET=(\S+)", text)
+    assert found is not None, "the image names the probe socket"
+    agent = _load("compose.yaml")["services"]["agent"]
+    for service in (controller, agent):
+        # No address given: the probe asks the socket the image names (cli/healthcheck.py).
+        assert service["healthcheck"]["test"] == ["CMD", "swarm-placement-probe", "healthz"]
+        monkeypatch.setenv("PLACEMENT_PROBE_SOCKET", found.group(1))
+        args = build_parser().parse_args(service["command"])
+        assert str(args.probe_socket) == found.group(1)
