@@ -20,16 +20,16 @@ only fires the loop's trigger.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from typing import Any, Literal
 
 import anyio
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from controller.adapters.bounded_json import JsonInputError, parse_json
 from controller.core.model import ClusterSnapshot, Node, NodeState
 from controller.core.outside_inputs import HealthReport, HealthState
 from controller.runtime.health_store import HealthStore
@@ -122,10 +122,13 @@ class HealthApi:
             raise _RequestError(415, "Content-Type must be application/json")
         body = bytearray()
         with anyio.move_on_after(BODY_SECONDS) as scope:
-            async for chunk in request.stream():
-                body += chunk
-                if len(body) > length:
-                    raise _RequestError(400, "the body is longer than its Content-Length")
+            try:
+                async for chunk in request.stream():
+                    body += chunk
+                    if len(body) > length:
+                        raise _RequestError(400, "the body is longer than its Content-Length")
+            except ClientDisconnect:  # gone, or cut by the server's request deadline
+                raise _RequestError(400, "the client went away before its body arrived") from None
         if scope.cancelled_caught:
             raise _RequestError(408, f"the body did not arrive within {BODY_SECONDS:g} s")
         return bytes(body)
@@ -140,8 +143,8 @@ class HealthApi:
 
     def accept(self, body: bytes) -> dict[str, Any]:
         try:
-            data = json.loads(body)
-        except (UnicodeDecodeError, ValueError) as exc:
+            data = parse_json(body, max_bytes=self.max_body)
+        except JsonInputError as exc:
             raise _RequestError(400, f"the body is not valid JSON: {exc}") from None
         if not isinstance(data, dict):
             raise _RequestError(422, "expected a JSON object {node, state, reason, ttl}")
