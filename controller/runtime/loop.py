@@ -23,7 +23,6 @@ import anyio.from_thread
 import anyio.lowlevel
 import anyio.to_thread
 from opentelemetry.sdk.trace import SpanProcessor
-from starlette.routing import Route
 from tenacity import (
     AsyncRetrying,
     retry_if_exception_type,
@@ -52,9 +51,9 @@ from controller.core.decisions import Decision
 from controller.runtime.cycle_trigger import Trigger
 from controller.runtime.endpoints import Health, probe_routes
 from controller.runtime.health_inputs import HealthConfig, build_inputs
-from controller.runtime.http_app import make_app
-from controller.runtime.http_server import HttpServer, TlsFiles
+from controller.runtime.http_server import TlsFiles
 from controller.runtime.lease_keeper import LeaseConfig, LeaseKeeper, fenced
+from controller.runtime.listeners import login_url, make_listeners
 from controller.runtime.liveness import LivenessGatherer
 from controller.runtime.metrics import Metrics
 from controller.runtime.pause_hook import pausing
@@ -67,6 +66,7 @@ from controller.runtime.tracing import (
     get_tracer,
     make_tracer_provider,
 )
+from controller.runtime.ui_access import UiAccess
 from controller.runtime.watcher import EventWatcher
 from controller.runtime.web_view import WebView, role_of
 from controller.runtime.webhook import HealthApi
@@ -95,6 +95,8 @@ class RunConfig:
     health: HealthConfig | None = None  # webhook, placement plugins, node agents
     tls: TlsFiles | None = None  # the HTTP server's certificate (and client CA)
     ui: bool = True  # the web view at /ui
+    ui_token: str | None = None  # None: one is made at start, and its login link said
+    ui_hosts: tuple[str, ...] = ()  # host names the view answers to, beyond IP addresses
     # The container healthcheck's own listener (a unix socket no network client reaches).
     probe_socket: Path | None = None
     trace_url: str | None = None  # a trace in the OTLP backend's UI, {trace_id} in it
@@ -158,36 +160,42 @@ class Controller:
             policy, self.lease, agents=self._agents_reporting, plugin_failures=self._plugin_failures
         )
         self.health = Health(started=time.monotonic(), loop_beat=time.monotonic(), lease=self.lease)
-        self.view = WebView(trace_url=config.trace_url, clock=clock) if config.ui else None
-        # Bound now, so a taken port or a bad certificate fails the start at once.
-        self.server = self._make_server()
-        self.probe_server = (
-            HttpServer([], make_app(self._probes()), unix=config.probe_socket)
-            if config.probe_socket is not None
+        self.view = (
+            WebView(
+                UiAccess.configured(
+                    token=config.ui_token,
+                    hosts=config.ui_hosts,
+                    tls=config.tls is not None,
+                    mutual_tls=config.tls is not None and config.tls.client_ca is not None,
+                ),
+                trace_url=config.trace_url,
+                clock=clock,
+            )
+            if config.ui
             else None
         )
-
-    def _make_server(self) -> HttpServer | None:
-        """One server for everything HTTP, on the --http address and, for stacks that
-        post health to their own port, the webhook's (the same app on both)."""
-        health = self.config.health
-        addresses = [
-            a for a in (self.config.http, health.webhook if health else None) if a is not None
-        ]
-        if not addresses:
-            return None
-        routes = self._probes()
+        # Bound now, so a taken port or a bad certificate fails the start at once.
         webhook = self._make_webhook()
-        if webhook is not None:
-            routes += webhook.routes()
-        if self.view is not None:
-            routes += self.view.routes()
-        app = make_app(routes, home="/ui" if self.view is not None else None)
-        on_stop = self.view.close if self.view is not None else lambda: None
-        return HttpServer(addresses, app, tls=self.config.tls, on_stop=on_stop)
+        self.listeners = make_listeners(
+            http=config.http,
+            webhook_address=config.health.webhook if config.health else None,
+            probe_socket=config.probe_socket,
+            probes=probe_routes(self.health, self.metrics, token=config.metrics_token),
+            webhook=webhook.routes() if webhook is not None else (),
+            view=self.view,
+            tls=config.tls,
+        )
+        self.server = self.listeners.main
+        self.probe_server = self.listeners.probe
 
-    def _probes(self) -> list[Route]:
-        return probe_routes(self.health, self.metrics, token=self.config.metrics_token)
+    def _announce_login(self) -> None:
+        """A token the controller made itself is said once, as the link to log in with."""
+        view = self.view
+        if view is None or view.access.token is None or self.config.ui_token is not None:
+            return
+        url = login_url(self.listeners, token=view.access.token, tls=self.config.tls is not None)
+        if url is not None:
+            self.say(f"web view: no --ui-token-file given, log in at {url}")
 
     def _make_liveness(self) -> LivenessGatherer:
         health = self.config.health or HealthConfig()
@@ -305,9 +313,9 @@ class Controller:
                     # Probes answer from the start, also while the engine is still away.
                     tg.start_soon(self._heartbeat)
                     # The webhook too: until the first observation it answers 503.
-                    for server in (self.server, self.probe_server):
-                        if server is not None:
-                            tg.start_soon(server.run)
+                    for server in self.listeners.all():
+                        tg.start_soon(server.run)
+                    self._announce_login()
                     await self._run()
                     tg.cancel_scope.cancel()
         except BaseExceptionGroup as group:
@@ -335,7 +343,7 @@ class Controller:
         """One line of what runs, how and where, before the first cycle."""
         config, lease = self.config, self.config.lease
         scheme = "https" if config.tls is not None else "http"
-        listen = self.server.addresses if self.server is not None else ()
+        listen = self.listeners.addresses()
         self._decision_log.started(
             {
                 "version": __version__,

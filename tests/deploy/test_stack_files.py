@@ -77,6 +77,7 @@ def test_every_variable_the_stack_sets_is_an_option_of_run(
     assert str(args.health_token_file) == env["PLACEMENT_HEALTH_TOKEN_FILE"]
     targets = {f"/run/secrets/{s['target']}" for s in controller["secrets"]}
     assert env["PLACEMENT_HEALTH_TOKEN_FILE"] in targets
+    assert str(args.ui_token_file) == env["PLACEMENT_UI_TOKEN_FILE"] in targets
 
 
 def test_an_agent_on_every_node_reachable_by_the_controllers(

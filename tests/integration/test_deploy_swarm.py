@@ -86,6 +86,7 @@ def stack(make_sandbox, tmp_path) -> Iterator[tuple[Sandbox, dict[str, str]]]:  
     client.secrets.create(name="placement-metrics-token", data=TOKEN.encode())
     client.secrets.create(name="placement-agent-secret", data=b"agent-secret-for-the-test")
     client.secrets.create(name="placement-health-token", data=b"health-token-for-the-test")
+    client.secrets.create(name="placement-ui-token", data=b"ui-token-for-the-test")
     client.close()
     yield sandbox, env
 
