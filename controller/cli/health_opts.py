@@ -47,6 +47,41 @@ def add_health_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="BYTES",
         help="largest webhook body accepted (16384)",
     )
+    option(
+        group,
+        "--health-escalations",
+        env="HEALTH_ESCALATIONS",
+        type=int,
+        what="a whole number",
+        default=3,
+        metavar="N",
+        help=(
+            "reports that make a node worse a caller may post in a burst, one more every "
+            "--health-escalation-seconds; beyond, 429 (3)"
+        ),
+    )
+    option(
+        group,
+        "--health-escalation-seconds",
+        env="HEALTH_ESCALATION_SECONDS",
+        type=float,
+        what="seconds",
+        default=60.0,
+        metavar="SECONDS",
+        help="how often a caller gets one more report that makes a node worse (60)",
+    )
+    option(
+        group,
+        "--health-replay-window",
+        env="HEALTH_REPLAY_WINDOW",
+        type=float,
+        what="seconds",
+        metavar="SECONDS",
+        help=(
+            "refuse replays: every post must carry `at` (epoch seconds) within this of the "
+            "controller's clock, later than the last taken for its node (off by default)"
+        ),
+    )
     switch(
         group,
         "--plugins",
@@ -178,6 +213,10 @@ def health_config(args: argparse.Namespace) -> HealthConfig | None:
         token = read_secret(args.health_token_file, "webhook token")
     if args.health_max_body < 1:
         raise ValueError("--health-max-body must be at least 1")
+    if args.health_escalations < 1 or args.health_escalation_seconds <= 0:
+        raise ValueError("--health-escalations must be at least 1, its seconds above 0")
+    if args.health_replay_window is not None and args.health_replay_window <= 0:
+        raise ValueError("--health-replay-window must be above 0")
     if args.plugin_timeout <= 0 or args.plugin_retry < 0 or args.agent_interval <= 0:
         raise ValueError("--plugin-timeout and --agent-interval must be above 0")
     if args.plugin_deadline <= 0:
@@ -200,6 +239,9 @@ def health_config(args: argparse.Namespace) -> HealthConfig | None:
         webhook=webhook,
         webhook_token=token,
         webhook_max_body=args.health_max_body,
+        webhook_escalations=args.health_escalations,
+        webhook_escalation_seconds=args.health_escalation_seconds,
+        webhook_replay_seconds=args.health_replay_window,
         plugin_dirs=tuple(d for d in args.plugin_dirs.split(":") if d) if args.plugins else (),
         plugin_timeout=args.plugin_timeout,
         plugin_deadline=args.plugin_deadline,

@@ -71,6 +71,10 @@ class HealthConfig:
     webhook: tuple[str, int] | None = None  # where POST /v1/health listens
     webhook_token: str = ""
     webhook_max_body: int = 16 * 1024
+    # Reports that make a node worse: this many per caller, one more every so many seconds.
+    webhook_escalations: int = 3
+    webhook_escalation_seconds: float = 60.0
+    webhook_replay_seconds: float | None = None  # with it, posts carry `at` within this
     plugin_dirs: tuple[str, ...] = ()  # empty: no placement plugins
     plugin_timeout: float = 2.0
     plugin_deadline: float = 1.0  # for all plugins' answers together

@@ -59,6 +59,7 @@ from controller.runtime.metrics import Metrics
 from controller.runtime.pause_hook import pausing
 from controller.runtime.policy_source import PolicySource
 from controller.runtime.reconciler import CycleResult, Reconciler
+from controller.runtime.report_limits import ReportLimits
 from controller.runtime.tracing import (
     DecisionLog,
     Exporter,
@@ -249,6 +250,12 @@ class Controller:
             max_body=health.webhook_max_body,
             role=lambda: "leader" if self.lease is None or self.lease.holds() else "standby",
             on_result=lambda result: self.metrics.webhook_reports.labels(result).inc(),
+            limits=ReportLimits(
+                escalations=health.webhook_escalations,
+                escalation_seconds=health.webhook_escalation_seconds,
+                replay_seconds=health.webhook_replay_seconds,
+            ),
+            say=self.say,
         )
 
     def _discover_agents(self, service: str, port: int, scheme: str) -> dict[str, str]:
