@@ -222,6 +222,13 @@ def health_config(args: argparse.Namespace) -> HealthConfig | None:
     if args.plugin_deadline <= 0:
         raise ValueError("--plugin-deadline must be above 0")
     agents = tuple(a.strip() for a in (args.agents or "").split(",") if a.strip())
+    plain = [a for a in agents if not a.lower().startswith("https://")]
+    if args.agent_ca_file and plain:
+        # The CA says the agents speak TLS: one listed in the clear would get the secret.
+        raise ValueError(
+            f"--agent-ca-file is set, so every agent is reached over https://, but "
+            f"--agents lists {', '.join(plain)}: the agents' secret would go in clear"
+        )
     secret = ""
     if agents or args.agent_service:
         if not args.agent_secret_file:

@@ -57,6 +57,7 @@ from controller.runtime.listeners import login_url, make_listeners
 from controller.runtime.liveness import LivenessGatherer
 from controller.runtime.metrics import Metrics
 from controller.runtime.pause_hook import pausing
+from controller.runtime.plaintext import plaintext_secrets
 from controller.runtime.policy_source import PolicySource
 from controller.runtime.reconciler import CycleResult, Reconciler
 from controller.runtime.report_limits import ReportLimits
@@ -188,6 +189,19 @@ class Controller:
         )
         self.server = self.listeners.main
         self.probe_server = self.listeners.probe
+
+    def _warn_plaintext(self) -> None:
+        config = self.config
+        for sentence in plaintext_secrets(
+            http=config.http,
+            tls=config.tls is not None,
+            metrics_token=config.metrics_token is not None,
+            ui=config.ui,
+            mutual_tls=config.tls is not None and config.tls.client_ca is not None,
+            health=config.health,
+        ):
+            log.warning("%s", sentence)  # stderr, where a person looks for trouble
+            self.say(f"warning: {sentence}")
 
     def _announce_login(self) -> None:
         """A token the controller made itself is said once, as the link to log in with."""
@@ -323,6 +337,7 @@ class Controller:
                     for server in self.listeners.all():
                         tg.start_soon(server.run)
                     self._announce_login()
+                    self._warn_plaintext()
                     await self._run()
                     tg.cancel_scope.cancel()
         except BaseExceptionGroup as group:

@@ -57,6 +57,17 @@ def test_wrong_options_are_refused(argv: list[str], says: str) -> None:
         _config(*argv)
 
 
+def test_a_plain_http_agent_is_refused_when_the_agents_have_a_ca(tmp_path: Path) -> None:
+    (tmp_path / "secret").write_text("sec")
+    (tmp_path / "ca.pem").write_text("a CA")
+    with pytest.raises(ValueError, match="lists http://b:9810: the agents' secret would go in"):
+        _config(
+            "--agents", "https://a:9810,http://b:9810",
+            "--agent-secret-file", str(tmp_path / "secret"),
+            "--agent-ca-file", str(tmp_path / "ca.pem"),
+        )  # fmt: skip
+
+
 def test_run_reports_them_as_usage_errors(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["run", "--health-listen", ":9465"]) == 2
     assert "--health-listen needs --health-token-file" in capsys.readouterr().err

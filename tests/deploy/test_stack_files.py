@@ -91,7 +91,7 @@ def test_an_agent_on_every_node_reachable_by_the_controllers(
     env = agent["environment"]
     port = env["PLACEMENT_AGENT_LISTEN"].rsplit(":", 1)[1]
     assert port == "9810"
-    (secret,) = agent["secrets"]
+    [secret] = [s for s in agent["secrets"] if s["source"] == "agent-secret"]
     assert env["PLACEMENT_AGENT_SECRET_FILE"] == f"/run/secrets/{secret['target']}"
     assert secret["source"] in {s["source"] for s in controller["secrets"]}
     assert controller["environment"]["PLACEMENT_AGENT_SERVICE"].endswith("_agent")
@@ -150,3 +150,29 @@ def test_the_healthchecks_ask_a_unix_socket_no_network_client_reaches(
         monkeypatch.setenv("PLACEMENT_PROBE_SOCKET", found.group(1))
         args = build_parser().parse_args(service["command"])
         assert str(args.probe_socket) == found.group(1)
+
+
+def test_the_stack_speaks_only_tls_with_certificates_as_secrets(
+    controller: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every token and the agents' secret would otherwise cross the network in clear."""
+    stack = _load("compose.yaml")
+    agent = stack["services"]["agent"]
+    for service in (controller, agent):
+        env = {
+            k: re.sub(r"\$\{[A-Z_]+:-([^}]*)\}", r"\1", v)
+            for k, v in service["environment"].items()
+        }
+        mounted = {f"/run/secrets/{s['target']}": s["source"] for s in service["secrets"]}
+        for key in ("PLACEMENT_TLS_CERT_FILE", "PLACEMENT_TLS_KEY_FILE"):
+            assert mounted[env[key]] in stack["secrets"], (key, service["command"])
+        for key, value in env.items():
+            monkeypatch.setenv(key, value)
+        args = build_parser().parse_args(service["command"])
+        assert args.tls_cert_file is not None and args.tls_key_file is not None
+    env = controller["environment"]
+    assert env["PLACEMENT_AGENT_CA_FILE"] in {
+        f"/run/secrets/{s['target']}" for s in controller["secrets"]
+    }, "the controllers reach the agents over https:// and believe only the stack's CA"
+    collector = _load("deploy/otel-collector.yaml")["receivers"]["prometheus"]["config"]
+    assert collector["scrape_configs"][0]["scheme"] == "https"

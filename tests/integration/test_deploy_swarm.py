@@ -29,6 +29,7 @@ from typing import Any
 
 import docker
 import pytest
+import trustme
 from prometheus_client.parser import text_string_to_metric_families
 from ruamel.yaml import YAML
 
@@ -45,6 +46,15 @@ CONTROLLER = f"{STACK}_controller"
 LEASE = f"{CONTROLLER}-lease"  # compose.yaml: PLACEMENT_LEASE_NAME
 TOKEN = "metrics-token-for-the-test"
 LIFETIME = 6
+# As docs/operations-deploy.md makes it: the names the stack's clients use.
+CERTIFICATE_NAMES = (
+    "controller", "tasks.controller", "placement_controller", "tasks.placement_controller",
+    "localhost", "127.0.0.1",
+)  # fmt: skip
+# Inside a controller's container: the stack's CA, to speak TLS to its own ports.
+IN_CONTAINER_TLS = (
+    "import ssl\ncontext = ssl.create_default_context(cafile='/run/secrets/placement-tls-ca')\n"
+)
 POLICY = """\
 apiVersion: placement/v1
 defaults:
@@ -87,6 +97,12 @@ def stack(make_sandbox, tmp_path) -> Iterator[tuple[Sandbox, dict[str, str]]]:  
     client.secrets.create(name="placement-agent-secret", data=b"agent-secret-for-the-test")
     client.secrets.create(name="placement-health-token", data=b"health-token-for-the-test")
     client.secrets.create(name="placement-ui-token", data=b"ui-token-for-the-test")
+    # The stack speaks only TLS: one certificate for the controllers and the agents.
+    ca = trustme.CA()
+    cert = ca.issue_cert(*CERTIFICATE_NAMES)
+    client.secrets.create(name="placement-tls-cert", data=cert.cert_chain_pems[0].bytes())
+    client.secrets.create(name="placement-tls-key", data=cert.private_key_pem.bytes())
+    client.secrets.create(name="placement-tls-ca", data=ca.cert_pem.bytes())
     client.close()
     yield sandbox, env
 
@@ -202,8 +218,10 @@ def _metrics(sandbox: Sandbox, record: LeaseRecord) -> dict[str, float]:
         container = client.containers.get(task)
         code, out = container.exec_run(
             ["python3", "-c",
-             "import urllib.request as u; r = u.Request('http://127.0.0.1:9464/metrics', "
-             f"headers={{'Authorization': 'Bearer {TOKEN}'}}); print(u.urlopen(r).read().decode())"]
+             IN_CONTAINER_TLS +
+             "import urllib.request as u; r = u.Request('https://127.0.0.1:9464/metrics', "
+             f"headers={{'Authorization': 'Bearer {TOKEN}'}}); "
+             "print(u.urlopen(r, context=context).read().decode())"]
         )  # fmt: skip
     finally:
         client.close()
@@ -223,11 +241,12 @@ def _post_health(sandbox: Sandbox, record: LeaseRecord, body: dict[str, object])
     try:
         code, out = client.containers.get(task).exec_run(
             ["python3", "-c",
+             IN_CONTAINER_TLS +
              "import json, sys, urllib.request as u\n"
              "token = open('/run/secrets/placement-health-token').read().strip()\n"
-             "r = u.Request('http://127.0.0.1:9465/v1/health', data=sys.argv[1].encode(), "
+             "r = u.Request('https://127.0.0.1:9465/v1/health', data=sys.argv[1].encode(), "
              "headers={'Authorization': 'Bearer ' + token, 'Content-Type': 'application/json'})\n"
-             "print(u.urlopen(r).read().decode())",
+             "print(u.urlopen(r, context=context).read().decode())",
              json.dumps(body)]
         )  # fmt: skip
     finally:
@@ -416,6 +435,8 @@ def test_the_stack_places_fails_over_and_survives_its_leader(stack) -> None:  # 
         "the leader to hear from the four agents",
         interval=1.0,
     )
+    # The stack's defaults carry no secret in clear (the agents over https:// too).
+    assert not _holder_log(sandbox, first, ("in clear",)), _holder_log(sandbox, first)
 
     # Fillers make Swarm itself put db anywhere but on node-4, its preferred node.
     for i in range(2):
