@@ -138,8 +138,11 @@ def add_health_arguments(parser: argparse.ArgumentParser) -> None:
         group,
         "--agents",
         env="AGENTS",
-        metavar="URL,URL",
-        help="node agents to collect from, e.g. http://10.0.0.5:9810,...",
+        metavar="NODE=URL,...",
+        help=(
+            "node agents to collect from, each with the node it speaks for (hostname or "
+            "ID), e.g. node-2=https://10.0.0.5:9810,..."
+        ),
     )
     option(
         group,
@@ -186,6 +189,22 @@ def add_health_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _listed_agents(text: str) -> tuple[tuple[str, str], ...]:
+    """`NODE=URL,...`: each agent with the node it speaks for (ValueError otherwise)."""
+    listed = []
+    for entry in (e.strip() for e in text.split(",")):
+        if not entry:
+            continue
+        node, sep, url = entry.partition("=")
+        if not sep or not node.strip() or "://" not in url:
+            raise ValueError(
+                f"--agents: {entry!r} names no node: list each agent as NODE=URL, e.g. "
+                "node-2=https://10.0.0.5:9810 (a listed agent is believed for its node only)"
+            )
+        listed.append((node.strip(), url.strip()))
+    return tuple(listed)
+
+
 def _agent_ca(path: Path | None) -> Path | None:
     if path is not None and not Path(path).is_file():
         raise ValueError(f"the agents' CA file {path} does not exist")
@@ -221,8 +240,8 @@ def health_config(args: argparse.Namespace) -> HealthConfig | None:
         raise ValueError("--plugin-timeout and --agent-interval must be above 0")
     if args.plugin_deadline <= 0:
         raise ValueError("--plugin-deadline must be above 0")
-    agents = tuple(a.strip() for a in (args.agents or "").split(",") if a.strip())
-    plain = [a for a in agents if not a.lower().startswith("https://")]
+    agents = _listed_agents(args.agents or "")
+    plain = [url for _, url in agents if not url.lower().startswith("https://")]
     if args.agent_ca_file and plain:
         # The CA says the agents speak TLS: one listed in the clear would get the secret.
         raise ValueError(

@@ -79,7 +79,8 @@ class HealthConfig:
     plugin_timeout: float = 2.0
     plugin_deadline: float = 1.0  # for all plugins' answers together
     plugin_retry: float = 10.0
-    agents: tuple[str, ...] = ()  # agent addresses (http://HOST:PORT)
+    # Listed agents: (the node each speaks for, by hostname or ID; its https://HOST:PORT).
+    agents: tuple[tuple[str, str], ...] = ()
     agent_service: str | None = None  # or: the agents' global service, found by its tasks
     agent_port: int = 9810
     agent_secret: str = ""
@@ -120,7 +121,7 @@ def build_inputs(
         )
         agents = AgentCollector(
             secret=config.agent_secret,
-            addresses=config.agents,
+            addresses={url: node for node, url in config.agents},
             discover=finder,
             interval=config.agent_interval,
             timeout=config.agent_timeout,

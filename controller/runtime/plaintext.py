@@ -70,7 +70,7 @@ def _agents(health: HealthConfig) -> Iterable[str]:
             "secret crosses the network in clear; give the agents a certificate and the "
             "controller --agent-ca-file (docs/operations-deploy.md, TLS)"
         )
-    for address in health.agents:
+    for _, address in health.agents:
         parts = urlsplit(address)
         if parts.scheme != "https" and not is_loopback(parts.hostname or ""):
             yield (

@@ -176,3 +176,11 @@ def test_the_stack_speaks_only_tls_with_certificates_as_secrets(
     }, "the controllers reach the agents over https:// and believe only the stack's CA"
     collector = _load("deploy/otel-collector.yaml")["receivers"]["prometheus"]["config"]
     assert collector["scrape_configs"][0]["scheme"] == "https"
+
+
+def test_nothing_without_a_credential_is_published_on_the_nodes() -> None:
+    """A published port answers on every node of the swarm (the routing mesh): Jaeger's
+    UI, which asks no credential and shows every decision, was one."""
+    for name in ("compose.yaml", "compose.otel.yaml"):
+        for service, spec in _load(name)["services"].items():
+            assert "ports" not in spec, (name, service)

@@ -47,10 +47,7 @@ LEASE = f"{CONTROLLER}-lease"  # compose.yaml: PLACEMENT_LEASE_NAME
 TOKEN = "metrics-token-for-the-test"
 LIFETIME = 6
 # As docs/operations-deploy.md makes it: the names the stack's clients use.
-CERTIFICATE_NAMES = (
-    "controller", "tasks.controller", "placement_controller", "tasks.placement_controller",
-    "localhost", "127.0.0.1",
-)  # fmt: skip
+CERTIFICATE_NAMES = ("controller", "tasks.controller", "localhost", "127.0.0.1")
 # Inside a controller's container: the stack's CA, to speak TLS to its own ports.
 IN_CONTAINER_TLS = (
     "import ssl\ncontext = ssl.create_default_context(cafile='/run/secrets/placement-tls-ca')\n"
@@ -322,6 +319,17 @@ def _lease_notes(sandbox: Sandbox, record: LeaseRecord) -> list[str]:
     return _holder_log(sandbox, record, ("lease:", "unreachable"))
 
 
+def _exec(sandbox: Sandbox, record: LeaseRecord, command: list[str]) -> tuple[int, str]:
+    """Run a command in the holder's container: its exit code and output."""
+    task, node = record.holder.rsplit("@", 1)
+    client = sandbox.client(node)
+    try:
+        code, out = client.containers.get(task).exec_run(command)
+    finally:
+        client.close()
+    return int(code), out.decode(errors="replace")
+
+
 def _signal_holder(sandbox: Sandbox, record: LeaseRecord, signal: str) -> None:
     task, node = record.holder.rsplit("@", 1)
     client = sandbox.client(node)
@@ -437,6 +445,8 @@ def test_the_stack_places_fails_over_and_survives_its_leader(stack) -> None:  # 
     )
     # The stack's defaults carry no secret in clear (the agents over https:// too).
     assert not _holder_log(sandbox, first, ("in clear",)), _holder_log(sandbox, first)
+    # The crash tests' pause hook is not in the production image.
+    assert _exec(sandbox, first, ["python3", "-c", "import controller.runtime.pause_hook"])[0]
 
     # Fillers make Swarm itself put db anywhere but on node-4, its preferred node.
     for i in range(2):

@@ -40,7 +40,9 @@ def test_with_tls_and_the_agents_ca_nothing_is_said(tmp_path: Path) -> None:
 
 
 def test_loopback_is_no_network_but_a_listed_agent_elsewhere_is() -> None:
-    agents = HealthConfig(agents=("http://127.0.0.1:9810", "http://10.0.0.5:9810"))
+    agents = HealthConfig(
+        agents=(("node-1", "http://127.0.0.1:9810"), ("node-2", "http://10.0.0.5:9810"))
+    )
     said = plaintext_secrets(
         http=("127.0.0.1", 9464), tls=False, metrics_token=True, ui=True, mutual_tls=False,
         health=agents,
