@@ -71,7 +71,7 @@ def _bind(address: tuple[str, int]) -> socket.socket:
 
 def _bind_unix(path: Path) -> socket.socket:
     """A unix socket only its owner (root, in the container) may connect to."""
-    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    path.parent.mkdir(mode=0o755, parents=True, exist_ok=True)  # the socket's mode guards it
     if path.is_socket():
         path.unlink()  # left by a process that died
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)

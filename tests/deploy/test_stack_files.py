@@ -101,6 +101,7 @@ def test_an_agent_on_every_node_reachable_by_the_controllers(
     assert args.listen == env["PLACEMENT_AGENT_LISTEN"]
     assert str(args.secret_file) == env["PLACEMENT_AGENT_SECRET_FILE"]
     assert args.usage == "host" and str(args.proc) == env["PLACEMENT_AGENT_PROC"]
+    assert args.docker_proxy, "the agent reaches Docker read-only, and not as root"
 
 
 def test_the_stacks_network_is_encrypted() -> None:

@@ -319,6 +319,45 @@ def _lease_notes(sandbox: Sandbox, record: LeaseRecord) -> list[str]:
     return _holder_log(sandbox, record, ("lease:", "unreachable"))
 
 
+# As the agent's own user: the socket itself, then a write through the agent's proxy.
+AS_THE_AGENT = """
+import socket, sys
+try:
+    socket.socket(socket.AF_UNIX).connect("/var/run/docker.sock")
+    sys.exit("the agent's user opened the Docker socket")
+except PermissionError:
+    pass
+s = socket.socket(socket.AF_UNIX)
+s.connect("/run/swarm-placement/docker-read.sock")
+s.sendall(b"POST /v1.41/containers/create HTTP/1.1\\r\\nHost: x\\r\\n"
+          b"Content-Length: 2\\r\\n\\r\\n{}")
+print(s.recv(200).decode().splitlines()[0])
+"""
+
+
+def _agent_reads_docker_only(sandbox: Sandbox) -> None:
+    """The agent's process runs as user 65534, which can neither open the Docker socket
+    nor write through the agent's proxy (docs/operations-deploy.md)."""
+    client = sandbox.client()
+    try:
+        [task] = client.api.tasks(
+            filters={"service": f"{STACK}_agent", "desired-state": "running", "node": "node-4"}
+        )
+        node = next(n["Description"]["Hostname"] for n in client.api.nodes()
+                    if n["ID"] == task["NodeID"])  # fmt: skip
+    finally:
+        client.close()
+    engine = sandbox.client(node)
+    try:
+        container = engine.containers.get(task["Status"]["ContainerStatus"]["ContainerID"])
+        code, out = container.exec_run(["sh", "-c", "grep '^Uid:' /proc/1/status"])
+        assert code == 0 and out.decode().split()[1:3] == ["65534", "65534"], out
+        code, out = container.exec_run(["python3", "-c", AS_THE_AGENT], user="65534")
+    finally:
+        engine.close()
+    assert code == 0 and out.decode().strip() == "HTTP/1.1 403 Forbidden", out.decode()
+
+
 def _exec(sandbox: Sandbox, record: LeaseRecord, command: list[str]) -> tuple[int, str]:
     """Run a command in the holder's container: its exit code and output."""
     task, node = record.holder.rsplit("@", 1)
@@ -447,6 +486,7 @@ def test_the_stack_places_fails_over_and_survives_its_leader(stack) -> None:  # 
     assert not _holder_log(sandbox, first, ("in clear",)), _holder_log(sandbox, first)
     # The crash tests' pause hook is not in the production image.
     assert _exec(sandbox, first, ["python3", "-c", "import controller.runtime.pause_hook"])[0]
+    _agent_reads_docker_only(sandbox)
 
     # Fillers make Swarm itself put db anywhere but on node-4, its preferred node.
     for i in range(2):
