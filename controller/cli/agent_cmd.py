@@ -119,13 +119,6 @@ def register(subparsers: Any) -> None:
     add_tls_options(agent, client_ca=False)
     agent.set_defaults(handler=run_agent)
 
-    proxy: argparse.ArgumentParser = subparsers.add_parser(
-        "agent-docker-proxy",
-        help="the agent's read-only Docker proxy (`agent --docker-proxy` starts it)",
-    )
-    proxy.add_argument("--upstream", required=True)
-    proxy.add_argument("--listen", type=Path, required=True)
-    proxy.set_defaults(handler=run_docker_proxy)
 
     plugin: argparse.ArgumentParser = subparsers.add_parser(
         "reference-plugin",
@@ -156,8 +149,9 @@ def _start_docker_proxy() -> subprocess.Popen[bytes]:
     if not host.startswith("unix://"):
         raise ValueError(f"--docker-proxy works with a unix socket, not DOCKER_HOST={host}")
     process = subprocess.Popen(
-        [sys.executable, "-m", "controller", "agent-docker-proxy",
-         "--upstream", host.removeprefix("unix://"), "--listen", str(PROXY_SOCKET)],
+        # The module alone (standard library only), not the whole command line: small.
+        [sys.executable, "-m", "controller.runtime.docker_proxy",
+         host.removeprefix("unix://"), str(PROXY_SOCKET)],
         stdin=subprocess.PIPE,  # closed with this process: the proxy then stops
     )  # fmt: skip
     deadline = time.monotonic() + 10
@@ -167,13 +161,6 @@ def _start_docker_proxy() -> subprocess.Popen[bytes]:
         time.sleep(0.05)
     os.environ["DOCKER_HOST"] = f"unix://{PROXY_SOCKET}"
     return process
-
-
-def run_docker_proxy(args: argparse.Namespace) -> int:
-    from controller.runtime.docker_proxy import make_proxy, serve_until_stdin_closes  # noqa: PLC0415
-
-    serve_until_stdin_closes(make_proxy(args.upstream, args.listen))
-    return EXIT_OK
 
 
 def run_agent(args: argparse.Namespace) -> int:

@@ -33,7 +33,7 @@ GROUPS = (
             "completion",
         ),
     ),
-    ("parts of the stack", ("agent", "agent-docker-proxy", "reference-plugin")),
+    ("parts of the stack", ("agent", "reference-plugin")),
     ("sandbox swarm and image (a local test swarm, root)", ("sandbox", "image")),
 )
 COMMAND_MODULES = (

@@ -153,3 +153,15 @@ def give_up_root(uid: int, gid: int) -> None:
     os.setuid(uid)
     if os.geteuid() == 0 or os.getuid() == 0:
         raise RuntimeError("could not give up root")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m controller.runtime.docker_proxy UPSTREAM LISTEN`: the standard library
+    only, so that the process beside the agent stays small."""
+    upstream, listen = argv if argv is not None else sys.argv[1:]
+    serve_until_stdin_closes(make_proxy(upstream, Path(listen)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

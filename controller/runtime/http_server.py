@@ -1,4 +1,4 @@
-"""The process's one HTTP server: uvicorn serving one Starlette app, with TLS and limits.
+"""An HTTP server of the process: uvicorn serving one Starlette app, with TLS and limits.
 
 Sockets are bound, and certificate files read, at construction: a taken port or a bad
 key fails the start at once instead of a task later. The server runs as a task of the
@@ -7,9 +7,9 @@ a request costs no thread, and a blocked loop fails /healthz as it should.
 
 Limits, so that no client can hold the server (http_guard.py): a request must arrive
 whole within 10 s of the connection or of the previous answer, at most 16 connections
-per client address and 256 in all (more are closed at once), headers of at most 16 KiB,
-idle keep-alive connections closed after 5 s; bodies are capped and timed by the routes
-that read them. TLS offers only ciphers with forward secrecy.
+per client address and 256 in all (more are closed at once), headers still arriving
+buffered up to 16 KiB, idle keep-alive connections closed after 5 s; bodies are capped
+and timed by the routes that read them. TLS offers only ciphers with forward secrecy.
 
 The container healthcheck does not queue behind network clients at all: it asks a
 server of its own on a unix socket (`unix`), which only processes in the container

@@ -475,18 +475,20 @@ def test_the_stack_places_fails_over_and_survives_its_leader(stack) -> None:  # 
     _service_stays_put_while_the_lease_renews(sandbox)
     nodes = {t["NodeID"] for t in tasks}
     assert len(tasks) == 2 and len(nodes) == 2, "two replicas on two managers"
-    # An agent on every node, and the leader collects from each of them.
-    wait_until(
-        lambda: _total(_metrics(sandbox, first), "placement_agents_reporting") == 4,
-        90,
-        "the leader to hear from the four agents",
-        interval=1.0,
-    )
-    # The stack's defaults carry no secret in clear (the agents over https:// too).
-    assert not _holder_log(sandbox, first, ("in clear",)), _holder_log(sandbox, first)
-    # The crash tests' pause hook is not in the production image.
-    assert _exec(sandbox, first, ["python3", "-c", "import controller.runtime.pause_hook"])[0]
-    _agent_reads_docker_only(sandbox)
+    with _explained(sandbox, first):
+        # An agent on every node, and the leader collects from each of them.
+        wait_until(
+            lambda: _total(_metrics(sandbox, first), "placement_agents_reporting") == 4,
+            90,
+            "the leader to hear from the four agents",
+            interval=1.0,
+        )
+        # The stack's defaults carry no secret in clear (the agents over https:// too).
+        assert not _holder_log(sandbox, first, ("in clear",)), _holder_log(sandbox, first)
+        # The crash tests' pause hook is not in the production image.
+        code, _ = _exec(sandbox, first, ["python3", "-c", "import controller.runtime.pause_hook"])
+        assert code != 0
+        _agent_reads_docker_only(sandbox)
 
     # Fillers make Swarm itself put db anywhere but on node-4, its preferred node.
     for i in range(2):
