@@ -169,7 +169,10 @@ class HttpServer:
         for sock in self._sockets:
             sock.close()
         if self._unix is not None and self._unix.is_socket():
-            self._unix.unlink(missing_ok=True)
+            # An agent that gave up root may not remove root's socket: it stays, and the
+            # next start replaces it.
+            with contextlib.suppress(OSError):
+                self._unix.unlink(missing_ok=True)
 
     async def run(self) -> None:
         """Serve until cancelled; then stop accepting, and close within a few seconds."""

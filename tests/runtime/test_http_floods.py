@@ -250,3 +250,18 @@ def test_an_agent_under_a_socket_flood_still_answers_its_healthcheck(
     finally:
         agent.stop()
         thread.join(timeout=10)
+
+
+def test_a_process_that_gave_up_root_stops_cleanly_though_it_cannot_remove_its_socket(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The agent binds its probe socket as root, then runs as user 65534: removing the
+    socket at its stop is refused, and that must not turn a clean stop into an error."""
+    server = HttpServer([], make_app([]), unix=tmp_path / "probe.sock")
+
+    def refused(self: Path, missing_ok: bool = False) -> None:
+        raise PermissionError(13, "Permission denied", str(self))
+
+    monkeypatch.setattr(Path, "unlink", refused)
+    server.close()
+    assert (tmp_path / "probe.sock").is_socket(), "left for the next start to replace"
