@@ -16,6 +16,7 @@ from ruamel.yaml import YAML
 
 from controller.adapters.policy_file import load_policy_file
 from controller.cli.main import build_parser
+from controller.runtime.endpoints import LOOP_STALE_SECONDS
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -148,6 +149,10 @@ def test_the_healthchecks_ask_a_unix_socket_no_network_client_reaches(
     for service in (controller, agent):
         # No address given: the probe asks the socket the image names (cli/healthcheck.py).
         assert service["healthcheck"]["test"] == ["CMD", "swarm-placement-probe", "healthz"]
+        # It fails when the process is stuck (no tick for LOOP_STALE_SECONDS), not when a
+        # loaded node is slow to start the check itself.
+        timeout = float(service["healthcheck"]["timeout"].removesuffix("s"))
+        assert timeout >= LOOP_STALE_SECONDS, service["healthcheck"]
         monkeypatch.setenv("PLACEMENT_PROBE_SOCKET", found.group(1))
         args = build_parser().parse_args(service["command"])
         assert str(args.probe_socket) == found.group(1)
