@@ -119,7 +119,6 @@ def register(subparsers: Any) -> None:
     add_tls_options(agent, client_ca=False)
     agent.set_defaults(handler=run_agent)
 
-
     plugin: argparse.ArgumentParser = subparsers.add_parser(
         "reference-plugin",
         help="the reference placement plugin (topology and health from a JSON file)",
