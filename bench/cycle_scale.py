@@ -6,7 +6,7 @@ conversion into a snapshot, the plan. This bench builds the same settled cluster
 planner_scale.py (about 20 running tasks per node), adds the task history Swarm keeps
 (`--history` finished tasks per running one; Swarm keeps up to 5 per slot), serves the
 answers as recorded JSON from a small HTTP server on a unix socket (Starlette on
-uvicorn, in a process of its own as dockerd is; the records mirror's config too, as the
+uvicorn, in a process of its own as dockerd is; the mirror's config too, as the
 settled controller wrote it), and runs the controller's own `observe_cluster` and
 `plan()` through docker-py against it, as `run` does:
 
@@ -57,18 +57,18 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from planner_scale import NOW, best_of, cluster_attrs, policy, settle
 
 from controller.adapters.attrs import snapshot_from_attrs
-from controller.adapters.docker_api import ClusterObserver, observe_cluster
+from controller.adapters.engine import ClusterObserver, observe_cluster
 from controller.adapters.task_list import list_tasks
-from controller.core.actions import SetRecords
+from controller.core.actions import SetMirror
 from controller.core.memory import Memory
-from controller.core.plan import plan
-from controller.core.records_mirror import (
+from controller.core.mirror import (
     DOWNS_PREFIX,
     ENTRY_PREFIX,
-    RECORDS_CONFIG,
-    RecordStore,
+    MIRROR_CONFIG,
+    Mirror,
     patched,
 )
+from controller.core.plan import plan
 from controller.policy import Policy
 from controller.runtime.view_document import view_document
 
@@ -91,13 +91,13 @@ def history_of(tasks: list[dict[str, Any]], per_task: int) -> list[dict[str, Any
 def mirrored(
     attrs: dict[str, list[dict[str, Any]]], pol: Policy, memory: Memory
 ) -> tuple[Memory, dict[str, str]]:
-    """The records mirror's labels as the settled controller wrote them (a real cycle
+    """The mirror's labels as the settled controller wrote them (a real cycle
     reads and parses that config too), and its memory after that write."""
-    snapshot = replace(snapshot_from_attrs(**attrs), records=RecordStore())  # none kept yet
+    snapshot = replace(snapshot_from_attrs(**attrs), mirror=Mirror())  # none kept yet
     result = plan(snapshot=snapshot, policy=pol, memory=memory, now=NOW)
     labels: dict[str, str] = {}
     for action in result.actions:
-        if isinstance(action, SetRecords):
+        if isinstance(action, SetMirror):
             save = {ENTRY_PREFIX + sid: raw for sid, raw in action.save.items()}
             save |= {DOWNS_PREFIX + nid: raw for nid, raw in action.save_downs.items()}
             labels = patched(labels, (), save)
@@ -123,7 +123,7 @@ class RecordedEngine:
             config = {
                 "ID": "recordsconfig",
                 "Version": {"Index": 1},
-                "Spec": {"Name": RECORDS_CONFIG, "Labels": records},
+                "Spec": {"Name": MIRROR_CONFIG, "Labels": records},
             }
             self.answers["config"] = json.dumps(config).encode()
         self._dir = tempfile.mkdtemp(prefix="engine-")

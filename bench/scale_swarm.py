@@ -47,7 +47,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from controller_process import ControllerProcess
 
 from controller.adapters.attrs import timestamp_from_attrs
-from controller.adapters.docker_api import ClusterObserver
+from controller.adapters.engine import ClusterObserver
 from controller.adapters.policy_file import load_policy_file
 from controller.core.memory import Memory
 from controller.core.plan import plan

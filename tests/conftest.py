@@ -27,7 +27,7 @@ from controller.sandbox import Sandbox, SandboxSpec, find_leftovers, teardown_sa
 from controller.sandbox.host import check_host
 from controller.sandbox.processes import is_running
 from controller.sandbox.spec import HostNotReadyError
-from controller.sandbox.state import recorded_names
+from controller.sandbox.state import sandbox_names
 
 SESSION_SANDBOXES: list[str] = []
 _counter = itertools.count(1)
@@ -80,7 +80,7 @@ def _remove_orphaned_test_sandboxes() -> None:
     if _orphans_checked:
         return
     _orphans_checked = True
-    for name in recorded_names():
+    for name in sandbox_names():
         match = re.fullmatch(r"t-([0-9]+)(-.*)?", name)
         if match and not is_running(int(match.group(1))):
             teardown_sandbox(name)

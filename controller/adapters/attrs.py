@@ -1,8 +1,8 @@
-"""Docker API attrs -> core records. Pure converters; unknown shapes raise AttrsError.
+"""Docker API attrs -> model values. Pure converters; unknown shapes raise AttrsError.
 
 Swarm's JSON has optional fields everywhere (and 20.10 and 26.1 differ in a few), so
 every lookup here has a default; a missing *required* field is an AttrsError that the
-observer turns into an `Unreadable` record rather than a crash.
+observer turns into an `Unreadable` value rather than a crash.
 """
 
 from __future__ import annotations
@@ -158,6 +158,7 @@ def service_from_attrs(attrs: Attrs) -> Service:
         stack=labels.get("com.docker.stack.namespace"),
         rollout_is_own=_rollout_is_own(attrs, spec),
         update_batch=_update_batch(spec.get("UpdateConfig")),
+        local_data=_local_data(_get(template, "ContainerSpec", "Mounts", default=[])),
     )
 
 
@@ -187,7 +188,7 @@ def _rollout_is_own(attrs: Attrs, spec: Attrs) -> bool:
 
 def _template_but_ours(spec: Attrs, name: str) -> tuple[dict[str, Any], tuple[str, ...]] | None:
     """A spec's task template without its constraints, and its operator's constraints
-    (each spec's own records say which of its constraints are the controller's); None
+    (each spec's own labels say which of its constraints are the controller's); None
     if it cannot be read."""
     template = dict(spec.get("TaskTemplate") or {})
     placement = dict(template.pop("Placement", None) or {})
@@ -198,6 +199,31 @@ def _template_but_ours(spec: Attrs, name: str) -> tuple[dict[str, Any], tuple[st
     if not isinstance(constraints, list) or not isinstance(labels, Mapping):
         return None
     return template, operator_texts(name, labels, tuple(map(str, constraints)))
+
+
+def _local_data(mounts: Any) -> tuple[str, ...]:
+    """The mounts whose data lives on the task's node: a bind mount, or a named volume of
+    the local driver (no driver named is the local one) that mounts no network share. An
+    anonymous volume is new for every task wherever it runs, and tmpfs, npipe and cluster
+    volumes are no node's."""
+    if not isinstance(mounts, list) or not all(isinstance(m, Mapping) for m in mounts):
+        raise AttrsError("TaskTemplate.ContainerSpec.Mounts is not a list of objects")
+    found = []
+    for mount in mounts:
+        kind, source = mount.get("Type") or "volume", mount.get("Source") or ""
+        if kind == "bind" and source:
+            found.append(f"bind {source}")
+        elif kind == "volume" and source:
+            driver = _get(mount, "VolumeOptions", "DriverConfig", "Name", default=None)
+            fs = _get(mount, "VolumeOptions", "DriverConfig", "Options", "type", default="")
+            if driver in (None, "", "local") and str(fs).lower() not in _NOT_ON_THE_NODE:
+                found.append(f"volume {source}")
+    return tuple(found)
+
+
+# The local driver's `type` options that mount a network share (the same data from any
+# node) or memory (no data to keep).
+_NOT_ON_THE_NODE = frozenset({"nfs", "nfs4", "cifs", "smb3", "tmpfs"})
 
 
 def _platforms(items: Any) -> tuple[tuple[str, str], ...]:
@@ -249,9 +275,9 @@ def task_from_attrs(attrs: Attrs) -> Task:
 
 
 class ByVersion(Generic[_R]):
-    """A converter that remembers the last cycle's records: Swarm gives an object a new
+    """A converter that remembers the last cycle's model values: Swarm gives an object a new
     `Version.Index` on every change it stores, so an ID at the same version converts to
-    the same record, and most of a settled swarm's tasks and services are unchanged
+    the same value, and most of a settled swarm's tasks and services are unchanged
     between two cycles. Not for nodes: a manager fills in their `ManagerStatus` (leader,
     reachability) as it answers, without a new version."""
 
@@ -268,11 +294,11 @@ class ByVersion(Generic[_R]):
         if not isinstance(index, int) or not isinstance(object_id, str):
             return self._convert(attrs)
         key = (object_id, index)
-        record = self._last.get(key)
-        if record is None:
-            record = self._convert(attrs)
-        self._seen[key] = record
-        return record
+        value = self._last.get(key)
+        if value is None:
+            value = self._convert(attrs)
+        self._seen[key] = value
+        return value
 
     def next_cycle(self) -> None:
         """Keep only what this cycle saw, so the memory follows the swarm's size."""
@@ -291,13 +317,13 @@ def _convert_all(
     unreadable: list[Unreadable],
 ) -> list[_R]:
     """Convert each item; one that does not convert is recorded, never guessed at."""
-    records: list[_R] = []
+    values: list[_R] = []
     for attrs in items:
         try:
-            records.append(convert(attrs))
+            values.append(convert(attrs))
         except (AttrsError, TypeError, ValueError) as exc:
             unreadable.append(Unreadable(kind, str(attrs.get("ID", "")), _name_of(attrs), str(exc)))
-    return records
+    return values
 
 
 def snapshot_from_attrs(
@@ -310,13 +336,15 @@ def snapshot_from_attrs(
 ) -> ClusterSnapshot:
     """Convert everything that converts; record the rest as unreadable, never guess."""
     unreadable: list[Unreadable] = []
-    node_records = _convert_all("node", nodes, node_from_attrs, unreadable)
-    service_records = _convert_all("service", services, convert_service, unreadable)
+    node_values = _convert_all("node", nodes, node_from_attrs, unreadable)
+    service_values = _convert_all("service", services, convert_service, unreadable)
     # A task that does not convert is simply re-read on the next poll.
-    task_records = _convert_all("task", tasks, convert_task, [])
+    task_values = _convert_all("task", tasks, convert_task, [])
+    # Desired READY: a replacement the restart supervisor holds back for the restart delay.
     return ClusterSnapshot(
-        nodes=tuple(sorted(node_records, key=lambda n: n.hostname)),
-        services=tuple(sorted(service_records, key=lambda s: s.name)),
-        tasks=tuple(task_records),
+        nodes=tuple(sorted(node_values, key=lambda n: n.hostname)),
+        services=tuple(sorted(service_values, key=lambda s: s.name)),
+        tasks=tuple(t for t in task_values if t.desired_state is not TaskState.READY),
         unreadable=tuple(unreadable),
+        delayed=tuple(t for t in task_values if t.desired_state is TaskState.READY),
     )

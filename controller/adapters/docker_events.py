@@ -8,7 +8,7 @@ from typing import Any
 
 import docker
 
-from controller.adapters.docker_api import DockerUnavailableError
+from controller.adapters.engine import DockerUnavailableError
 
 EVENT_FILTERS = {"scope": ["swarm"], "type": ["node", "service"]}
 

@@ -5,12 +5,12 @@ and clears its UpdateStatus, so a lease renewed there every few seconds would ma
 `docker service rollback` return to the last renewal and could resume a paused rollout.
 A config is an object nothing else writes, and Swarm lets only its labels change.
 
-A read returns the record with the config's Version.Index; a write sends the spec just
+A read returns the lease with the config's Version.Index; a write sends the spec just
 read back with only the lease labels changed, at that version (`POST /configs/{id}/update
 ?version=N`). Swarm refuses it with `update out of sequence` when anyone wrote the config
 in between, which makes each claim a compare-and-swap. When there is no config yet, the
 write creates it: of two replicas that race to create it, Swarm lets one through and
-refuses the other (409), which then reads the winner's record.
+refuses the other (409), which then reads the winner's lease.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from typing import Protocol
 import docker
 
 from controller.adapters.attrs import Attrs
-from controller.adapters.docker_api import (
+from controller.adapters.engine import (
     GoneError,
     create_config,
     inspect_config,
@@ -31,10 +31,10 @@ from controller.adapters.docker_api import (
 from controller.core.lease import (
     HOLDER_LABEL,
     LEASE_LABELS,
+    Lease,
     LeaseLabelError,
-    LeaseRecord,
     labels_of,
-    record_from_labels,
+    lease_from_labels,
 )
 
 # A config must hold some data, and only its labels may ever change: say what it is for.
@@ -43,7 +43,7 @@ CONFIG_DATA = b"The swarm-placement leader lease: its state is in this config's 
 
 @dataclass(frozen=True)
 class LeaseRead:
-    record: LeaseRecord | None
+    lease: Lease | None
     problem: str | None  # why the labels could not be read as a lease, if they could not
     version: int | None  # None: there is no lease config (yet)
     config_id: str | None
@@ -55,16 +55,16 @@ class LeaseStore(Protocol):
 
     def read(self) -> LeaseRead: ...
 
-    def write(self, read: LeaseRead, record: LeaseRecord) -> None:
-        """Replace the lease labels of `read` with `record`; ConflictError if it moved on."""
+    def write(self, read: LeaseRead, lease: Lease) -> None:
+        """Replace the lease labels of `read` with `lease`; ConflictError if it moved on."""
         ...
 
 
-def spec_with_lease(spec: Attrs, record: LeaseRecord) -> Attrs:
+def spec_with_lease(spec: Attrs, lease: Lease) -> Attrs:
     """The config spec as read, with the lease labels replaced and nothing else touched."""
     new = copy.deepcopy(dict(spec))
     labels = {k: v for k, v in (new.get("Labels") or {}).items() if k not in LEASE_LABELS}
-    labels.update(labels_of(record))
+    labels.update(labels_of(lease))
     new["Labels"] = labels
     return new
 
@@ -80,37 +80,37 @@ class ConfigLeaseStore:
         try:
             attrs = inspect_config(self._client, self.name)
         except GoneError:
-            return LeaseRead(record=None, problem=None, version=None, config_id=None, spec={})
+            return LeaseRead(lease=None, problem=None, version=None, config_id=None, spec={})
         spec = attrs["Spec"]
         try:
-            record, problem = record_from_labels(spec.get("Labels") or {}), None
+            lease, problem = lease_from_labels(spec.get("Labels") or {}), None
         except LeaseLabelError as exc:
-            record, problem = None, f"config {self.name}: {exc}"
+            lease, problem = None, f"config {self.name}: {exc}"
         return LeaseRead(
-            record=record,
+            lease=lease,
             problem=problem,
             version=int(attrs["Version"]["Index"]),
             config_id=str(attrs["ID"]),
             spec=spec,
         )
 
-    def write(self, read: LeaseRead, record: LeaseRecord) -> None:
+    def write(self, read: LeaseRead, lease: Lease) -> None:
         if read.config_id is None or read.version is None:
-            create_config(self._client, self.name, CONFIG_DATA, labels_of(record))
+            create_config(self._client, self.name, CONFIG_DATA, labels_of(lease))
             return
         update_config_spec(
-            self._client, read.config_id, read.version, spec_with_lease(read.spec, record)
+            self._client, read.config_id, read.version, spec_with_lease(read.spec, lease)
         )
 
 
-def find_leases(client: docker.DockerClient) -> list[tuple[str, LeaseRecord | None, str | None]]:
-    """Every config that carries a lease: (name, record, problem), by name."""
+def find_leases(client: docker.DockerClient) -> list[tuple[str, Lease | None, str | None]]:
+    """Every config that carries a lease: (name, lease, problem), by name."""
     found = []
     for attrs in client.api.configs(filters={"label": HOLDER_LABEL}):
         spec = attrs.get("Spec") or {}
         try:
-            record, problem = record_from_labels(spec.get("Labels") or {}), None
+            lease, problem = lease_from_labels(spec.get("Labels") or {}), None
         except LeaseLabelError as exc:
-            record, problem = None, str(exc)
-        found.append((str(spec.get("Name", "")), record, problem))
+            lease, problem = None, str(exc)
+        found.append((str(spec.get("Name", "")), lease, problem))
     return sorted(found, key=lambda f: f[0])

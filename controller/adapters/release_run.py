@@ -1,11 +1,12 @@
 """`release`: take back what the controller wrote, one version-checked write at a time.
 
-The writes are core/release_plan's: per service, its constraints and labels first, then a
-replica count it changed; with `--all`, then every node's labels and a pause the
-controller recorded, never a mark some service's constraint still requires (a service
-whose release failed keeps it). Each write goes through adapters/writes from a fresh
-read; a write that loses a race with another writer is planned again from a new read,
-a few times. A running controller would adopt the services again: stop it first.
+The writes are those of core/rules/release/release_plan: per service, its constraints
+and labels first, then a replica count it changed; with `--all`, then every node's
+labels and a pause the controller recorded, never a mark some service's constraint still
+requires (a service whose release failed keeps it). Each write goes through
+adapters/writes from a fresh read; a write that loses a race with another writer is
+planned again from a new read, a few times. A running controller would adopt the
+services again: stop it first.
 """
 
 from __future__ import annotations
@@ -23,23 +24,22 @@ from controller.adapters.attrs import (
     service_from_attrs,
     snapshot_from_attrs,
 )
-from controller.adapters.docker_api import (
+from controller.adapters.docker_read import ServiceNotFoundError
+from controller.adapters.engine import (
     ConflictError,
     GoneError,
     inspect_node,
     inspect_service,
 )
-from controller.adapters.docker_read import ServiceNotFoundError
 from controller.adapters.writes import execute_action
 from controller.core.actions import Action
 from controller.core.apply import apply_actions
 from controller.core.decisions import Decision, Outcome
-from controller.core.lease import LeaseLabelError, record_from_labels
+from controller.core.kernel.mark_needs import MarkRequirements, mark_requirements
+from controller.core.lease import LeaseLabelError, lease_from_labels
 from controller.core.model import ClusterSnapshot, Node, Service
-from controller.core.release_plan import (
+from controller.core.rules.release.release_plan import (
     RULE,
-    MarkRequirements,
-    mark_requirements,
     release_node,
     release_refusal,
     release_service,
@@ -192,18 +192,18 @@ def live_leases(client: docker.DockerClient, now: datetime) -> list[str]:
     for attrs in client.api.configs():
         spec = attrs.get("Spec") or {}
         try:
-            record = record_from_labels(spec.get("Labels") or {})
-            renewed = datetime.fromisoformat(record.renewed_at) if record else None
+            lease = lease_from_labels(spec.get("Labels") or {})
+            renewed = datetime.fromisoformat(lease.renewed_at) if lease else None
         except (LeaseLabelError, ValueError):
             continue
-        if record is None or renewed is None or record.released:
+        if lease is None or renewed is None or lease.released:
             continue
         if renewed.tzinfo is None:
             renewed = renewed.replace(tzinfo=UTC)
-        if (now - renewed).total_seconds() < record.lifetime + LEASE_SLACK_SECONDS:
+        if (now - renewed).total_seconds() < lease.lifetime + LEASE_SLACK_SECONDS:
             out.append(
-                f"config {spec.get('Name', '?')}: held by {record.holder}, "
-                f"renewed {record.renewed_at}"
+                f"config {spec.get('Name', '?')}: held by {lease.holder}, "
+                f"renewed {lease.renewed_at}"
             )
     return out
 

@@ -31,7 +31,7 @@ from controller.adapters.attrs import (
     timestamp_from_attrs,
 )
 from controller.adapters.bounded_json import nesting_depth
-from controller.adapters.docker_api import _call
+from controller.adapters.engine import _call
 from controller.adapters.errors import TerminalError
 from controller.core.model import ClusterSnapshot
 
@@ -64,7 +64,7 @@ def record_cluster(client: docker.DockerClient) -> dict[str, Any]:
     """Read the cluster as the controller observes it, as one JSON-ready document."""
     nodes = _call(client.api.nodes)
     services = _call(client.api.services)
-    tasks = _call(lambda: client.api.tasks(filters={"desired-state": "running"}))
+    tasks = _call(lambda: client.api.tasks(filters={"desired-state": ["running", "ready"]}))
     swarm = _call(client.api.inspect_swarm)
     period = ((swarm.get("Spec") or {}).get("Dispatcher") or {}).get("HeartbeatPeriod")
     return {

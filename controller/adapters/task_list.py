@@ -60,11 +60,12 @@ def decode_tasks(raw: bytes) -> list[Attrs]:
         return cast(list[Attrs], json.loads(raw))
 
 
-def list_tasks(client: docker.DockerClient, *, desired_state: str) -> list[Attrs]:
+def list_tasks(client: docker.DockerClient, *, desired_state: str | tuple[str, ...]) -> list[Attrs]:
     """`GET /tasks?filters={"desired-state":[...]}`, through docker-py's session (its
     transport, API version and errors), decoded by `decode_tasks`."""
     api = client.api
-    filters = docker.utils.convert_filters({"desired-state": desired_state})
+    wanted = [desired_state] if isinstance(desired_state, str) else list(desired_state)
+    filters = docker.utils.convert_filters({"desired-state": wanted})
     response = api._get(api._url("/tasks"), params={"filters": filters}, stream=True)
     try:
         api._raise_for_status(response)

@@ -2,7 +2,8 @@
 
 The spec mutations are pure functions over the engine's own JSON, tested without Docker.
 A write whose object moved on since the plan was made raises ConflictError before any
-change is sent; transient failures are retried per call with backoff.
+change is sent; transient failures are retried per call with backoff, and every attempt
+passes the write fence (adapters/write_fence: the lease) right before its request.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from tenacity import (
 )
 
 from controller.adapters.attrs import Attrs
-from controller.adapters.docker_api import (
+from controller.adapters.engine import (
     ConflictError,
     TransientError,
     inspect_node,
@@ -30,12 +31,13 @@ from controller.adapters.docker_api import (
     update_service_spec,
 )
 from controller.adapters.errors import TerminalError
-from controller.adapters.records_store import write_records
+from controller.adapters.mirror_store import write_mirror
+from controller.adapters.write_fence import UNFENCED, WriteFence
 from controller.core.actions import (
     Action,
+    SetMirror,
     SetNodeAvailability,
     SetNodeLabels,
-    SetRecords,
     SetReplicas,
     SetServiceConstraints,
     describe,
@@ -55,7 +57,7 @@ def _with_labels(
 def service_spec_with(spec: Attrs, action: Action) -> JsonDict:
     """The engine's service spec with exactly the action's fields changed.
 
-    Service labels ride in the same update as the change they describe, so the record
+    Service labels ride in the same update as the change they describe, so the labels
     and the change land together or not at all.
     """
     new: JsonDict = copy.deepcopy(dict(spec))
@@ -107,22 +109,27 @@ _retry_transient = retry(
 
 
 @_retry_transient
-def execute_action(client: docker.DockerClient, action: Action) -> None:
-    if isinstance(action, SetRecords):
-        write_records(client, action)
+def execute_action(
+    client: docker.DockerClient, action: Action, fence: WriteFence = UNFENCED
+) -> None:
+    """One write, each attempt fenced right before its request (the read before it
+    changes nothing)."""
+    if isinstance(action, SetMirror):
+        write_mirror(client, action, fence)
         return
+    timeout = fence.request_timeout
     if isinstance(action, SetNodeLabels | SetNodeAvailability):
         attrs = inspect_node(client, action.node_id)
         _check_version("node", action.hostname, action.version, int(attrs["Version"]["Index"]))
-        update_node_spec(
-            client, action.node_id, action.version, node_spec_with(attrs["Spec"], action)
-        )
+        spec = node_spec_with(attrs["Spec"], action)
+        fence.check()
+        update_node_spec(client, action.node_id, action.version, spec, timeout=timeout)
         return
     attrs = inspect_service(client, action.service_id)
     _check_version("service", action.service_name, action.version, int(attrs["Version"]["Index"]))
-    update_service_spec(
-        client, action.service_id, action.version, service_spec_with(attrs["Spec"], action)
-    )
+    spec = service_spec_with(attrs["Spec"], action)
+    fence.check()
+    update_service_spec(client, action.service_id, action.version, spec, timeout=timeout)
 
 
 Executor = Callable[[Action], None]
@@ -143,7 +150,7 @@ class WriteRefusedError(TerminalError, RuntimeError):
 
 class Rehearsal:
     """The executor of a dry run: says what it would write, and writes nothing. The
-    reconciler keeps no record of a rehearsed write (no move, no backoff)."""
+    reconciler notes nothing of a rehearsed write (no move, no backoff)."""
 
     def __init__(self, say: Callable[[str], None]) -> None:
         self._say = say
@@ -152,8 +159,8 @@ class Rehearsal:
         self._say(f"dry-run: would {describe(action)}")
 
 
-def docker_executor(client: docker.DockerClient) -> Executor:
-    return naming_refusals(lambda action: execute_action(client, action))
+def docker_executor(client: docker.DockerClient, fence: WriteFence = UNFENCED) -> Executor:
+    return naming_refusals(lambda action: execute_action(client, action, fence))
 
 
 def naming_refusals(execute: Executor) -> Executor:

@@ -167,7 +167,7 @@ def run_agent(args: argparse.Namespace) -> int:
         level=logging.WARNING, stream=sys.stderr, format="%(levelname)s %(message)s"
     )
     from controller.adapters.agent_probe import ProbeError  # noqa: PLC0415
-    from controller.adapters.docker_api import connect  # noqa: PLC0415
+    from controller.adapters.engine import connect  # noqa: PLC0415
     from controller.runtime.agent import Agent, AgentConfig  # noqa: PLC0415
     from controller.runtime.docker_proxy import give_up_root  # noqa: PLC0415
 

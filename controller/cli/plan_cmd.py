@@ -24,8 +24,9 @@ from controller.cli.swarm_access import (
     load_policy,
 )
 from controller.core.actions import Action, describe, target_of
+from controller.core.clock import utc_time
 from controller.core.decisions import Decision, Outcome
-from controller.core.records_mirror import RECORDS_CONFIG
+from controller.core.mirror import MIRROR_CONFIG
 from controller.runtime.dry_run import DryRun
 
 # `plan --exit-code`: there would be writes (as `terraform plan -detailed-exitcode`).
@@ -65,8 +66,8 @@ def _subject(action: Action, hosts: Mapping[str, str]) -> str:
     kind, ident = target_of(action)
     if kind == "node":
         return f"node {hosts.get(ident, ident)}"
-    if kind == "records":
-        return f"config {RECORDS_CONFIG}"
+    if kind == "mirror":
+        return f"config {MIRROR_CONFIG}"
     return f"service {getattr(action, 'service_name', ident)}"
 
 
@@ -83,7 +84,7 @@ def reasons_for(action: Action, decisions: tuple[Decision, ...]) -> tuple[str, l
 def render_plan(dry: DryRun) -> str:
     snap, result = dry.snapshot, dry.plan
     hosts = {n.id: n.hostname for n in snap.nodes}
-    when = datetime.fromtimestamp(dry.now, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    when = utc_time(dry.now)
     lines = [
         f"plan at {when}: {len(snap.nodes)} nodes, {len(snap.services)} services, "
         f"{len(snap.tasks)} tasks; nothing was written"

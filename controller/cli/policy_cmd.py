@@ -120,11 +120,11 @@ def run_show(args: argparse.Namespace) -> int:
     import docker.errors  # noqa: PLC0415
     import requests  # noqa: PLC0415
 
-    from controller.adapters.docker_api import DockerUnavailableError, connect  # noqa: PLC0415
     from controller.adapters.docker_read import (  # noqa: PLC0415
         ServiceNotFoundError,
         inspect_service_labels,
     )
+    from controller.adapters.engine import DockerUnavailableError, connect  # noqa: PLC0415
 
     try:
         client = connect()

@@ -10,14 +10,14 @@ from typing import Any
 import docker.errors
 
 from controller.adapters.attrs import AttrsError
-from controller.adapters.docker_api import (
+from controller.adapters.docker_read import ServiceNotFoundError
+from controller.adapters.engine import (
     DockerUnavailableError,
     NotAManagerError,
     TransientError,
     check_manager,
     connect,
 )
-from controller.adapters.docker_read import ServiceNotFoundError
 from controller.adapters.release_run import DockerSwarm, Releaser, live_leases
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2

@@ -16,7 +16,7 @@ from typing import Any
 
 import anyio
 
-from controller.adapters.docker_api import DockerUnavailableError, NotAManagerError
+from controller.adapters.engine import DockerUnavailableError, NotAManagerError
 from controller.adapters.policy_file import PolicyFileError
 from controller.cli.env_options import option, switch
 from controller.cli.health_opts import add_health_arguments, health_config, read_secret

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from controller.adapters.docker_api import DockerUnavailableError
+from controller.adapters.engine import DockerUnavailableError
 from controller.adapters.snapshot_file import record_cluster, save_snapshot
 from controller.cli.swarm_access import (
     EXIT_FAILED,

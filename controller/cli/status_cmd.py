@@ -27,6 +27,7 @@ from controller.cli.swarm_access import (
 )
 from controller.core.counts import is_active
 from controller.core.explain import Past
+from controller.core.kernel.possible_gaps import possible_gaps
 from controller.core.labels import exclusion_constraint, is_own_constraint
 from controller.core.model import Service
 from controller.core.replicas import (
@@ -35,9 +36,10 @@ from controller.core.replicas import (
     REBALANCE,
     SPECULATE,
     SURGE,
-    RecordError,
-    read_record,
+    ReplicaRecordError,
+    read_replica_record,
 )
+from controller.policy import Policy
 from controller.runtime.dry_run import DryRun, plan_once
 from controller.runtime.view_document import node_marks
 
@@ -70,8 +72,8 @@ def register(subparsers: Any) -> None:
 def service_state(service: Service) -> tuple[str, str]:
     """What the controller did to the service, from what Swarm stores, and the detail."""
     try:
-        record = read_record(service.labels)
-    except RecordError as exc:
+        record = read_replica_record(service.labels)
+    except ReplicaRecordError as exc:
         return "record unreadable", str(exc)
     if record is not None:
         detail = f"replicas {record.written}, the operator's {record.base}"
@@ -89,8 +91,11 @@ def service_state(service: Service) -> tuple[str, str]:
     return "placed", ""
 
 
-def status_document(dry: DryRun, leases: list[Any], recent: list[Past]) -> dict[str, Any]:
+def status_document(
+    dry: DryRun, leases: list[Any], recent: list[Past], *, policy: Policy
+) -> dict[str, Any]:
     snapshot, resolved = dry.snapshot, dry.plan.resolved
+    gaps = {g.service_id: g for g in possible_gaps(snapshot, policy, resolved, dry.plan.decisions)}
     services = []
     for service in sorted(snapshot.services, key=lambda s: s.name):
         settings = resolved.get(service.id)
@@ -107,6 +112,9 @@ def status_document(dry: DryRun, leases: list[Any], recent: list[Past]) -> dict[
                 "running": sum(1 for t in tasks if t.is_running),
                 "active": sum(1 for t in tasks if is_active(t)),
                 "replicas": service.replicas,
+                "possible_owners_unenforced": (
+                    gaps[service.id].as_dict() if service.id in gaps else None
+                ),
             }
         )
     nodes = [
@@ -124,13 +132,13 @@ def status_document(dry: DryRun, leases: list[Any], recent: list[Past]) -> dict[
         "leases": [
             {
                 "name": name,
-                "holder": record.holder if record else None,
-                "term": record.term if record else None,
-                "renewed_at": record.renewed_at if record else None,
-                "lifetime": record.lifetime if record else None,
+                "holder": lease.holder if lease else None,
+                "term": lease.term if lease else None,
+                "renewed_at": lease.renewed_at if lease else None,
+                "lifetime": lease.lifetime if lease else None,
                 "problem": problem,
             }
-            for name, record, problem in leases
+            for name, lease, problem in leases
         ],
         "services": services,
         "unmanaged": len(snapshot.services) - len(services),
@@ -165,6 +173,18 @@ def render_status(doc: dict[str, Any]) -> str:
     ]
     parts.append(columns(rows, ["SERVICE", "STATE", "RUNNING", "DETAIL"]))
     parts.append(f"({doc['unmanaged']} service(s) not managed)")
+    unenforced = [s for s in doc["services"] if s["possible_owners_unenforced"]]
+    if unenforced:
+        rows = [
+            [
+                s["name"],
+                ", ".join(f"{h} ({c})" for h, c in gap["tasks"].items()),
+                gap["why"],
+            ]
+            for s in unenforced
+            if (gap := s["possible_owners_unenforced"])
+        ]
+        parts.append(columns(rows, ["POSSIBLE OWNERS NOT YET ENFORCED", "TASKS ON", "WHY"]))
     if doc["nodes"]:
         rows = [
             [n["hostname"], n["state"], n["availability"], "; ".join(n["marks"])]
@@ -197,6 +217,6 @@ def run(args: argparse.Namespace) -> int:
             client.close()
     except CommandError as exc:
         return exc.report()
-    document = status_document(dry, leases, recent)
+    document = status_document(dry, leases, recent, policy=policy)
     emit(args, document, lambda: render_status(document))
     return EXIT_OK

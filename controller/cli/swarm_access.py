@@ -14,7 +14,7 @@ from pathlib import Path
 import docker
 
 from controller.adapters.decision_log import read_decisions
-from controller.adapters.docker_api import (
+from controller.adapters.engine import (
     DockerUnavailableError,
     NotAManagerError,
     check_manager,

@@ -20,7 +20,7 @@ class SetServiceConstraints:
     constraints: tuple[str, ...]
     # Nodes whose tasks this change evicts; empty when no task moves.
     evicts_from: tuple[str, ...] = ()
-    # Service labels written in the same update: the record of what the change means.
+    # Service labels written in the same update: the controller's own that go with it.
     set_labels: Mapping[str, str] = field(default_factory=dict)
     remove_labels: tuple[str, ...] = ()
 
@@ -62,8 +62,8 @@ class SetNodeAvailability:
     hostname: str
     version: int
     availability: Availability
-    # Node labels written in the same update: the record of why (and any deny labels
-    # that go with it), so the change and its record land together.
+    # Node labels written in the same update: the marks that say why (and any deny labels
+    # that go with it), so the change and its marks land together.
     set_labels: Mapping[str, str] = field(default_factory=dict)
     remove_labels: tuple[str, ...] = ()
     # Services whose tasks on this node the label change evicts.
@@ -73,40 +73,42 @@ class SetNodeAvailability:
 
 
 @dataclass(frozen=True, slots=True)
-class SetRecords:
-    """Set and remove entries of the records mirror (core/records_mirror): restarts nothing."""
+class SetMirror:
+    """Set and remove entries of the mirror (core/mirror): restarts nothing."""
 
     config_id: str  # "": create the config
     version: int
-    save: Mapping[str, str] = field(default_factory=dict)  # service ID -> encoded record
+    save: Mapping[str, str] = field(default_factory=dict)  # service ID -> encoded copy
     drop: tuple[str, ...] = ()  # service IDs
     save_downs: Mapping[str, str] = field(default_factory=dict)  # node ID -> encoded downs
     drop_downs: tuple[str, ...] = ()  # node IDs
+    save_moves: Mapping[str, str] = field(default_factory=dict)  # service ID -> encoded move
+    drop_moves: tuple[str, ...] = ()  # service IDs
 
-    kind = "set-records"
+    kind = "set-mirror"
 
 
 ServiceAction = SetServiceConstraints | SetReplicas
 NodeAction = SetNodeLabels | SetNodeAvailability
-Action = ServiceAction | NodeAction | SetRecords
+Action = ServiceAction | NodeAction | SetMirror
 
 
 def target_of(action: Action) -> tuple[str, str]:
     """The object an action writes: ("service", id) or ("node", id)."""
     if isinstance(action, SetNodeLabels | SetNodeAvailability):
         return ("node", action.node_id)
-    if isinstance(action, SetRecords):
-        return ("records", "")
+    if isinstance(action, SetMirror):
+        return ("mirror", "")
     return ("service", action.service_id)
 
 
 def subject_of(action: Action) -> str:
     """What a decision about the action names: "service <name>", "node <hostname>" or
-    "records" (by name, as every decision does, never by ID)."""
+    "mirror" (by name, as every decision does, never by ID)."""
     if isinstance(action, SetNodeLabels | SetNodeAvailability):
         return f"node {action.hostname}"
-    if isinstance(action, SetRecords):
-        return "records"
+    if isinstance(action, SetMirror):
+        return "mirror"
     return f"service {action.service_name}"
 
 
@@ -123,6 +125,7 @@ def describe(action: Action) -> str:
         case SetNodeAvailability(hostname=host, availability=a, set_labels=s, remove_labels=r):
             labels = f", labels set {dict(s)} remove {list(r)}" if s or r else ""
             return f"node {host}: availability = {a.value}{labels}"
-        case SetRecords(save=s, drop=r, save_downs=sd, drop_downs=dd):
+        case SetMirror(save=s, drop=r, save_downs=sd, drop_downs=dd, save_moves=sm, drop_moves=dm):
             downs = f"; save {len(sd)} node's downs, drop {len(dd)}" if sd or dd else ""
-            return f"records: save {len(s)} service record(s), drop {len(r)}{downs}"
+            moves = f"; save {len(sm)} service's last move, drop {len(dm)}" if sm or dm else ""
+            return f"mirror: save {len(s)} service copy(ies), drop {len(r)}{downs}{moves}"

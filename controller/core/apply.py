@@ -11,14 +11,14 @@ from dataclasses import replace
 
 from controller.core.actions import (
     Action,
+    SetMirror,
     SetNodeAvailability,
     SetNodeLabels,
-    SetRecords,
     SetReplicas,
     SetServiceConstraints,
 )
+from controller.core.mirror import Mirror, patched
 from controller.core.model import ClusterSnapshot, Node, Service
-from controller.core.records_mirror import RecordStore, patched
 
 
 def _merged(
@@ -57,10 +57,10 @@ def _apply_to_node(node: Node, action: Action) -> Node:
 def apply_actions(snapshot: ClusterSnapshot, actions: tuple[Action, ...]) -> ClusterSnapshot:
     services = {s.id: s for s in snapshot.services}
     nodes = {n.id: n for n in snapshot.nodes}
-    records = snapshot.records
+    mirror = snapshot.mirror
     for action in actions:
-        if isinstance(action, SetRecords):
-            records = _apply_to_records(records, action)
+        if isinstance(action, SetMirror):
+            mirror = _apply_to_mirror(mirror, action)
         elif isinstance(action, SetNodeLabels | SetNodeAvailability):
             if action.node_id in nodes:
                 nodes[action.node_id] = _apply_to_node(nodes[action.node_id], action)
@@ -70,14 +70,15 @@ def apply_actions(snapshot: ClusterSnapshot, actions: tuple[Action, ...]) -> Clu
         snapshot,
         nodes=tuple(nodes[n.id] for n in snapshot.nodes),
         services=tuple(services[s.id] for s in snapshot.services),
-        records=records,
+        mirror=mirror,
     )
 
 
-def _apply_to_records(records: RecordStore | None, action: SetRecords) -> RecordStore:
-    return RecordStore(
-        config_id=action.config_id or "records",
+def _apply_to_mirror(mirror: Mirror | None, action: SetMirror) -> Mirror:
+    return Mirror(
+        config_id=action.config_id or "mirror",
         version=action.version + 1,
-        entries=patched(records.entries if records else {}, action.drop, action.save),
-        downs=patched(records.downs if records else {}, action.drop_downs, action.save_downs),
+        entries=patched(mirror.entries if mirror else {}, action.drop, action.save),
+        downs=patched(mirror.downs if mirror else {}, action.drop_downs, action.save_downs),
+        moves=patched(mirror.moves if mirror else {}, action.drop_moves, action.save_moves),
     )

@@ -23,7 +23,7 @@ from math import comb
 
 from controller.core.constraints import node_filter, parse_constraint
 from controller.core.model import ClusterSnapshot, Resources, Service, Task, TaskState
-from controller.core.replicas import REBALANCE, SURGE, RecordError, read_record
+from controller.core.replicas import REBALANCE, SURGE, ReplicaRecordError, read_replica_record
 from controller.core.snapshot_cache import per_snapshot
 
 # States in which Swarm's scheduler counts a task's reservation against its node.
@@ -105,8 +105,8 @@ def eligible_nodes(snapshot: ClusterSnapshot, service: Service) -> tuple[str, ..
 def wanted_count(service: Service) -> int:
     """Replicas the service is meant to run: a surge's extra tasks are not wanted."""
     try:
-        record = read_record(service.labels)
-    except RecordError:
+        record = read_replica_record(service.labels)
+    except ReplicaRecordError:
         record = None
     if record is not None and record.operation in {SURGE, REBALANCE}:
         return record.base
@@ -286,17 +286,6 @@ def scale_down(snapshot: ClusterSnapshot, service: Service, count: int) -> Scale
 def running_count(snapshot: ClusterSnapshot, service: Service) -> int:
     ready = {n.id for n in snapshot.nodes if n.is_ready}
     return sum(1 for t in snapshot.tasks_of(service.id) if t.node_id in ready and t.is_running)
-
-
-def stopped_by(snapshot: ClusterSnapshot, service: Service, replicas: int) -> tuple[str, ...]:
-    """Nodes on which lowering the count to `replicas` may stop a running task: none while
-    no more tasks run than that (Swarm removes tasks that do not run first), else those
-    Swarm's scale-down may pick."""
-    if running_count(snapshot, service) <= replicas:
-        return ()
-    down = scale_down(snapshot, service, (service.replicas or 0) - replicas)
-    ready = {n.id for n in snapshot.nodes if n.is_ready}
-    return tuple(sorted(n for n in {*down.certain, *down.tied} if n in ready))
 
 
 def worst_case(

@@ -6,9 +6,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from controller.core.actions import Action
-from controller.core.budget import DisruptionBudget
 from controller.core.decisions import Decision
 from controller.core.health.assess import Assessment
+from controller.core.kernel.ledger import AvailabilityLedger
 from controller.core.memory import Memory
 from controller.core.model import ClusterSnapshot, Service, ServiceMode
 from controller.policy import Policy, ResolvedService, ServiceSettings
@@ -28,6 +28,8 @@ class PlanContext:
     health: Assessment = field(default_factory=Assessment)
     # What the rules before this one planned this cycle: their writes spend the budget.
     planned: tuple[Action, ...] = ()
+    # The plan's ledger before any write is charged (None: made from the snapshot).
+    ledger: AvailabilityLedger | None = None
 
     @property
     def swarm(self) -> ClusterSnapshot:
@@ -58,14 +60,18 @@ class PlanContext:
         found = self.resolved.get(service_id)
         return found is not None and found.settings.managed
 
-    def budget(self) -> DisruptionBudget:
-        """The disruption budget left for this rule: the policy's, less what the rules
-        before it planned. Spending it changes only the rule's own copy."""
-        budget = DisruptionBudget(
+    def fresh_ledger(self) -> AvailabilityLedger:
+        """The availability ledger of this snapshot, with no write charged yet."""
+        return AvailabilityLedger(
             self.policy.controller.budgets,
             self.snapshot,
             {sid: r.settings.max_unavailable for sid, r in self.resolved.items()},
         )
+
+    def budget(self) -> AvailabilityLedger:
+        """The availability ledger as this rule finds it (core/kernel/ledger): charged
+        with what the rules before it planned. Spending it changes only the rule's copy."""
+        budget = (self.ledger or self.fresh_ledger()).copy()
         for action in self.planned:
             budget.spend(action)
         return budget
@@ -80,3 +86,41 @@ class RuleOutput:
 
 
 Rule = Callable[[PlanContext], RuleOutput]
+
+# Why a write of this rule may reach a service Swarm is rolling an update for, or None.
+RolloutExemption = Callable[[PlanContext, Service, Action], str | None]
+# Why a write of this rule to a service the controller does not manage is refused, or
+# None when it may go (only a release takes back what the controller wrote).
+UnmanagedCheck = Callable[[Service | None, Action], str | None]
+
+
+@dataclass(frozen=True, slots=True)
+class Salvaged:
+    """The part of a write the guards refuse that may still go, because it stops nothing:
+    what it is (for the refusal's decision) and why it may go (for its own)."""
+
+    action: Action
+    part: str
+    why: str
+
+
+Salvage = Callable[[PlanContext, Action], Salvaged | None]
+
+
+@dataclass(frozen=True, slots=True)
+class RuleSpec:
+    """One rule as the registry (core/rules) knows it: everything about a rule that
+    plan(), the guards and the write order need, so that no module outside the rule's
+    own package names it."""
+
+    name: str
+    plan: Rule
+    # Its writes are sent right after the node writes, together (runtime/write_order).
+    writes_first: bool = False
+    # Its own exceptions to the rollout rule of the guards.
+    rollout_exemptions: tuple[RolloutExemption, ...] = ()
+    # None: it never writes a service the controller does not manage.
+    unmanaged: UnmanagedCheck | None = None
+    salvage: Salvage | None = None
+    # The Memory fields its `remember` may change (tests check it changes no other).
+    memory: tuple[str, ...] = ()

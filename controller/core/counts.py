@@ -63,20 +63,12 @@ def spread(counts: Mapping[str, int], nodes: Iterable[str]) -> int:
 
 def is_active(task: Task) -> bool:
     """Swarm means it to run and it has not ended: it holds its place on its node."""
-    return task.desired_state is TaskState.RUNNING and task.state in ACTIVE_TASK_STATES
+    return task.is_active
 
 
-@per_snapshot  # every rule asks for every service: computed once per cycle
 def active_placement(snapshot: ClusterSnapshot) -> Mapping[str, Mapping[str, int]]:
-    """Service id -> ready node id -> its active tasks there (tasks on a node that is not
-    ready are Swarm's to replace). The one definition the rules, memory and explain share."""
-    ready = {n.id for n in snapshot.nodes if n.is_ready}
-    out: dict[str, dict[str, int]] = {}
-    for task in snapshot.tasks:
-        if task.node_id in ready and is_active(task):
-            per_node = out.setdefault(task.service_id, {})
-            per_node[task.node_id] = per_node.get(task.node_id, 0) + 1
-    return out
+    """Service id -> ready node id -> its active tasks (see ClusterSnapshot.active_placement)."""
+    return snapshot.active_placement
 
 
 def active_counts(snapshot: ClusterSnapshot, service_id: str) -> dict[str, int]:

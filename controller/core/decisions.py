@@ -60,6 +60,7 @@ class Code(StrEnum):
 
     FAILBACK = "failback"  # an owners move back onto a preferred owner
     FALSE_ALARM = "false-alarm"  # a speculative surge trimmed: the node was alive
+    POSSIBLE_UNENFORCED = "possible-unenforced"  # tasks still on a node no possible owner
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,6 +18,8 @@ from typing import Any
 from controller.core.constraints import ConstraintError, parse_constraint
 from controller.core.counts import is_active
 from controller.core.decisions import Decision, LoggedDecision, Outcome
+from controller.core.kernel.candidates import NodeIndex, domain_of, expand_owner_list
+from controller.core.kernel.local_data import local_data
 from controller.core.labels import is_own_constraint
 from controller.core.model import (
     ClusterSnapshot,
@@ -26,8 +28,7 @@ from controller.core.model import (
     Task,
     TaskState,
 )
-from controller.core.placement.candidates import NodeIndex, domain_of, expand_owner_list
-from controller.core.replicas import RecordError, read_record
+from controller.core.replicas import ReplicaRecordError, read_replica_record
 from controller.core.simulate.scheduler import Scheduler
 from controller.policy import Policy, ResolvedService
 
@@ -100,8 +101,8 @@ def _whose(text: str, service: Service, hosts: Mapping[str, str]) -> str:
 
 def _record(service: Service) -> str | None:
     try:
-        record = read_record(service.labels)
-    except RecordError as exc:
+        record = read_replica_record(service.labels)
+    except ReplicaRecordError as exc:
         return str(exc)
     if record is None:
         return None
@@ -161,6 +162,12 @@ def _replica_reasons(
         )
     if settings is not None and settings.anti_affinity:
         out.append(_mates(service, snapshot, all_resolved, settings.anti_affinity, node.id))
+    if settings is not None and settings.managed and (data := local_data(service, settings)):
+        out.append(
+            f"its data is on this node ({', '.join(data)}; placement.data "
+            f"{settings.data} from {source.get('data', '?')}): the controller's own moves "
+            "leave it here, failover does not"
+        )
     host = node.hostname
     for decision in now:
         if decision.rule != "guard" and host in decision.reason:

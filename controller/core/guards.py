@@ -3,11 +3,11 @@
 They run after every rule, so a rule bug can at worst propose something a guard drops
 (with a decision saying so), never write it. No write goes to a service Swarm is rolling
 an update or rollback for, running or paused (every spec write resets UpdateStatus: a
-paused rollout resumes), nor evicts its tasks, but for a few exceptions while it actively
-rolls (`rollout_exception`): a failover raise and the trim that takes it back, a write
-that only lets Swarm place a task it could not, and one that calls off the controller's
-own move onto a node that went down. A paused rollout that the
-controller's own write started is not held (`Service.in_rollout`).
+paused rollout resumes), nor evicts its tasks, but for the exceptions a rule declares in
+the registry (`RuleSpec.rollout_exemptions`: failover's raise, the owners rule's writes
+that stop nothing). A paused rollout that the controller's own write started is not
+held (`Service.in_rollout`). The guards know no rule by name: what is particular to a
+rule comes with its `RuleSpec`.
 """
 
 from __future__ import annotations
@@ -23,18 +23,17 @@ from controller.core.actions import (
     subject_of,
 )
 from controller.core.apply import apply_actions
-from controller.core.budget import disrupted_nodes, disruption
 from controller.core.constraints import (
     Constraint,
     ConstraintError,
-    node_filter,
     node_satisfies,
     parse_constraint,
     refused_tasks,
 )
-from controller.core.context import PlanContext
+from controller.core.context import PlanContext, RolloutExemption, RuleSpec
 from controller.core.counts import is_active
 from controller.core.decisions import Decision, Outcome
+from controller.core.kernel.ledger import disrupted_nodes, disruption
 from controller.core.model import (
     Availability,
     ClusterSnapshot,
@@ -43,19 +42,13 @@ from controller.core.model import (
     Service,
     ServiceMode,
 )
-from controller.core.release_plan import release_refusal
-from controller.core.replicas import OPERATION_LABEL, SURGE, ends_own_move, record_taken_back
-from controller.core.stalled_moves import stalled_on
-from controller.core.widen_only import widening_part
 
 __all__ = [
     "apply_guards",
     "disrupted_nodes",
-    "failover_raise",
     "rollout_exception",
     "rollout_reason",
     "rollout_wait",
-    "unblocks_rollout",
 ]
 
 _ROLLOUT_WAITS = {
@@ -105,103 +98,36 @@ def _drains_last_manager(
     return not others
 
 
-def failover_raise(service: Service, action: Action) -> bool:
-    """The one write allowed during a rollout: failover raising the replica count (a
-    surge for tasks lost with a node) while Swarm actively rolls an update whose failure
-    action is not rollback. Swarm's updater carries on with the same spec and the new
-    tasks run it; the price is a restarted update and a PreviousSpec of the new spec
-    (docs/failover.md). Never while paused: the write would resume the rollout. Never
-    with failure action rollback: Swarm's own rollback would then go back to the new spec.
-    """
-    return (
-        isinstance(action, SetReplicas)
-        and _raise_may_go(service)
-        and service.replicas is not None
-        and action.replicas > service.replicas
-        and not action.evicts_from
-        and not action.remove_labels
-        and action.set_labels.get(OPERATION_LABEL) == SURGE
-    )
-
-
-def _raise_may_go(service: Service) -> bool:
-    """Swarm actively rolls an update whose failure action is not rollback."""
-    return service.update_state == "updating" and service.update_failure_action != "rollback"
-
-
-def takes_back_failover_raise(service: Service, action: Action) -> bool:
-    """The trim that ends a failover surge, under the raise's own conditions, at the same
-    price. Held back, the surge would outlast the rollout, and should Swarm pause it, stay
-    until an operator resumes it: replicas nobody asked for, holding room other tasks need."""
-    if not (isinstance(action, SetReplicas) and _raise_may_go(service)):
-        return False
-    record = record_taken_back(service, action)
-    return record is not None and record.operation == SURGE and not action.set_labels
-
-
-def unblocks_rollout(ctx: PlanContext, service: Service, action: Action) -> bool:
-    """The other write allowed during a rollout: while Swarm actively rolls one and a task
-    of it waits for a node Swarm cannot find, a constraint write that stops no task (the
-    owners rule widening placement). Without it the controller's own constraints could
-    hold the rollout up for good, which Swarm alone would not."""
-    return (
-        isinstance(action, SetServiceConstraints)
-        and service.updating
-        and disruption(action, ctx.snapshot) is None
-        and any(t.is_pending and t.error for t in ctx.snapshot.tasks_of(service.id))
-    )
-
-
-def calls_off_stalled_move(ctx: PlanContext, service: Service, action: Action) -> bool:
-    """The third write allowed during a rollout: the controller's own, stalled because
-    every node it allows went down (core/stalled_moves), rewritten by a constraint write
-    that stops no task and allows none of those nodes. Without it the move would finish
-    onto one the moment it returns, however often it has just failed."""
-    if not isinstance(action, SetServiceConstraints) or disruption(action, ctx.snapshot):
-        return False
-    stalled = stalled_on(ctx.snapshot, service)
-    if not stalled:
-        return False
-    try:
-        allows = node_filter(parse_constraint(c) for c in action.constraints)
-    except ConstraintError:
-        return False
-    nodes = ctx.snapshot.node_by_id
-    return not any(allows(nodes[n]) for n in stalled)
-
-
 def rollout_reason(service: Service) -> str:
     """Why nothing is written to a service in a rollout, for a decision."""
     return _ROLLOUT_WAITS.get(service.update_state or "", "Swarm is rolling an update")
 
 
-def rollout_exception(ctx: PlanContext, service: Service, action: Action) -> str | None:
-    """Which exception lets this write reach a service in a rollout, as a decision says
-    it; None: it waits."""
-    if failover_raise(service, action):
-        return "a failover raise of the replica count"
-    if takes_back_failover_raise(service, action):
-        return "the trim that takes back the controller's failover raise"
-    if isinstance(action, SetReplicas) and service.updating and ends_own_move(service, action):
-        return "the trim that ends the controller's own stop-first move"
-    if unblocks_rollout(ctx, service, action):
-        return "it stops nothing and lets Swarm place a task it could not"
-    if calls_off_stalled_move(ctx, service, action):
-        return (
-            "it stops nothing and calls off the controller's own move, every node of which "
-            "went down before it finished"
-        )
+def rollout_exception(
+    ctx: PlanContext,
+    service: Service,
+    action: Action,
+    exemptions: tuple[RolloutExemption, ...] = (),
+) -> str | None:
+    """Which of its rule's exceptions lets this write reach a service in a rollout, as a
+    decision says it; None: it waits."""
+    for exemption in exemptions:
+        reason = exemption(ctx, service, action)
+        if reason is not None:
+            return reason
     return None
 
 
-def rollout_wait(ctx: PlanContext, action: Action) -> str | None:
+def rollout_wait(
+    ctx: PlanContext, action: Action, exemptions: tuple[RolloutExemption, ...] = ()
+) -> str | None:
     """Why the action must wait for a rollout of a service it writes or evicts, if so."""
     service_id = _service_of(action)
     if service_id is not None:
         service = ctx.snapshot.service_by_id.get(service_id)
         if service is None or not service.in_rollout:
             return None
-        if rollout_exception(ctx, service, action) is not None:
+        if rollout_exception(ctx, service, action, exemptions) is not None:
             return None
         return rollout_reason(service)
     found = disruption(action, ctx.snapshot)
@@ -316,16 +242,21 @@ def _stops_undeclared(ctx: PlanContext, action: Action, kept: list[Action]) -> s
     )
 
 
-def apply_guards(
-    ctx: PlanContext, actions: tuple[Action, ...]
-) -> tuple[tuple[Action, ...], list[Decision]]:
-    budget = replace(ctx, planned=()).budget()  # the whole plan spends it afresh
-    kept: list[Action] = []
-    decisions: list[Decision] = []
-    taken_out: set[str] = set()  # nodes this plan pauses or drains
+class Guards:
+    """The guards of one plan, asked write by write as the rules propose them, so that a
+    write they hold never claims its object: a later rule's allowed write to it goes in
+    the same cycle (core/plan). Each write is charged to the plan's availability ledger
+    (core/kernel/ledger) as it is admitted."""
 
-    def note(action: Action, outcome: Outcome, reason: str) -> None:
-        decisions.append(
+    def __init__(self, ctx: PlanContext) -> None:
+        self._ctx = replace(ctx, planned=())
+        self._budget = self._ctx.budget()  # the whole plan is charged afresh
+        self._kept: list[Action] = []
+        self._taken_out: set[str] = set()  # nodes this plan pauses or drains
+        self.decisions: list[Decision] = []
+
+    def _note(self, action: Action, outcome: Outcome, reason: str) -> None:
+        self.decisions.append(
             Decision(
                 rule="guard",
                 subject=subject_of(action),
@@ -335,49 +266,54 @@ def apply_guards(
             )
         )
 
-    for proposed in actions:
-        action = proposed  # or, refused, the part of it that only widens placement
+    def admit(self, spec: RuleSpec, wanted: Action) -> Action | None:
+        """The write that may go for `wanted` (it, or the part of it that may still go),
+        or None: held or refused, with a decision saying why."""
+        ctx, note = self._ctx, self._note
+        action = wanted
         service_id = _service_of(action)
         if service_id is not None and not ctx.is_managed(service_id):
-            # Only a release (core/release_plan) may write it, and only to take back ours.
-            refusal = release_refusal(ctx.snapshot.service_by_id.get(service_id), action)
+            # Only a rule that declares it (a release) may write it: to take back ours.
+            service = ctx.snapshot.service_by_id.get(service_id)
+            refusal = (
+                spec.unmanaged(service, action)
+                if spec.unmanaged is not None
+                else "the service is not managed by the controller"
+            )
             if refusal is not None:
                 note(action, Outcome.REFUSE, refusal)
-                continue
+                return None
             note(action, Outcome.ALLOW, "not managed: this write only takes back the controller's")
-        waiting = rollout_wait(ctx, action)
+        waiting = rollout_wait(ctx, action, spec.rollout_exemptions)
         if waiting is not None:
             note(action, Outcome.WAIT, waiting)
-            continue
-        if isinstance(action, SetNodeAvailability) and _drains_last_manager(ctx, action, taken_out):
+            return None
+        if isinstance(action, SetNodeAvailability) and _drains_last_manager(
+            ctx, action, self._taken_out
+        ):
             note(action, Outcome.REFUSE, "it would leave no active manager")
-            continue
-        stranded = _strands(ctx, action, kept) or _stops_undeclared(ctx, action, kept)
+            return None
+        stranded = _strands(ctx, action, self._kept) or _stops_undeclared(ctx, action, self._kept)
         if stranded is not None:
-            widened = widening_part(ctx, action)
-            if widened is None:
+            salvaged = spec.salvage(ctx, action) if spec.salvage is not None else None
+            if salvaged is None:
                 note(action, Outcome.REFUSE, stranded)
-                continue
-            note(action, Outcome.REFUSE, f"{stranded}; only the exclusions it drops are written")
-            note(
-                widened,
-                Outcome.ALLOW,
-                "it only drops exclusions of the controller's: placement widens, no task "
-                "stops, and Swarm may place what they held pending",
-            )
-            action = widened
-        over = budget.refusal(action)
+                return None
+            note(action, Outcome.REFUSE, f"{stranded}; {salvaged.part}")
+            note(salvaged.action, Outcome.ALLOW, salvaged.why)
+            action = salvaged.action
+        over = self._budget.refusal(action)
         if over is not None:
             note(action, Outcome.DEFER, over)
-            continue
-        budget.spend(action)
+            return None
+        self._budget.spend(action)
         service = ctx.snapshot.service_by_id.get(service_id or "")
         if service is not None and service.in_rollout:
             note(
                 action,
                 Outcome.ALLOW,
                 f"written while Swarm rolls an update ({service.update_state}): "
-                + (rollout_exception(ctx, service, action) or "allowed"),
+                + (rollout_exception(ctx, service, action, spec.rollout_exemptions) or "allowed"),
             )
         elif service is not None and service.own_rollout_paused:
             note(action, Outcome.ALLOW, OWN_PAUSED)
@@ -385,6 +321,16 @@ def apply_guards(
             isinstance(action, SetNodeAvailability)
             and action.availability is not Availability.ACTIVE
         ):
-            taken_out.add(action.node_id)
-        kept.append(action)
-    return tuple(kept), decisions
+            self._taken_out.add(action.node_id)
+        self._kept.append(action)
+        return action
+
+
+def apply_guards(
+    ctx: PlanContext, proposed: tuple[tuple[RuleSpec, Action], ...]
+) -> tuple[tuple[tuple[RuleSpec, Action], ...], list[Decision]]:
+    """The writes that may go, each with the rule that proposed it, and a decision for
+    every write held, refused or let through by an exception."""
+    guards = Guards(ctx)
+    kept = [(spec, a) for spec, wanted in proposed if (a := guards.admit(spec, wanted)) is not None]
+    return tuple(kept), guards.decisions

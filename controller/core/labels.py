@@ -65,11 +65,11 @@ def exclusion_constraint(node_id: str) -> str:
     return f"node.id!={node_id}"
 
 
-def recorded_exclusions(labels: Mapping[str, str]) -> tuple[str, ...]:
+def excluded_nodes(labels: Mapping[str, str]) -> tuple[str, ...]:
     return _parse_exclusions(labels.get(EXCLUDED_LABEL, ""))
 
 
-def recorded_exclusion_set(labels: Mapping[str, str]) -> frozenset[str]:
+def excluded_node_set(labels: Mapping[str, str]) -> frozenset[str]:
     return _exclusion_set(labels.get(EXCLUDED_LABEL, ""))
 
 
@@ -96,7 +96,7 @@ def exclusion_constraints(excluded: frozenset[str]) -> tuple[str, ...]:
 def is_own_constraint(text: str, service_name: str, labels: Mapping[str, str]) -> bool:
     """A constraint the controller may have written on the service."""
     if text.startswith(_EXCLUSION_PREFIX):
-        return text[len(_EXCLUSION_PREFIX) :] in recorded_exclusion_set(labels)
+        return text[len(_EXCLUSION_PREFIX) :] in excluded_node_set(labels)
     return text in (steering_constraint(service_name), possible_constraint(service_name))
 
 
@@ -111,7 +111,7 @@ def operator_texts(
     The controller writes its exclusions last, so at scale (thousands of them on a
     service) they are recognised by one tuple comparison rather than one by one.
     """
-    head = without_exclusions(constraints, recorded_exclusion_set(labels))
+    head = without_exclusions(constraints, excluded_node_set(labels))
     return tuple(c for c in head if not is_own_constraint(c, service_name, labels))
 
 

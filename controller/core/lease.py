@@ -4,7 +4,7 @@ The lease is four labels on a Docker config of the controller's own, written by
 compare-and-swap on the config's Version.Index, so Swarm's Raft store orders every claim
 (and no service, the controller's own included, is written for it). A replica never
 compares another machine's clock with its own: it takes the lease over only once it has
-watched the same record go unrenewed for the record's whole lifetime on its own monotonic
+watched the same lease go unrenewed for the lease's whole lifetime on its own monotonic
 clock. The holder, for its part, stops writing a safety margin before its lifetime, counted
 from the moment it *sent* its last successful renewal, runs out. Whoever watches saw that
 renewal later than it was sent, so the old holder has stopped before anyone else may start,
@@ -34,7 +34,9 @@ class LeaseLabelError(ValueError):
 
 
 @dataclass(frozen=True, slots=True)
-class LeaseRecord:
+class Lease:
+    """The lease as its four labels say it."""
+
     holder: str  # "" once released by a holder that stopped cleanly
     renewed_at: str  # the holder's wall clock, ISO 8601: for operators, never compared
     lifetime: float  # seconds the holder promises to stop writing within
@@ -45,7 +47,7 @@ class LeaseRecord:
         return self.holder == ""
 
 
-def record_from_labels(labels: Mapping[str, str]) -> LeaseRecord | None:
+def lease_from_labels(labels: Mapping[str, str]) -> Lease | None:
     """The lease in a config's labels; None when it has none."""
     if not any(key in labels for key in LEASE_LABELS):
         return None
@@ -59,7 +61,7 @@ def record_from_labels(labels: Mapping[str, str]) -> LeaseRecord | None:
         raise LeaseLabelError(f"lease labels unreadable: {exc}") from exc
     if not 0 < lifetime < 3600 or term < 0:
         raise LeaseLabelError(f"lease lifetime {lifetime} or term {term} out of range")
-    return LeaseRecord(
+    return Lease(
         holder=labels[HOLDER_LABEL],
         renewed_at=labels[RENEWED_AT_LABEL],
         lifetime=lifetime,
@@ -67,12 +69,12 @@ def record_from_labels(labels: Mapping[str, str]) -> LeaseRecord | None:
     )
 
 
-def labels_of(record: LeaseRecord) -> dict[str, str]:
+def labels_of(lease: Lease) -> dict[str, str]:
     return {
-        HOLDER_LABEL: record.holder,
-        RENEWED_AT_LABEL: record.renewed_at,
-        LIFETIME_LABEL: f"{record.lifetime:g}",
-        TERM_LABEL: str(record.term),
+        HOLDER_LABEL: lease.holder,
+        RENEWED_AT_LABEL: lease.renewed_at,
+        LIFETIME_LABEL: f"{lease.lifetime:g}",
+        TERM_LABEL: str(lease.term),
     }
 
 
@@ -81,8 +83,8 @@ def wall_stamp(epoch_seconds: float) -> str:
 
 
 class Step(enum.Enum):
-    RENEW = "renew"  # write our record again: we hold the lease
-    TAKE = "take"  # write our record with the next term: the lease is free
+    RENEW = "renew"  # write the lease again, ours: we hold it
+    TAKE = "take"  # write the lease as ours with the next term: it is free
     WAIT = "wait"  # someone else may hold it: write nothing
 
 
@@ -98,39 +100,39 @@ class Verdict:
 class LeaseView:
     """What one replica knows of the lease, on its own monotonic clock."""
 
-    seen: LeaseRecord | None = None  # the record at the last read (None: no lease, or no config)
+    seen: Lease | None = None  # the lease at the last read (None: no lease, or no config)
     seen_unreadable: bool = False
-    seen_since: float | None = None  # when it first read that same record
-    mine: LeaseRecord | None = None  # the last record it wrote that is known to have landed
-    pending: LeaseRecord | None = None  # a write whose outcome is not known yet
+    seen_since: float | None = None  # when it first read that same lease
+    mine: Lease | None = None  # the last lease it wrote that is known to have landed
+    pending: Lease | None = None  # a write whose outcome is not known yet
     pending_sent: float = 0.0  # when that write was sent
     held_until: float | None = None  # its lease ends then: the send of `mine` + lifetime
 
-    def sight(self, record: LeaseRecord | None, *, unreadable: bool, now: float) -> LeaseView:
+    def sight(self, lease: Lease | None, *, unreadable: bool, now: float) -> LeaseView:
         """A fresh read of the labels. Finding our pending write there confirms it."""
         view = self
-        if self.seen_since is None or record != self.seen or unreadable != self.seen_unreadable:
-            view = replace(view, seen=record, seen_unreadable=unreadable, seen_since=now)
-        if record is not None and record == self.pending:
+        if self.seen_since is None or lease != self.seen or unreadable != self.seen_unreadable:
+            view = replace(view, seen=lease, seen_unreadable=unreadable, seen_since=now)
+        if lease is not None and lease == self.pending:
             return view.landed()
-        if record is not None and record != self.mine and self.held_until is not None:
+        if lease is not None and lease != self.mine and self.held_until is not None:
             view = replace(view, held_until=None)  # taken over: never write again
         return view
 
-    def attempt(self, record: LeaseRecord, *, now: float) -> LeaseView:
-        return replace(self, pending=record, pending_sent=now)
+    def attempt(self, lease: Lease, *, now: float) -> LeaseView:
+        return replace(self, pending=lease, pending_sent=now)
 
     def landed(self) -> LeaseView:
         """The pending write is in Swarm's store: the lease runs from when it was sent."""
         assert self.pending is not None
-        record = self.pending
-        held = None if record.released else self.pending_sent + record.lifetime
+        lease = self.pending
+        held = None if lease.released else self.pending_sent + lease.lifetime
         return replace(
             self,
-            mine=record,
+            mine=lease,
             pending=None,
             held_until=held,
-            seen=record,
+            seen=lease,
             seen_unreadable=False,
             seen_since=self.pending_sent,
         )
@@ -146,34 +148,34 @@ class LeaseView:
 
 def decide(view: LeaseView, *, me: str, lifetime: float, now: float) -> Verdict:
     """What to do after `view.sight(...)` of a fresh read."""
-    record = view.seen
-    term = record.term if record is not None else (view.mine.term if view.mine else 0)
-    if record is not None and record == view.mine and record.holder == me:
+    lease = view.seen
+    term = lease.term if lease is not None else (view.mine.term if view.mine else 0)
+    if lease is not None and lease == view.mine and lease.holder == me:
         return Verdict(Step.RENEW, "we hold the lease", term=term)
-    if view.holds(now) and record is None:
+    if view.holds(now) and lease is None:
         # The lease config was removed (`docker config rm`, say) while our lease still runs:
         # writing it back is safe, anyone else waits a whole lifetime.
         return Verdict(Step.RENEW, "our lease was removed: writing it back", term=term)
-    if record is not None and record.released:
-        return Verdict(Step.TAKE, f"released by its holder at term {record.term}", term=term + 1)
-    waited = lifetime if record is None else record.lifetime
+    if lease is not None and lease.released:
+        return Verdict(Step.TAKE, f"released by its holder at term {lease.term}", term=term + 1)
+    waited = lifetime if lease is None else lease.lifetime
     since = view.seen_since if view.seen_since is not None else now
     what = (
         "no lease yet"
-        if record is None and not view.seen_unreadable
+        if lease is None and not view.seen_unreadable
         else "unreadable lease labels"
-        if record is None
-        else f"held by {record.holder} (term {record.term})"
+        if lease is None
+        else f"held by {lease.holder} (term {lease.term})"
     )
     if now - since >= waited:
         return Verdict(Step.TAKE, f"{what}, unchanged for {waited:g} s", term=term + 1)
     return Verdict(Step.WAIT, what, retry_at=since + waited)
 
 
-def new_record(*, me: str, term: int, lifetime: float, wall_now: float) -> LeaseRecord:
-    return LeaseRecord(holder=me, renewed_at=wall_stamp(wall_now), lifetime=lifetime, term=term)
+def new_lease(*, me: str, term: int, lifetime: float, wall_now: float) -> Lease:
+    return Lease(holder=me, renewed_at=wall_stamp(wall_now), lifetime=lifetime, term=term)
 
 
-def released_record(record: LeaseRecord, *, wall_now: float) -> LeaseRecord:
+def released_lease(lease: Lease, *, wall_now: float) -> Lease:
     """What a holder that stopped cleanly leaves: anyone may take it at once."""
-    return replace(record, holder="", renewed_at=wall_stamp(wall_now))
+    return replace(lease, holder="", renewed_at=wall_stamp(wall_now))

@@ -2,14 +2,19 @@
 
 Almost nothing here is durable: a restarted controller starts empty and is still
 correct, only more patient (a node counts as ready from the first time it is seen
-ready). Durable state lives in Swarm's labels. The exception is the nodes' recent downs:
-flap damping forgotten at every restart would trust a failing node again just when it
-matters, since the controller most often restarts because a node died. They are kept in
-the records mirror (core/records_mirror) and read back at the first observation.
+ready). Durable state lives in Swarm's labels. The exceptions are the nodes' recent
+downs and the services' recent moves, kept in the mirror (core/mirror). Flap damping
+forgotten at every restart would trust a failing node again just when it matters, since
+the controller most often restarts because a node died: the downs are read back at the
+first observation (a standby sees nodes go down itself). A move's cooldown and "never
+straight back" forgotten would let a new controller, or a standby that takes over (it
+plans but never writes, so it never notes a move), move a service again a second after
+the last move: the moves are read back at every observation.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
@@ -64,7 +69,7 @@ class Memory:
     # Service id -> (node id -> replicas, since when): the placement a move of the owners
     # rule is taking the service to, while it takes more than one step (rules/owners).
     placing: Mapping[str, tuple[Mapping[str, int], float]] = field(default_factory=dict)
-    # Rebalancing's own hysteresis, kept by the rebalance rule (see core/balance/triggers).
+    # Rebalancing's own hysteresis, kept by the rebalance rule (see core/rules/rebalance/triggers).
     rebalance: RebalanceMemory = field(default_factory=RebalanceMemory)
     # Node exits seen by health assessment (quarantine; see core/health).
     health: HealthMemory = field(default_factory=HealthMemory)
@@ -125,10 +130,13 @@ class Memory:
             downs = _remembered_downs(snapshot, now)
         for node_id in sorted(went_down):
             downs[node_id] = (*downs.get(node_id, ()), now)
+        last_move, left = _with_mirrored_moves(self.last_move, self.left, snapshot, now)
         return replace(
             self,
             node_ready_since=ready_since,
             started=True,
+            last_move=last_move,
+            left=left,
             watching_since=self.watching_since if self.started or not self.watches else now,
             placement=_placement(snapshot, self.placement, pending),
             lost=lost,
@@ -136,7 +144,7 @@ class Memory:
             placing={k: v for k, v in self.placing.items() if k in snapshot.service_by_id},
         )
 
-    def record_move(self, service_id: str, now: float, left: tuple[str, ...] = ()) -> Memory:
+    def note_move(self, service_id: str, now: float, left: tuple[str, ...] = ()) -> Memory:
         """A disruptive write went out: start the service's cooldown, and remember the
         nodes its tasks are leaving so the next move does not take them straight back."""
         moved = replace(self, last_move={**self.last_move, service_id: now})
@@ -172,7 +180,7 @@ def _remembered_downs(snapshot: ClusterSnapshot, now: float) -> dict[str, tuple[
     is down now (the one whose death restarted this controller, often) dated from its
     last change, unless a recorded down covers it. A spec change after the down makes
     that date later, and a down counted twice only makes damping more patient."""
-    recorded = snapshot.records.node_downs() if snapshot.records is not None else {}
+    recorded = snapshot.mirror.node_downs() if snapshot.mirror is not None else {}
     downs = {
         node_id: kept
         for node_id, times in recorded.items()
@@ -186,6 +194,30 @@ def _remembered_downs(snapshot: ClusterSnapshot, now: float) -> dict[str, tuple[
         if now - at < FLAP_MEMORY_SECONDS and not any(t >= at - SAME_DOWN_SECONDS for t in before):
             downs[node.id] = tuple(sorted((*before, at)))
     return downs
+
+
+def _with_mirrored_moves(
+    last_move: Mapping[str, float],
+    left: Mapping[str, tuple[tuple[str, ...], float]],
+    snapshot: ClusterSnapshot,
+    now: float,
+) -> tuple[Mapping[str, float], Mapping[str, tuple[tuple[str, ...], float]]]:
+    """The moves this controller remembers, and the newer ones the mirror holds (another
+    controller's, or its own before a restart). A time ahead of this clock (another
+    machine's, or an edit) counts from now: it never holds a service longer than that."""
+    mirrored = snapshot.mirror.service_moves() if snapshot.mirror is not None else {}
+    if not mirrored:
+        return last_move, left
+    moved, gone = dict(last_move), dict(left)
+    for service_id, move in mirrored.items():
+        at = min(move.at, now)
+        if at > moved.get(service_id, -math.inf):
+            moved[service_id] = at
+        if move.left is not None:
+            nodes, when = move.left[0], min(move.left[1], now)
+            if when > gone.get(service_id, ((), -math.inf))[1]:
+                gone[service_id] = (nodes, when)
+    return moved, gone
 
 
 def _since(labels: Mapping[str, str]) -> float:

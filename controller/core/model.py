@@ -1,4 +1,4 @@
-"""The cluster as the planner sees it: frozen records built by the adapters.
+"""The cluster as the planner sees it: frozen values built by the adapters.
 
 Only what placement needs is kept; everything is already normalised (enums, ints,
 seconds), so rules never touch Docker's JSON.
@@ -6,11 +6,12 @@ seconds), so rules never touch Docker's JSON.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from functools import cached_property
 
+from controller.core.mirror import Mirror
 from controller.core.outside_inputs import (
     HealthReport,
     LivenessSignal,
@@ -18,7 +19,6 @@ from controller.core.outside_inputs import (
     SourceStatus,
     WorkloadEvent,
 )
-from controller.core.records_mirror import RecordStore
 
 
 class NodeRole(StrEnum):
@@ -95,6 +95,13 @@ class Node:
     def accepts_tasks(self) -> bool:
         return self.is_ready and self.availability is Availability.ACTIVE
 
+    @property
+    def holds_tasks(self) -> bool:
+        """Swarm has not given up the tasks here: the node is ready, or `unknown` or
+        `disconnected` (a new Raft leader has not heard from it yet, or it missed a
+        heartbeat): its tasks may still run and are never counted as free."""
+        return self.state is not NodeState.DOWN
+
 
 @dataclass(frozen=True, slots=True)
 class Service:
@@ -125,6 +132,9 @@ class Service:
     # replacement to run before the next. 0: no bound (unlimited parallelism, or a
     # failure action or ratio that lets the update go on stopping tasks after a failure).
     update_batch: int = 0
+    # Mounts whose data stays on the node a task runs on ("volume pgdata", "bind /srv"):
+    # a named volume of the local driver, or a bind mount. A moved task starts without it.
+    local_data: tuple[str, ...] = ()
 
     @property
     def updating(self) -> bool:
@@ -206,6 +216,11 @@ class Task:
         return self.state is TaskState.RUNNING and self.desired_state is TaskState.RUNNING
 
     @property
+    def is_active(self) -> bool:
+        """Swarm means it to run and it has not ended: it holds its place on its node."""
+        return self.desired_state is TaskState.RUNNING and self.state in ACTIVE_TASK_STATES
+
+    @property
     def is_pending(self) -> bool:
         return self.desired_state is TaskState.RUNNING and self.state in {
             TaskState.NEW,
@@ -226,7 +241,7 @@ class NodeUsage:
 
 @dataclass(frozen=True, slots=True)
 class Unreadable:
-    """An object the adapters could not turn into a record; it is skipped, not guessed."""
+    """An object the adapters could not turn into a model value; it is skipped, not guessed."""
 
     kind: str  # "service" or "node"
     id: str
@@ -254,10 +269,13 @@ class ClusterSnapshot:
     # Whether each node looks alive to signals faster than Swarm's heartbeat (gossip
     # peers, TCP probes, agents), gathered by the runtime: see core/health/suspicion.
     liveness: tuple[LivenessSignal, ...] = ()
-    # The mirror of the controller's service records (core/records_mirror); None: not observed.
-    records: RecordStore | None = None
+    # The mirror of what the controller wrote on each service (core/mirror); None: not observed.
+    mirror: Mirror | None = None
     # Swarm's dispatcher heartbeat period (s); None: not observed.
     heartbeat_seconds: float | None = None
+    # Replacements Swarm's restart supervisor holds back for the restart delay (desired
+    # state READY): assigned a node at once, counted by a scale-down, not yet running.
+    delayed: tuple[Task, ...] = ()
 
     @cached_property
     def node_by_id(self) -> Mapping[str, Node]:
@@ -297,6 +315,38 @@ class ClusterSnapshot:
 
     def tasks_of(self, service_id: str) -> tuple[Task, ...]:
         return self.tasks_by_service.get(service_id, ())
+
+    @cached_property
+    def active_tasks(self) -> Mapping[str, Mapping[str, int]]:
+        """Service id -> node id -> its active tasks there, on every node Swarm assigned
+        them to: the one count of where each service runs, which every other reads."""
+        out: dict[str, dict[str, int]] = {}
+        for task in self.tasks:
+            if task.node_id and task.is_active:
+                per_node = out.setdefault(task.service_id, {})
+                per_node[task.node_id] = per_node.get(task.node_id, 0) + 1
+        return out
+
+    def _on_nodes(self, keep: Callable[[Node], bool]) -> Mapping[str, Mapping[str, int]]:
+        nodes = {n.id for n in self.nodes if keep(n)}
+        out: dict[str, dict[str, int]] = {}
+        for service_id, per_node in self.active_tasks.items():
+            kept = {n: c for n, c in per_node.items() if n in nodes}
+            if kept:
+                out[service_id] = kept
+        return out
+
+    @cached_property
+    def active_placement(self) -> Mapping[str, Mapping[str, int]]:
+        """`active_tasks` on ready nodes: where the rules place from (tasks on a node that
+        is not ready are Swarm's to replace)."""
+        return self._on_nodes(lambda n: n.is_ready)
+
+    @cached_property
+    def held_placement(self) -> Mapping[str, Mapping[str, int]]:
+        """`active_tasks` on nodes that hold tasks (ready, unknown or disconnected): what
+        a write could still stop, so never counted as free."""
+        return self._on_nodes(lambda n: n.holds_tasks)
 
     @cached_property
     def tasks_by_node(self) -> Mapping[str, tuple[Task, ...]]:

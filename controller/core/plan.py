@@ -4,11 +4,13 @@ Node health is assessed before any rule (core/health): the rules see the cluster
 failed node down and a node the controller holds paused as paused, so failover, owners,
 preemption and rebalancing treat a health-failed node as they treat a dead one.
 
-Rules run in registry order, each seeing what the rules before it planned (they spend
-the disruption budget). Each object is written at most once per cycle: a later
-rule that wants an object an earlier one already changed is deferred to the next
-cycle, which the first write's event triggers at once. That keeps every write
-version-checked against what was observed, with no merging of intents.
+Rules run in registry order, each seeing what the rules before it planned (they are
+charged to the availability ledger). Each write is put to the guards as it is proposed:
+one they hold or refuse claims nothing, so a later rule may write that object in the
+same cycle. Each object is written at most once per cycle: a later rule that wants an
+object an earlier one already changed is deferred to the next cycle, which the first
+write's event triggers at once. That keeps every write version-checked against what was
+observed, with no merging of intents.
 """
 
 from __future__ import annotations
@@ -17,9 +19,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
 from controller.core.actions import Action, subject_of, target_of
-from controller.core.context import PlanContext, Rule
+from controller.core.context import PlanContext, RuleSpec
 from controller.core.decisions import Decision, Outcome
-from controller.core.guards import apply_guards
+from controller.core.guards import Guards
 from controller.core.health.assess import assess_nodes
 from controller.core.memory import Memory
 from controller.core.model import ClusterSnapshot
@@ -34,6 +36,8 @@ class Plan:
     decisions: tuple[Decision, ...]
     memory: Memory
     resolved: Mapping[str, ResolvedService] = field(default_factory=dict)
+    # The actions of rules whose writes go out first (RuleSpec.writes_first).
+    early: tuple[Action, ...] = ()
 
     @property
     def is_empty(self) -> bool:
@@ -46,7 +50,7 @@ def plan(
     policy: Policy,
     memory: Memory,
     now: float,
-    rules: tuple[tuple[str, Rule], ...] | None = None,
+    rules: tuple[RuleSpec, ...] | None = None,
 ) -> Plan:
     resolved, decisions = resolve_settings(snapshot, policy, memory.resolved)
     # Health first: every rule then sees a failed node as down and a held node as paused.
@@ -63,12 +67,15 @@ def plan(
         observed=snapshot,
         health=health,
     )
+    ctx = replace(ctx, ledger=ctx.fresh_ledger())  # standings computed once, shared
 
-    actions: list[Action] = []
-    proposed: list[tuple[str, Action]] = []  # (rule, action) for every action kept
+    actions: list[Action] = []  # every write the guards let through, in rule order
+    early: list[Action] = []  # those of rules whose writes go first
+    proposed: list[tuple[RuleSpec, Action]] = []  # every action proposed, with its rule
     written: set[tuple[str, str]] = set()
-    for rule_name, rule in rules if rules is not None else RULES:
-        output = rule(replace(ctx, planned=tuple(actions)))
+    guards = Guards(ctx)
+    for spec in rules if rules is not None else RULES:
+        output = spec.plan(replace(ctx, planned=tuple(actions)))
         decisions.extend(output.decisions)
         if output.remember is not None:
             memory = output.remember(memory)
@@ -77,7 +84,7 @@ def plan(
             if target in written:
                 decisions.append(
                     Decision(
-                        rule=rule_name,
+                        rule=spec.name,
                         subject=subject_of(action),
                         outcome=Outcome.DEFER,
                         reason="already changed this cycle; retried on the next one",
@@ -85,14 +92,26 @@ def plan(
                     )
                 )
                 continue
+            proposed.append((spec, action))
+            # Guarded at once: a write the guards hold does not claim its object, and the
+            # next rule that wants it may write it this cycle.
+            admitted = guards.admit(spec, action)
+            if admitted is None:
+                continue
             written.add(target)
-            actions.append(action)
-            proposed.append((rule_name, action))
+            actions.append(admitted)
+            if spec.writes_first:
+                early.append(admitted)
 
-    decisions.extend(unexplained(proposed, decisions))
-    guarded, guard_decisions = apply_guards(ctx, tuple(actions))
-    decisions.extend(guard_decisions)
-    return Plan(actions=guarded, decisions=tuple(decisions), memory=memory, resolved=resolved)
+    decisions.extend(unexplained(((s.name, a) for s, a in proposed), decisions))
+    decisions.extend(guards.decisions)
+    return Plan(
+        actions=tuple(actions),
+        decisions=tuple(decisions),
+        memory=memory,
+        resolved=resolved,
+        early=tuple(early),
+    )
 
 
 def unexplained(

@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from controller.core.actions import SetReplicas
-from controller.core.labels import OWN_PREFIX, recorded_exclusion_set
+from controller.core.labels import OWN_PREFIX, excluded_node_set
 from controller.core.model import Service
 
 BASE_LABEL = OWN_PREFIX + "replicas"
@@ -29,7 +29,7 @@ OPERATION_LABEL = OWN_PREFIX + "operation"
 SINCE_LABEL = OWN_PREFIX + "operation-since"
 DETAIL_LABEL = OWN_PREFIX + "operation-detail"
 VACATE_LABEL = OWN_PREFIX + "operation-vacate"
-RECORD_LABELS = (
+REPLICA_RECORD_LABELS = (
     BASE_LABEL,
     SET_LABEL,
     OPERATION_LABEL,
@@ -39,7 +39,7 @@ RECORD_LABELS = (
 )
 
 SURGE, HOLD, PREEMPT, REBALANCE = "surge", "hold", "preempt", "rebalance"
-# A speculative failover's surge for the tasks of a suspected node (rules/speculative).
+# A speculative failover's surge for the tasks of a suspected node (rules/failover/speculative).
 SPECULATE = "speculate"
 
 
@@ -53,12 +53,12 @@ class ReplicaRecord:
     vacate: tuple[str, ...] = ()  # nodes a stop-first move leaves once its surge runs
 
 
-class RecordError(ValueError):
+class ReplicaRecordError(ValueError):
     pass
 
 
-def read_record(labels: Mapping[str, str]) -> ReplicaRecord | None:
-    """The record on a service, None when there is none. Raises RecordError if garbled."""
+def read_replica_record(labels: Mapping[str, str]) -> ReplicaRecord | None:
+    """The record on a service, None when there is none. Raises ReplicaRecordError if garbled."""
     if BASE_LABEL not in labels:
         return None
     try:
@@ -71,14 +71,14 @@ def read_record(labels: Mapping[str, str]) -> ReplicaRecord | None:
             vacate=tuple(sorted(n for n in labels.get(VACATE_LABEL, "").split(",") if n)),
         )
     except (KeyError, ValueError) as exc:
-        raise RecordError(f"unreadable replica record: {exc}") from exc
+        raise ReplicaRecordError(f"unreadable replica record: {exc}") from exc
 
 
 def is_in_flight(service: Service) -> bool:
     """A surge or rebalance is under way: placement steering must wait for it."""
     try:
-        record = read_record(service.labels)
-    except RecordError:
+        record = read_replica_record(service.labels)
+    except ReplicaRecordError:
         return True
     return record is not None and record.operation in {SURGE, REBALANCE, SPECULATE}
 
@@ -102,7 +102,7 @@ def change_replicas(
 
     `evicts_from`: the nodes on which the change (or the trim that ends it) may stop a
     task, so the disruption budgets and the cooldown apply to it."""
-    existing = read_record(service.labels)
+    existing = read_replica_record(service.labels)
     if base is None:
         base = existing.base if existing else (service.replicas or 0)
     labels = {
@@ -133,33 +133,33 @@ def restore_replicas(
         service_name=service.name,
         version=service.version,
         replicas=record.base,
-        remove_labels=RECORD_LABELS,
+        remove_labels=REPLICA_RECORD_LABELS,
         evicts_from=evicts_from,
     )
 
 
-def forget_record(service: Service) -> SetReplicas:
+def forget_replica_record(service: Service) -> SetReplicas:
     """The operator scaled meanwhile: keep their count, drop our record."""
     return SetReplicas(
         service_id=service.id,
         service_name=service.name,
         version=service.version,
         replicas=service.replicas or 0,
-        remove_labels=RECORD_LABELS,
+        remove_labels=REPLICA_RECORD_LABELS,
     )
 
 
-def record_taken_back(service: Service, action: SetReplicas) -> ReplicaRecord | None:
+def replica_record_taken_back(service: Service, action: SetReplicas) -> ReplicaRecord | None:
     """The service's record, if `action` is the write that ends it: back to the
     operator's count, the record's labels gone (see `restore_replicas`)."""
     try:
-        record = read_record(service.labels)
-    except RecordError:
+        record = read_replica_record(service.labels)
+    except ReplicaRecordError:
         return None
     if (
         record is None
         or action.replicas != record.base
-        or not set(action.remove_labels) >= set(RECORD_LABELS)
+        or not set(action.remove_labels) >= set(REPLICA_RECORD_LABELS)
     ):
         return None
     return record
@@ -172,10 +172,10 @@ def ends_own_move(service: Service, action: SetReplicas) -> bool:
     that replacement and so ends the rollout, which would otherwise wait for good. The
     rollout is the controller's own: the spec it rolls is the exclusion the controller
     wrote."""
-    record = record_taken_back(service, action)
+    record = replica_record_taken_back(service, action)
     return (
         record is not None
         and record.operation == REBALANCE
         and bool(record.vacate)
-        and set(record.vacate) <= recorded_exclusion_set(service.labels)
+        and set(record.vacate) <= excluded_node_set(service.labels)
     )

@@ -12,8 +12,15 @@ from controller.policy.document import (
     policy_json_schema,
     render_policy_schema,
 )
+from controller.policy.policy_model import (
+    DEFAULT_FAULT_DOMAINS,
+    STACK_LABEL,
+    Policy,
+    ServiceMatch,
+    ServiceRule,
+)
 from controller.policy.problems import PolicyProblem, PolicyValidationError
-from controller.policy.resolve import (
+from controller.policy.service_resolution import (
     LABEL_KEYS,
     LABEL_PREFIX,
     LabelProblem,
@@ -22,13 +29,6 @@ from controller.policy.resolve import (
     placement_labels,
     resolve_service,
     resolve_services,
-)
-from controller.policy.resolved import (
-    DEFAULT_FAULT_DOMAINS,
-    STACK_LABEL,
-    Policy,
-    ServiceMatch,
-    ServiceRule,
 )
 from controller.policy.service_spec import SETTING_NAMES, format_setting, setting_value
 from controller.policy.settings import (
@@ -39,6 +39,7 @@ from controller.policy.settings import (
     AntiAffinityMode,
     Budgets,
     ControllerSettings,
+    DataMode,
     FailbackMode,
     FailbackWindow,
     FailoverMode,
@@ -64,6 +65,7 @@ __all__ = [
     "AntiAffinityMode",
     "Budgets",
     "ControllerSettings",
+    "DataMode",
     "FailbackMode",
     "FailbackWindow",
     "FailoverMode",

@@ -10,10 +10,10 @@ from collections.abc import Mapping
 from dataclasses import fields, is_dataclass
 from enum import Enum
 
-from controller.policy.resolved import Policy, ServiceRule
+from controller.policy.policy_model import Policy, ServiceRule
 from controller.policy.service_spec import format_setting, kebab
 from controller.policy.settings import NodeGroup
-from controller.policy.values import format_duration
+from controller.policy.value_syntax import format_duration
 
 MAX_CHANGES_SHOWN = 8
 _UNSET = "unset"

@@ -15,10 +15,10 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic.json_schema import GenerateJsonSchema, JsonSchemaValue
 from pydantic_core import PydanticCustomError, core_schema
 
-from controller.policy import value_types as t
+from controller.policy import field_types as t
+from controller.policy.policy_model import DEFAULT_FAULT_DOMAINS, Policy, ServiceMatch, ServiceRule
+from controller.policy.policy_model import frozen_mapping as _frozen
 from controller.policy.problems import PolicyProblem, PolicyValidationError, problems_from
-from controller.policy.resolved import DEFAULT_FAULT_DOMAINS, Policy, ServiceMatch, ServiceRule
-from controller.policy.resolved import frozen_mapping as _frozen
 from controller.policy.service_spec import ServiceSettingsSpec, StrictSpec, overrides_of
 from controller.policy.settings import (
     Budgets,

@@ -13,8 +13,9 @@ from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
 from controller.policy import document as d
+from controller.policy.field_types import Syntax
 from controller.policy.problems import unwrap_annotation
-from controller.policy.resolve import LABEL_PREFIX
+from controller.policy.service_resolution import LABEL_PREFIX
 from controller.policy.service_spec import (
     SETTING_NAMES,
     ServiceSettingsSpec,
@@ -24,7 +25,6 @@ from controller.policy.service_spec import (
     syntax_of,
 )
 from controller.policy.settings import ServiceSettings
-from controller.policy.value_types import Syntax
 
 # Sections of the file below the top level, in the order the doc shows them.
 FILE_SECTIONS: tuple[tuple[str, type[BaseModel]], ...] = (

@@ -14,9 +14,9 @@ from typing import Annotated, Any, Union, get_args, get_origin
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 from pydantic_core import PydanticCustomError
 
-from controller.policy import value_types as t
+from controller.policy import field_types as t
 from controller.policy.settings import ServiceSettings
-from controller.policy.values import FailbackSetting
+from controller.policy.value_syntax import FailbackSetting
 
 DEFAULTS_SOURCE = "file:defaults"
 
@@ -122,6 +122,14 @@ class ServiceSettingsSpec(StrictSpec):
         "replica count without stopping anything, trimmed back if the node was alive; auto: "
         "speculative unless the service has max-replicas-per-node 1 (one per node on purpose: "
         "it waits for Swarm's down).",
+    )
+    data: t.DataModeValue | None = Field(
+        None,
+        description="Whether the service's data follows its tasks: local (on the node: the "
+        "controller's own moves - failback, rebalancing, spread, load, preferred owners - "
+        "leave its tasks where they are; failover still happens), shared (reached from any "
+        "node: it moves like any service) or auto (local when it mounts a named volume of "
+        "the local driver or a bind mount, shared otherwise).",
     )
 
 

@@ -45,6 +45,16 @@ class FailoverMode(StrEnum):
     AUTO = "auto"
 
 
+class DataMode(StrEnum):
+    """Whether a service's data follows its tasks when the controller moves them."""
+
+    # Local when the service mounts a named volume of the local driver or a bind mount
+    # (the data stays on the node), shared otherwise.
+    AUTO = "auto"
+    LOCAL = "local"  # on the node: the controller starts no move of its tasks
+    SHARED = "shared"  # reached from any node (a volume plugin, NFS, a replicated store)
+
+
 class RebalanceMode(StrEnum):
     OFF = "off"
     ON_JOIN = "on-join"
@@ -89,6 +99,7 @@ class ServiceSettings:
     failover_threshold: FailoverThreshold | None = None
     rebalance: bool = False
     failover_mode: FailoverMode = FailoverMode.AUTO
+    data: DataMode = DataMode.AUTO
 
     @property
     def steered(self) -> bool:

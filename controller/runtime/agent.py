@@ -43,7 +43,7 @@ from controller.adapters.agent_probe import (
     service_counts,
 )
 from controller.adapters.agent_report import AgentEvent, AgentReport, AgentService, AgentUsage
-from controller.adapters.docker_api import ENGINE_ERRORS, EngineClient
+from controller.adapters.engine import ENGINE_ERRORS, EngineClient
 from controller.adapters.tcp_probe import GOSSIP_PORT, tcp_connects
 from controller.runtime.http_app import make_app
 from controller.runtime.http_replies import bearer_matches, problem, unauthorized

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from controller.adapters.docker_api import EngineClient, observe_cluster
+from controller.adapters.engine import EngineClient, observe_cluster
 from controller.adapters.writes import Rehearsal
 from controller.core.model import ClusterSnapshot
 from controller.core.plan import Plan

@@ -1,6 +1,6 @@
 """/healthz, /readyz and /metrics, routes of the process's HTTP server (http_server.py).
 
-prometheus_client renders /metrics. The answers come from a `Health` record the loop
+prometheus_client renders /metrics. The answers come from a `Health` value the loop
 keeps up to date, never from the Docker API, so a probe costs nothing and cannot hang on
 the engine.
 

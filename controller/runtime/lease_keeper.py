@@ -3,9 +3,11 @@
 Every replica runs a LeaseKeeper on the same lease config (adapters/lease_store.py). The
 holder renews every third of the lifetime; the others read the labels often (a tenth of
 the lifetime, at most a second) so that they take over soon after the lifetime of a
-silent holder ends. `fence()` is called in the worker thread right before each write: it
-lets the write through only while this replica's lease has more than the safety margin
-left, by its own monotonic clock. A holder that is paused or cut off from the managers
+silent holder ends. `fence()` is called in the worker thread right before each write,
+and again right before each attempt's request (a write is retried on a transient
+answer): it lets the request through only while this replica's lease has more than the
+safety margin left, by its own monotonic clock, and the request must be answered within
+that margin (adapters/write_fence). A holder that is paused or cut off from the managers
 stops writing by itself, without having to learn anything.
 """
 
@@ -20,7 +22,7 @@ from dataclasses import dataclass
 import anyio
 import anyio.to_thread
 
-from controller.adapters.docker_api import (
+from controller.adapters.engine import (
     ENGINE_ERRORS,
     ConflictError,
     DockerUnavailableError,
@@ -33,8 +35,8 @@ from controller.core.lease import (
     LeaseView,
     Step,
     decide,
-    new_record,
-    released_record,
+    new_lease,
+    released_lease,
 )
 
 log = logging.getLogger(__name__)
@@ -75,7 +77,9 @@ class LeaseConfig:
 
     @property
     def margin(self) -> float:
-        """Writes stop this long before the lease runs out: room for one in flight."""
+        """Writes stop this long before the lease runs out: room for one in flight, whose
+        request is bounded by it (3 s at the default lifetime; a longer lifetime gives a
+        slow manager more)."""
         return self.lifetime / 5
 
     @property
@@ -169,25 +173,25 @@ class LeaseKeeper:
         except STORE_ERRORS as exc:
             self._note(f"lease: cannot read config {cfg.name}: {exc}")
             return cfg.poll_every
-        # Counted from after the read returned: never earlier than the record was written.
+        # Counted from after the read returned: never earlier than the lease was written.
         now = self._clock()
         self.reads += 1
         self.last_read = now
         if read.problem:
             self._note(f"lease: {read.problem}; it is taken over after {cfg.lifetime:g} s")
-        view = self.view.sight(read.record, unreadable=read.problem is not None, now=now)
+        view = self.view.sight(read.lease, unreadable=read.problem is not None, now=now)
         verdict = decide(view, me=cfg.holder, lifetime=cfg.lifetime, now=now)
         self.view = view
         if verdict.step is Step.WAIT:
             self._note(f"lease: standby, {verdict.reason}")
             wake = verdict.retry_at - now if verdict.retry_at is not None else cfg.poll_every
             return max(0.05, min(cfg.poll_every, wake))
-        record = new_record(
+        lease = new_lease(
             me=cfg.holder, term=verdict.term, lifetime=cfg.lifetime, wall_now=self._wall()
         )
-        self.view = self.view.attempt(record, now=self._clock())  # the lease runs from here
+        self.view = self.view.attempt(lease, now=self._clock())  # the lease runs from here
         try:
-            await anyio.to_thread.run_sync(self._store.write, read, record)
+            await anyio.to_thread.run_sync(self._store.write, read, lease)
         except ConflictError:
             self.view = self.view.refused()
             return 0.0  # someone wrote or created the config: read it again at once
@@ -198,7 +202,7 @@ class LeaseKeeper:
         self.view = self.view.landed()
         if verdict.step is Step.TAKE:
             self._say(f"lease: took the lease {cfg.name} as {cfg.holder}, "
-                      f"term {record.term}: {verdict.reason}")  # fmt: skip
+                      f"term {lease.term}: {verdict.reason}")  # fmt: skip
         return cfg.renew_every
 
     def _track_leadership(self) -> None:
@@ -226,10 +230,10 @@ class LeaseKeeper:
         with anyio.move_on_after(RELEASE_TIMEOUT_SECONDS, shield=True):
             try:
                 read = await anyio.to_thread.run_sync(store.read)
-                if read.record == mine:
-                    record = released_record(mine, wall_now=self._wall())
-                    self.view = self.view.attempt(record, now=self._clock())
-                    await anyio.to_thread.run_sync(store.write, read, record)
+                if read.lease == mine:
+                    lease = released_lease(mine, wall_now=self._wall())
+                    self.view = self.view.attempt(lease, now=self._clock())
+                    await anyio.to_thread.run_sync(store.write, read, lease)
                     self.view = self.view.landed()
                     self._say(f"lease: released the lease {self.config.name}")
             except RELEASE_ERRORS as exc:
@@ -240,7 +244,8 @@ class LeaseKeeper:
 def fenced(
     execute: Callable[[Action], None], fence: Callable[[], None]
 ) -> Callable[[Action], None]:
-    """The executor behind the fence: `fence()` runs right before every write."""
+    """The executor behind the fence: `fence()` runs right before every write (the
+    Docker executor checks it again before each attempt's request)."""
 
     def run(action: Action) -> None:
         fence()

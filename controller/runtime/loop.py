@@ -33,7 +33,8 @@ from tenacity import (
 
 from controller import __version__
 from controller.adapters.agent_client import AgentError, discover_agents
-from controller.adapters.docker_api import (
+from controller.adapters.docker_events import event_opener
+from controller.adapters.engine import (
     ENGINE_ERRORS,
     ClusterObserver,
     DockerUnavailableError,
@@ -42,10 +43,10 @@ from controller.adapters.docker_api import (
     connect,
     engine_version,
 )
-from controller.adapters.docker_events import event_opener
 from controller.adapters.errors import RetryableError
 from controller.adapters.lease_store import ConfigLeaseStore, LeaseStore
 from controller.adapters.tcp_probe import tcp_connects
+from controller.adapters.write_fence import UNFENCED, WriteFence
 from controller.adapters.writes import Executor, Rehearsal, docker_executor
 from controller.core.decisions import Decision
 from controller.runtime.cycle_trigger import Trigger
@@ -310,12 +311,20 @@ class Controller:
 
     def _writer(self, client: EngineClient) -> Executor:
         """What executes the plan: a rehearsal in a dry run; else Docker (or the test's
-        executor), behind the lease's fence, then the test pause hook if one is asked."""
+        executor), behind the lease's fence, then the test pause hook if one is asked.
+        Docker's executor passes the fence again before each attempt's request, and
+        bounds the request by the lease's margin."""
         if self.config.dry_run:
             return Rehearsal(self.say)
-        executor = self._executor(client) if self._executor else docker_executor(client)
-        if self.lease is not None:
-            executor = fenced(executor, self.lease.fence)
+        lease = self.lease
+        fence = (
+            WriteFence(check=lease.fence, within=lease.config.margin)
+            if lease is not None
+            else UNFENCED
+        )
+        executor = self._executor(client) if self._executor else docker_executor(client, fence)
+        if lease is not None:
+            executor = fenced(executor, lease.fence)
         try:  # the production image leaves this test hook out (deploy/Dockerfile)
             from controller.runtime.pause_hook import pausing  # noqa: PLC0415
         except ImportError:
@@ -474,7 +483,13 @@ class Controller:
             failed=result.failed,
         )
         if result.snapshot is not None:
-            self.metrics.record_state(result.snapshot, result.plan.resolved, self._clock())
+            self.metrics.record_state(
+                result.snapshot,
+                result.plan.resolved,
+                self._clock(),
+                policy=self.policy(),
+                decisions=result.plan.decisions,
+            )
 
     async def _heartbeat(self) -> None:
         # /healthz reports a loop that stopped ticking (a blocked event loop).

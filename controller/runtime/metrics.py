@@ -18,8 +18,9 @@ from prometheus_client.registry import Collector
 from controller import __version__
 from controller.core.actions import Action, subject_of
 from controller.core.decisions import Code, Decision, LoggedDecision, Outcome
+from controller.core.kernel.possible_gaps import possible_gaps
 from controller.core.model import ClusterSnapshot
-from controller.policy import ResolvedService
+from controller.policy import Policy, ResolvedService
 from controller.runtime.lease_keeper import LeaseKeeper
 from controller.runtime.policy_source import PolicySource
 from controller.runtime.view_document import held_nodes
@@ -216,6 +217,14 @@ class Metrics:
             ["mark"],
             registry=r,
         )
+        self.possible_unenforced = Gauge(
+            "placement_possible_owners_unenforced",
+            "Tasks of a managed service running on a node that is no possible owner of it "
+            "(as of the last cycle): the controller has not moved them yet; `status` and "
+            "the web view say why.",
+            ["service"],
+            registry=r,
+        )
         self.webhook_reports = Counter(
             "placement_webhook_reports",
             "Health webhook posts, by result: accepted, unauthorized, invalid, "
@@ -226,14 +235,31 @@ class Metrics:
         r.register(_StateCollector(policy, lease, agents, plugin_failures))
         self._previous: set[LoggedDecision] = set()  # compared as the log shows them
         self._suspected: set[str] = set()  # subjects suspected in the last leader cycle
+        self._gap_services: set[str] = set()  # services with a possible-owner gap
 
     def record_state(
-        self, snapshot: ClusterSnapshot, resolved: Mapping[str, ResolvedService], now: float
+        self,
+        snapshot: ClusterSnapshot,
+        resolved: Mapping[str, ResolvedService],
+        now: float,
+        *,
+        policy: Policy | None = None,
+        decisions: Sequence[Decision] = (),
     ) -> None:
-        """What the last cycle saw: managed services, and the nodes held, by mark."""
+        """What the last cycle saw: managed services, the nodes held, by mark, and the
+        tasks on nodes their possible owners exclude."""
         self.managed_services.set(sum(1 for r in resolved.values() if r.settings.managed))
         for mark, count in held_nodes(snapshot, now).items():
             self.nodes_held.labels(mark).set(count)
+        gaps = possible_gaps(snapshot, policy or Policy.default(), resolved, decisions)
+        for gap in gaps:
+            self.possible_unenforced.labels(gap.service_name).set(gap.count)
+        # A service that has moved, or gone, loses its series (removed one by one: a
+        # scrape never sees the others vanish for a moment, which would reset an alert).
+        current = {gap.service_name for gap in gaps}
+        for name in self._gap_services - current:
+            self.possible_unenforced.remove(name)
+        self._gap_services = current
 
     def record_cycle(
         self,

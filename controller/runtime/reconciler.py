@@ -19,14 +19,14 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextvars import copy_context
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 
 from opentelemetry import trace
 from opentelemetry.trace import Status, StatusCode
 
-from controller.adapters.docker_api import ConflictError, GoneError
+from controller.adapters.engine import ConflictError, GoneError
 from controller.adapters.writes import Executor, Rehearsal, WriteRefusedError
 from controller.core.actions import Action, describe, subject_of, target_of
+from controller.core.clock import utc_time
 from controller.core.decisions import Decision, Outcome
 from controller.core.guards import disrupted_nodes
 from controller.core.memory import Memory
@@ -136,7 +136,7 @@ class Reconciler:
             if cycle.standby is not None:
                 span.set_attribute("placement.standby", cycle.standby)
                 return cycle
-            order = execution_order(result.actions, result.decisions)
+            order = execution_order(result.actions, result.early)
             held = self._held(list(order), now)
             cycle.outcomes.extend(_held_decision(a, r) for a, r in held.values())
             cycle.logged = self._log.write(cycle.decisions, now=now)
@@ -230,7 +230,7 @@ class Reconciler:
         cycle.executed.append(action)
         left = disrupted_nodes(action)
         if left and hasattr(action, "service_id"):
-            self.memory = self.memory.record_move(action.service_id, self._clock(), left)
+            self.memory = self.memory.note_move(action.service_id, self._clock(), left)
         return True
 
 
@@ -246,7 +246,7 @@ def _refused_decision(action: Action, refusal: Refusal) -> Decision:
 
 
 def _held_decision(action: Action, refusal: Refusal) -> Decision:
-    until = datetime.fromtimestamp(refusal.retry_at, UTC).isoformat(timespec="seconds")
+    until = utc_time(refusal.retry_at)
     return Decision(
         RULE,
         subject_of(action),

@@ -11,20 +11,21 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
+from controller.core.clock import utc_time
 from controller.core.counts import is_active
 from controller.core.decisions import Decision, Outcome
 from controller.core.explain import cluster_scheduler, explain_service, explanation_document
 from controller.core.health.node_marks import (
     PAUSED,
     QUARANTINE_UNTIL,
-    read_health_records,
+    read_health_marks,
 )
+from controller.core.kernel.candidates import NodeIndex, domain_of, expand_owner_list
+from controller.core.kernel.possible_gaps import possible_gaps
 from controller.core.labels import DENY_LABEL_PREFIX, DENY_VALUE
 from controller.core.model import ClusterSnapshot, Node
-from controller.core.placement.candidates import NodeIndex, domain_of, expand_owner_list
 from controller.core.plan import Plan
 from controller.policy import Policy
 
@@ -39,14 +40,10 @@ class Logged:
 
     def as_dict(self) -> dict[str, Any]:
         return {
-            "time": _iso(self.time),
+            "time": utc_time(self.time),
             **self.decision.as_dict(),
             "trace_id": self.trace_id,
         }
-
-
-def _iso(seconds: float) -> str:
-    return datetime.fromtimestamp(seconds, UTC).isoformat(timespec="seconds")
 
 
 HOLD_KINDS = ("paused", "quarantined", "failed", "degraded", "denying")
@@ -77,9 +74,9 @@ def node_marks(node: Node, decisions: Sequence[Decision], now: float) -> list[st
         until = math.nan
     if until > now:
         marks.append("quarantined")
-    for record in read_health_records(node.labels):
-        if record.until > now:
-            marks.append(f"{record.state.value} ({record.source})")
+    for mark in read_health_marks(node.labels):
+        if mark.until > now:
+            marks.append(f"{mark.state.value} ({mark.source})")
     denied = sorted(
         key.removeprefix(DENY_LABEL_PREFIX)
         for key, value in node.labels.items()
@@ -132,7 +129,7 @@ def view_document(
             }
         )
     return {
-        "time": _iso(now),
+        "time": utc_time(now),
         "role": role,
         "fault_domain_level": level,
         "trace_url": trace_url,
@@ -150,6 +147,7 @@ def _services(snapshot: ClusterSnapshot, plan: Plan, policy: Policy) -> list[dic
     resolved: Mapping[str, Any] = plan.resolved
     scheduler = cluster_scheduler(snapshot) if any(t.is_pending for t in snapshot.tasks) else None
     index = NodeIndex(snapshot.nodes)
+    gaps = {g.service_id: g for g in possible_gaps(snapshot, policy, resolved, plan.decisions)}
     out = []
     for service in sorted(snapshot.services, key=lambda s: s.name):
         found = explain_service(
@@ -179,6 +177,7 @@ def _services(snapshot: ClusterSnapshot, plan: Plan, policy: Policy) -> list[dic
                 "active": sum(1 for t in snapshot.tasks_of(service.id) if is_active(t)),
                 "preferred": preferred,
                 "possible": possible,
+                "possible_unenforced": (gaps[service.id].as_dict() if service.id in gaps else None),
             }
         )
     return out

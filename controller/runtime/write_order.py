@@ -21,9 +21,6 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from controller.core.actions import Action, target_of
-from controller.core.decisions import Decision
-
-FAILOVER_RULE = "failover"
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,9 +37,10 @@ class Phases:
         return iter((*self.nodes, *self.failover, *self.rest))
 
 
-def execution_order(actions: Iterable[Action], decisions: Iterable[Decision]) -> Phases:
+def execution_order(actions: Iterable[Action], early: Iterable[Action]) -> Phases:
+    """`early`: the writes of rules whose writes go first (the planner's `Plan.early`)."""
     # A list, not a set: actions hold dicts and do not hash.
-    failover = [d.action for d in decisions if d.rule == FAILOVER_RULE and d.action is not None]
+    failover = list(early)
     nodes: list[Action] = []
     first: list[Action] = []
     rest: list[Action] = []

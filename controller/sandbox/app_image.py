@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from controller.sandbox import dockerapi
+from controller.sandbox import typed_docker
 from controller.sandbox.debian_base import base_rootfs
 from controller.sandbox.image import cache_dir
 from controller.sandbox.spec import SandboxError
@@ -93,7 +93,7 @@ def context_tar(dockerfile: Path, wheels: Iterable[Path]) -> bytes:
 
 def _stream_build(api: Any, context: bytes, buildargs: dict[str, str]) -> None:
     lines: list[str] = []
-    chunks = dockerapi._call(
+    chunks = typed_docker._call(
         "docker build",
         lambda: api.build(
             fileobj=io.BytesIO(context),
@@ -129,9 +129,9 @@ def build_controller_image(docker_host: str, *, repo: Path | None = None) -> Bui
     base = base_rootfs(python=f"{sys.version_info.major}.{sys.version_info.minor}")
     lap("debootstrap" if base.seconds else "base (cached)")
     base_ref = f"{BASE_REPOSITORY}:{base.suite}"
-    api = dockerapi.api_client(docker_host, timeout=BUILD_TIMEOUT_SECONDS)
+    api = typed_docker.api_client(docker_host, timeout=BUILD_TIMEOUT_SECONDS)
     try:
-        dockerapi._call(
+        typed_docker._call(
             "docker import",
             lambda: api.import_image(
                 src=str(base.tarball),
@@ -154,13 +154,13 @@ def build_controller_image(docker_host: str, *, repo: Path | None = None) -> Bui
                 "REQUIREMENT": "swarm-placement[otlp]",
             },
         )
-        image_id = dockerapi.image_id(api, IMAGE_REFERENCE)
+        image_id = typed_docker.image_id(api, IMAGE_REFERENCE)
         lap("build")
         tarball = cache_dir() / f"swarm-placement-{image_id.removeprefix('sha256:')[:16]}.tar"
         if not tarball.is_file():
             partial = tarball.with_suffix(".tar.tmp")
             with open(partial, "wb") as out:
-                for chunk in dockerapi.save_image(api, IMAGE_REFERENCE):
+                for chunk in typed_docker.save_image(api, IMAGE_REFERENCE):
                     out.write(chunk)
             partial.replace(tarball)
         _prune_saved(keep=tarball)
@@ -175,13 +175,13 @@ def load_into(docker_hosts: Iterable[str], built: BuiltImage) -> float:
     started = time.monotonic()
 
     def load(host: str) -> None:
-        api = dockerapi.api_client(host, timeout=BUILD_TIMEOUT_SECONDS)
+        api = typed_docker.api_client(host, timeout=BUILD_TIMEOUT_SECONDS)
         try:
             if _has_image(api, built.image_id):
                 return
             with open(built.tarball, "rb") as data:
-                dockerapi.load_image(api, data)
-            got = dockerapi.image_id(api, built.image_id)
+                typed_docker.load_image(api, data)
+            got = typed_docker.image_id(api, built.image_id)
         finally:
             api.close()
         if got != built.image_id:
@@ -206,6 +206,6 @@ def _prune_saved(*, keep: Path) -> None:
 
 def _has_image(api: Any, image_id: str) -> bool:
     try:
-        return dockerapi.image_id(api, image_id) == image_id
+        return typed_docker.image_id(api, image_id) == image_id
     except SandboxError:
         return False

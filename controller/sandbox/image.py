@@ -18,7 +18,7 @@ import tarfile
 from collections.abc import Iterator
 from pathlib import Path
 
-from controller.sandbox import dockerapi
+from controller.sandbox import typed_docker
 from controller.sandbox.spec import SandboxError
 from controller.sandbox.state import base_dir
 
@@ -106,19 +106,19 @@ def build_image(busybox: str, docker_host: str) -> tuple[Path, str]:
             return found
         stem = cache_dir() / f"busybox-{_busybox_digest(busybox)}"
         reference = f"{IMAGE_REPOSITORY}:{IMAGE_TAG}"
-        api = dockerapi.api_client(docker_host)
+        api = typed_docker.api_client(docker_host)
         try:
-            dockerapi.import_image(
+            typed_docker.import_image(
                 api,
                 rootfs_tar(busybox),
                 repository=IMAGE_REPOSITORY,
                 tag=IMAGE_TAG,
                 changes=IMAGE_CHANGES,
             )
-            image_id = dockerapi.image_id(api, reference)
+            image_id = typed_docker.image_id(api, reference)
             tmp = stem.with_suffix(".tar.tmp")
             with open(tmp, "wb") as out:
-                for chunk in dockerapi.save_image(api, reference):
+                for chunk in typed_docker.save_image(api, reference):
                     out.write(chunk)
             os.replace(tmp, stem.with_suffix(".tar"))
             stem.with_suffix(".id").write_text(image_id + "\n")
@@ -129,11 +129,11 @@ def build_image(busybox: str, docker_host: str) -> tuple[Path, str]:
 
 def load_image(tarball: Path, image_id: str, docker_host: str) -> None:
     """Load the cached image into one node and check it has the expected ID."""
-    api = dockerapi.api_client(docker_host)
+    api = typed_docker.api_client(docker_host)
     try:
         with open(tarball, "rb") as data:
-            dockerapi.load_image(api, data)
-        got = dockerapi.image_id(api, image_id)
+            typed_docker.load_image(api, data)
+        got = typed_docker.image_id(api, image_id)
     finally:
         api.close()
     if got != image_id:

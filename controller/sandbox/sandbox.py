@@ -9,7 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 from types import TracebackType
 from typing import Any, TypeVar
 
-from controller.sandbox import daemon, dockerapi, host, image, netns, swarm
+from controller.sandbox import daemon, host, image, netns, swarm, typed_docker
 from controller.sandbox.spec import (
     FAILURE_MODES,
     NODE_STATES,
@@ -139,7 +139,7 @@ class Sandbox:
 
     def client(self, node: str | None = None) -> Any:
         """A docker.DockerClient for `node` (default: a manager), API version negotiated."""
-        return dockerapi.docker_client(self.docker_host(node) if node else self.manager_host)
+        return typed_docker.docker_client(self.docker_host(node) if node else self.manager_host)
 
     def node_info(self) -> list[dict[str, Any]]:
         """Every node as a manager sees it: hostname, state, availability, role, labels..."""
@@ -248,9 +248,9 @@ class Sandbox:
         service_mode: dict[str, Any] = (
             {"Replicated": {"Replicas": replicas}} if mode == "replicated" else {"Global": {}}
         )
-        api = dockerapi.api_client(self.manager_host)
+        api = typed_docker.api_client(self.manager_host)
         try:
-            return dockerapi.create_service(
+            return typed_docker.create_service(
                 api,
                 name=name,
                 task_template=template,
@@ -263,9 +263,9 @@ class Sandbox:
 
     def set_constraints(self, name: str, constraints: Sequence[str] = ()) -> None:
         """Replace a service's placement constraints (none: free to run anywhere)."""
-        api = dockerapi.api_client(self.manager_host)
+        api = typed_docker.api_client(self.manager_host)
         try:
-            dockerapi.set_service_constraints(api, name, list(constraints))
+            typed_docker.set_service_constraints(api, name, list(constraints))
         finally:
             api.close()
 

@@ -1,8 +1,8 @@
-"""Where a sandbox lives on disk, and the JSON record of what it started.
+"""Where a sandbox lives on disk, and the state file that says what it started.
 
 Everything a sandbox makes is named from its name: its directory under the base directory,
 its network namespaces (`sps-<name>-sw`, `sps-<name>-node-N`) and its cgroup
-(`/swarm-placement-<name>`). Teardown can therefore find all of it even without the record.
+(`/swarm-placement-<name>`). Teardown can therefore find all of it even without the file.
 """
 
 from __future__ import annotations
@@ -157,10 +157,10 @@ def load_state(name: str) -> SandboxState:
     try:
         return SandboxState.from_dict(data)
     except TypeError as exc:
-        raise SandboxError(f"{path} is not a sandbox record: {exc}") from exc
+        raise SandboxError(f"{path} is not a sandbox state file: {exc}") from exc
 
 
-def recorded_names() -> list[str]:
+def sandbox_names() -> list[str]:
     root = base_dir()
     if not root.is_dir():
         return []
@@ -183,7 +183,7 @@ def base_lock() -> Iterator[None]:
 def allocate_subnet_index(name: str) -> int:
     """A /24 index not used by another recorded sandbox; call under base_lock."""
     used = set()
-    for other in recorded_names():
+    for other in sandbox_names():
         if other == name:
             continue
         with contextlib.suppress(SandboxError):

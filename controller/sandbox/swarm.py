@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from controller.sandbox import daemon, dockerapi
+from controller.sandbox import daemon, typed_docker
 from controller.sandbox.spec import SandboxError
 from controller.sandbox.state import NodeState, SandboxState
 
@@ -21,23 +21,25 @@ def form_swarm(state: SandboxState) -> None:
     heartbeat_ns = (
         None if state.heartbeat_seconds is None else int(state.heartbeat_seconds * NANOSECONDS)
     )
-    api = dockerapi.api_client(first.docker_host)
+    api = typed_docker.api_client(first.docker_host)
     try:
-        first.node_id = dockerapi.swarm_init(api, advertise_ip=first.ip, heartbeat_ns=heartbeat_ns)
-        worker_token, manager_token = dockerapi.join_tokens(api)
+        first.node_id = typed_docker.swarm_init(
+            api, advertise_ip=first.ip, heartbeat_ns=heartbeat_ns
+        )
+        worker_token, manager_token = typed_docker.join_tokens(api)
     finally:
         api.close()
 
     def join(node: NodeState) -> None:
-        node_api = dockerapi.api_client(node.docker_host)
+        node_api = typed_docker.api_client(node.docker_host)
         try:
-            dockerapi.swarm_join(
+            typed_docker.swarm_join(
                 node_api,
                 manager_ip=first.ip,
                 token=manager_token if node.manager else worker_token,
                 advertise_ip=node.ip,
             )
-            node.node_id = str(dockerapi.info(node_api)["Swarm"]["NodeID"])
+            node.node_id = str(typed_docker.info(node_api)["Swarm"]["NodeID"])
         finally:
             node_api.close()
 
@@ -51,11 +53,11 @@ def form_swarm(state: SandboxState) -> None:
 
 
 def label_nodes(state: SandboxState, manager_host: str) -> None:
-    api = dockerapi.api_client(manager_host)
+    api = typed_docker.api_client(manager_host)
     try:
         for node in state.nodes:
             if node.labels and node.node_id:
-                dockerapi.set_node_labels(api, node.node_id, node.labels)
+                typed_docker.set_node_labels(api, node.node_id, node.labels)
     finally:
         api.close()
 
@@ -96,9 +98,9 @@ def query_nodes(state: SandboxState) -> list[dict[str, Any]]:
     """The nodes as a reachable manager sees them; SandboxError when none answers."""
     errors = []
     for node in manager_candidates(state):
-        api = dockerapi.api_client(node.docker_host, timeout=5)
+        api = typed_docker.api_client(node.docker_host, timeout=5)
         try:
-            return [node_summary(n) for n in dockerapi.list_nodes(api)]
+            return [node_summary(n) for n in typed_docker.list_nodes(api)]
         except SandboxError as exc:
             errors.append(f"{node.hostname}: {exc}")
         finally:
@@ -227,10 +229,10 @@ def service_spec(
 
 def service_summaries(manager_host: str) -> list[dict[str, Any]]:
     """Each service's name, mode, labels and running/desired task counts."""
-    api = dockerapi.api_client(manager_host, timeout=10)
+    api = typed_docker.api_client(manager_host, timeout=10)
     try:
-        services = dockerapi.list_services(api)
-        tasks = dockerapi.list_tasks(api, {"desired-state": "running"})
+        services = typed_docker.list_services(api)
+        tasks = typed_docker.list_tasks(api, {"desired-state": "running"})
     finally:
         api.close()
     running: dict[str, int] = {}

@@ -1,6 +1,6 @@
 """Taking a sandbox apart so that nothing of it is left, and checking that nothing is.
 
-Teardown works from the sandbox's name alone (the record only adds PIDs), so it also
+Teardown works from the sandbox's name alone (the state file only adds PIDs), so it also
 cleans up after an `up` that died half way. It is idempotent.
 """
 
@@ -12,7 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from controller.sandbox import daemon, dockerapi, mounts, netns, processes
+from controller.sandbox import daemon, mounts, netns, processes, typed_docker
 from controller.sandbox.host import which
 from controller.sandbox.spec import SandboxError, validate_name
 from controller.sandbox.state import (
@@ -22,8 +22,8 @@ from controller.sandbox.state import (
     cgroup_root,
     load_state,
     netns_pattern,
-    recorded_names,
     sandbox_dir,
+    sandbox_names,
 )
 
 LEAVE_TIMEOUT_SECONDS = 3
@@ -62,9 +62,9 @@ def _leave_swarm(nodes: list[NodeState]) -> None:
         if not daemon.dockerd_running(node) or not daemon.ping(node.docker_socket):
             return
         with contextlib.suppress(SandboxError, OSError):
-            api = dockerapi.api_client(node.docker_host, timeout=LEAVE_TIMEOUT_SECONDS)
+            api = typed_docker.api_client(node.docker_host, timeout=LEAVE_TIMEOUT_SECONDS)
             try:
-                dockerapi.swarm_leave(api)
+                typed_docker.swarm_leave(api)
             finally:
                 api.close()
 
@@ -113,7 +113,7 @@ def teardown_sandbox(name: str, *, leave_swarm: bool = True) -> Leftovers:
         with ThreadPoolExecutor(max_workers=min(8, len(nodes))) as pool:
             list(pool.map(stop, nodes))
 
-    # Whatever is left (shims, containers, a daemon without a record): by path, netns, cgroup.
+    # Whatever is left (shims, containers, a daemon without a state file): by path, netns, cgroup.
     namespaces = netns.names_matching(netns_pattern(name))
     for _ in range(3):
         pids = _sandbox_pids(name, directory, namespaces)
@@ -134,7 +134,7 @@ def teardown_sandbox(name: str, *, leave_swarm: bool = True) -> Leftovers:
     left = find_leftovers(name)
     if not left.mounts and not left.processes and directory.exists():
         shutil.rmtree(directory, ignore_errors=True)
-    if not [other for other in recorded_names() if other != name]:
+    if not [other for other in sandbox_names() if other != name]:
         mounts.remove_empty_runtime_dirs()
     return find_leftovers(name)
 
@@ -159,7 +159,7 @@ def find_leftovers(name: str) -> Leftovers:
 
 def teardown_all() -> dict[str, Leftovers]:
     """Tear down every sandbox recorded under the base directory."""
-    return {name: teardown_sandbox(name) for name in recorded_names()}
+    return {name: teardown_sandbox(name) for name in sandbox_names()}
 
 
 def base_is_empty() -> bool:

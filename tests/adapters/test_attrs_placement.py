@@ -1,4 +1,5 @@
-"""What the room filters read from a service spec: platforms and host-mode ports."""
+"""What the room filters read from a service spec: platforms, host-mode ports, and the
+mounts whose data stays on the node."""
 
 from __future__ import annotations
 
@@ -37,3 +38,29 @@ def test_only_host_mode_published_ports_are_kept() -> None:
 def test_a_malformed_port_list_is_an_error_not_a_guess() -> None:
     with pytest.raises(AttrsError):
         service_from_attrs(_service({}, {"Ports": "8080"}))
+
+
+def test_mounts_whose_data_stays_on_the_node_are_read() -> None:
+    """As `docker stack deploy` writes the voting app's db (a named volume, no driver
+    given: the local one), beside mounts whose data is no node's."""
+    mounts = [
+        {"Type": "volume", "Source": "voting_db-data", "Target": "/var/lib/postgresql/data"},
+        {"Type": "volume", "Source": "cache", "VolumeOptions": {"DriverConfig": {"Name": "local"}}},
+        {
+            "Type": "volume",
+            "Source": "media",  # the local driver mounting an NFS share: any node's
+            "VolumeOptions": {"DriverConfig": {"Name": "local", "Options": {"type": "nfs4"}}},
+        },
+        {"Type": "bind", "Source": "/srv/conf", "Target": "/etc/app"},
+        {"Type": "volume", "Source": "shared", "VolumeOptions": {"DriverConfig": {"Name": "nfs"}}},
+        {"Type": "volume", "Target": "/scratch"},  # anonymous: new for every task anyway
+        {"Type": "tmpfs", "Target": "/run"},
+    ]
+    svc = service_from_attrs(_service({"ContainerSpec": {"Mounts": mounts}}))
+    assert svc.local_data == ("volume voting_db-data", "volume cache", "bind /srv/conf")
+    assert service_from_attrs(_service({"ContainerSpec": {"Image": "x"}})).local_data == ()
+
+
+def test_a_malformed_mount_list_is_an_error_not_a_guess() -> None:
+    with pytest.raises(AttrsError):
+        service_from_attrs(_service({"ContainerSpec": {"Mounts": {"Type": "bind"}}}))

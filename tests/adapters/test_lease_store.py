@@ -13,9 +13,9 @@ import docker.errors
 import pytest
 import requests
 
-from controller.adapters.docker_api import ConflictError
+from controller.adapters.engine import ConflictError
 from controller.adapters.lease_store import CONFIG_DATA, ConfigLeaseStore, LeaseRead
-from controller.core.lease import LeaseRecord, labels_of
+from controller.core.lease import Lease, labels_of
 from controller.runtime.lease_keeper import LeaseConfig, LeaseKeeper
 
 NAME = "placement_controller-lease"
@@ -60,7 +60,14 @@ class FakeConfigApi:
     def _url(self, path: str, *args: str) -> str:
         return path.format(*args)
 
-    def _post_json(self, url: str, data: dict[str, Any], params: dict[str, Any]) -> None:
+    def _post_json(
+        self, url: str, data: dict[str, Any], params: dict[str, Any] | None = None
+    ) -> dict[str, str] | None:
+        if url == "/configs/create":
+            return self.create_config(
+                data["Name"], base64.b64decode(data["Data"]), labels=data["Labels"]
+            )
+        assert params is not None
         config = self._find(url.split("/")[2])
         if params["version"] != config["Version"]["Index"]:
             raise _error(500, "rpc error: code = Unknown desc = update out of sequence")
@@ -71,7 +78,7 @@ class FakeConfigApi:
         config["Spec"] = copy.deepcopy(data)
         self.updates += 1
 
-    def _result(self, response: None) -> None:
+    def _result(self, response: dict[str, str] | None, json: bool = False) -> Any:
         return response
 
 
@@ -80,9 +87,9 @@ class FakeClient:
         self.api = api
 
 
-def _record(holder: str, term: int = 1) -> LeaseRecord:
+def _lease(holder: str, term: int = 1) -> Lease:
     stamp = "2026-01-01T00:00:00.000+00:00"
-    return LeaseRecord(holder=holder, renewed_at=stamp, lifetime=15, term=term)
+    return Lease(holder=holder, renewed_at=stamp, lifetime=15, term=term)
 
 
 def _store(api: FakeConfigApi) -> ConfigLeaseStore:
@@ -93,58 +100,58 @@ def test_no_config_reads_as_no_lease_and_the_first_write_creates_it() -> None:
     api = FakeConfigApi()
     store = _store(api)
     empty = store.read()
-    assert empty.record is None and empty.problem is None and empty.version is None
+    assert empty.lease is None and empty.problem is None and empty.version is None
     assert not api.configs, "a read never writes"
-    store.write(empty, _record("a"))
+    store.write(empty, _lease("a"))
     (config,) = api.configs.values()
     assert config["Spec"]["Name"] == NAME
     assert base64.b64decode(config["Spec"]["Data"]) == CONFIG_DATA
     read = store.read()
-    assert read.record == _record("a") and read.version == config["Version"]["Index"]
+    assert read.lease == _lease("a") and read.version == config["Version"]["Index"]
 
 
 def test_a_renewal_changes_only_the_lease_labels_at_the_version_read() -> None:
     api = FakeConfigApi()
     store = _store(api)
-    store.write(store.read(), _record("a"))
+    store.write(store.read(), _lease("a"))
     (config,) = api.configs.values()
     config["Spec"]["Labels"]["team"] = "infra"  # an operator's own label stays
     read = store.read()
-    store.write(read, _record("a", term=2))
+    store.write(read, _lease("a", term=2))
     after = store.read()
     assert read.version is not None and after.version == read.version + 1
-    assert after.record == _record("a", term=2)
-    assert after.spec["Labels"] == {**labels_of(_record("a", term=2)), "team": "infra"}
+    assert after.lease == _lease("a", term=2)
+    assert after.spec["Labels"] == {**labels_of(_lease("a", term=2)), "team": "infra"}
     assert after.spec["Data"] == read.spec["Data"]
 
 
 def test_a_stale_version_is_a_conflict_and_changes_nothing() -> None:
     api = FakeConfigApi()
     store = _store(api)
-    store.write(store.read(), _record("a"))
+    store.write(store.read(), _lease("a"))
     stale = store.read()
-    store.write(stale, _record("a", term=1))  # a renewal lands: the version moves on
+    store.write(stale, _lease("a", term=1))  # a renewal lands: the version moves on
     with pytest.raises(ConflictError):
-        store.write(stale, _record("b", term=2))
-    assert store.read().record == _record("a")
+        store.write(stale, _lease("b", term=2))
+    assert store.read().lease == _lease("a")
 
 
 def test_two_replicas_racing_to_create_it_one_wins_the_other_reads_it() -> None:
     api = FakeConfigApi()
     a, b = _store(api), _store(api)
     seen_by_a, seen_by_b = a.read(), b.read()
-    a.write(seen_by_a, _record("a"))
+    a.write(seen_by_a, _lease("a"))
     with pytest.raises(ConflictError):
-        b.write(seen_by_b, _record("b"))
+        b.write(seen_by_b, _lease("b"))
     assert len(api.configs) == 1
-    assert b.read().record == _record("a")
+    assert b.read().lease == _lease("a")
 
 
 def test_unreadable_labels_are_a_problem_named_after_the_config() -> None:
     api = FakeConfigApi()
     api.create_config(NAME, b"x", labels={"swarm-placement.lease.holder": "a"})
     read = _store(api).read()
-    assert read.record is None and read.problem is not None
+    assert read.lease is None and read.problem is not None
     assert read.problem.startswith(f"config {NAME}: lease labels incomplete")
     assert read.version is not None  # a takeover overwrites them at that version
 
@@ -176,10 +183,10 @@ def test_a_keeper_that_loses_the_race_to_create_the_config_reads_the_winner() ->
     class Racing(ConfigLeaseStore):
         """Another replica creates the config between this one's read and its write."""
 
-        def write(self, read: LeaseRead, record: LeaseRecord) -> None:
+        def write(self, read: LeaseRead, lease: Lease) -> None:
             other = _store(api)
-            other.write(other.read(), _record("a"))
-            super().write(read, record)
+            other.write(other.read(), _lease("a"))
+            super().write(read, lease)
 
     b = LeaseKeeper(
         LeaseConfig(name=NAME, holder="b", lifetime=15),
@@ -194,7 +201,7 @@ def test_a_keeper_that_loses_the_race_to_create_the_config_reads_the_winner() ->
     assert _tick(b) == 0.0, "a lost race is read again at once"
     _tick(b)
     assert not b.holds() and b.standby_reason() == f"the lease {NAME} is held by a"
-    assert len(api.configs) == 1 and _store(api).read().record == _record("a")
+    assert len(api.configs) == 1 and _store(api).read().lease == _lease("a")
 
 
 def test_a_holder_creates_its_config_again_when_it_was_removed() -> None:

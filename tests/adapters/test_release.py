@@ -6,8 +6,8 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from types import SimpleNamespace
 
-from controller.adapters.docker_api import ConflictError
 from controller.adapters.docker_read import ServiceNotFoundError
+from controller.adapters.engine import ConflictError
 from controller.adapters.release_run import Releaser, live_leases
 from controller.core.actions import Action, SetNodeAvailability, SetNodeLabels
 from controller.core.apply import apply_actions

@@ -9,8 +9,8 @@ import docker.errors
 import pytest
 
 from controller.adapters.docker_read import ServiceNotFoundError
-from controller.adapters.start import NothingToStartError, start_service
-from controller.core.replicas import BASE_LABEL, RECORD_LABELS
+from controller.adapters.start import InRolloutError, NothingToStartError, start_service
+from controller.core.replicas import BASE_LABEL, REPLICA_RECORD_LABELS
 
 HELD = {
     BASE_LABEL: "3",
@@ -77,7 +77,7 @@ def test_start_restores_the_held_count_and_removes_the_record() -> None:
     ((version, spec),) = api.writes
     assert version == 40
     assert spec["Mode"]["Replicated"]["Replicas"] == 3
-    assert not set(RECORD_LABELS) & set(spec["Labels"])
+    assert not set(REPLICA_RECORD_LABELS) & set(spec["Labels"])
     assert spec["Labels"]["placement.priority"] == "none"
 
 
@@ -107,3 +107,22 @@ def test_nothing_to_start_says_why(replicas: int, labels: dict[str, str], expect
 def test_an_unknown_service_is_not_found() -> None:
     with pytest.raises(ServiceNotFoundError, match="no service named 'nope'"):
         start_service(FakeClient(FakeApi(service_attrs(2, HELD))), "nope")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("state", ["updating", "paused", "rollback_started", "rollback_paused"])
+def test_a_service_in_a_rollout_is_not_written(state: str) -> None:
+    """A write would restart a running rollout, or resume a paused one: the guards' rule."""
+    attrs = service_attrs(2, HELD)
+    attrs["UpdateStatus"] = {"State": state}
+    api = FakeApi(attrs)
+    with pytest.raises(InRolloutError, match=rf"batch is in a rollout \({state}\)"):
+        start_service(FakeClient(api), "batch")  # type: ignore[arg-type]
+    assert api.writes == []
+
+
+def test_a_finished_rollout_holds_nothing() -> None:
+    attrs = service_attrs(2, HELD)
+    attrs["UpdateStatus"] = {"State": "completed"}
+    api = FakeApi(attrs)
+    assert start_service(FakeClient(api), "batch").after == 3  # type: ignore[arg-type]
+    assert len(api.writes) == 1

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from controller.adapters.docker_api import DockerUnavailableError, NotAManagerError
+from controller.adapters.engine import DockerUnavailableError, NotAManagerError
 from controller.cli import release_cmd
 from controller.cli.main import main
 from controller.core.labels import steering_constraint

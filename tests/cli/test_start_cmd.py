@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from controller.adapters.docker_api import ConflictError, DockerUnavailableError, NotAManagerError
 from controller.adapters.docker_read import ServiceNotFoundError
-from controller.adapters.start import NothingToStartError, Started
+from controller.adapters.engine import ConflictError, DockerUnavailableError, NotAManagerError
+from controller.adapters.start import InRolloutError, NothingToStartError, Started
 from controller.cli import start_cmd
 
 
@@ -52,6 +52,7 @@ def test_start_prints_the_change(
         (NothingToStartError("service batch is not held: nothing to start"), 2),
         (NotAManagerError("the Docker engine at x is a swarm worker"), 2),
         (ConflictError("service batch changed"), 1),
+        (InRolloutError("service batch is in a rollout (paused): rollout paused by Swarm"), 1),
         (DockerUnavailableError("cannot reach the Docker engine"), 1),
     ],
 )

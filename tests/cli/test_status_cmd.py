@@ -1,4 +1,4 @@
-"""`status` from what Swarm stores: each record reads as its state, held nodes are listed,
+"""`status` from what Swarm stores: each lease reads as its state, held nodes are listed,
 and the three output forms carry one document."""
 
 from __future__ import annotations
@@ -14,8 +14,9 @@ from controller.cli.output import emit
 from controller.cli.status_cmd import render_status, service_state, status_document
 from controller.core.health.node_marks import PAUSED, QUARANTINE_UNTIL
 from controller.core.labels import EXCLUDED_LABEL, exclusion_constraint
-from controller.core.lease import LeaseRecord
+from controller.core.lease import Lease
 from controller.core.memory import Memory
+from controller.core.model import Resources
 from controller.core.plan import plan
 from controller.core.replicas import HOLD, PREEMPT, SPECULATE, SURGE, change_replicas
 from controller.policy import Policy
@@ -63,11 +64,12 @@ def _document() -> dict[str, object]:
     ]
     snap = snapshot(nodes, [db, web, legacy], [running(web, 3, 1)])  # type: ignore[list-item]
     result = plan(snapshot=snap, policy=Policy.default(), memory=Memory(), now=NOW)
-    lease = LeaseRecord(
-        holder="ctl.1@node-1", renewed_at="2027-01-15T08:00:00Z", lifetime=15, term=4
-    )
+    lease = Lease(holder="ctl.1@node-1", renewed_at="2027-01-15T08:00:00Z", lifetime=15, term=4)
     return status_document(
-        DryRun(snapshot=snap, plan=result, now=NOW), [("lease", lease, None)], []
+        DryRun(snapshot=snap, plan=result, now=NOW),
+        [("lease", lease, None)],
+        [],
+        policy=Policy.default(),
     )
 
 
@@ -97,3 +99,25 @@ def test_json_and_yaml_carry_the_same_document(capsys: pytest.CaptureFixture[str
     assert YAML(typ="safe").load(capsys.readouterr().out) == as_json
     emit(argparse.Namespace(output="table"), doc, lambda: render_status(doc))
     assert capsys.readouterr().out.startswith("LEASE")
+
+
+def test_possible_owners_not_yet_enforced_are_listed_with_the_reason() -> None:
+    """A stop-first task on node-3, which is no possible owner, and node-2, the only
+    one, full: the task stays, and status says so, and why."""
+    cpu = Resources(1_000_000_000, 1 << 30)
+    nodes = [replace(node(i, manager=i == 1), capacity=cpu) for i in (1, 2, 3)]
+    api = service("api", replicas=2, labels={**MANAGED, "placement.possible-nodes": "node-2"})
+    api = replace(api, update_order="stop-first", reservations=Resources(1_000_000_000))
+    snap = snapshot(nodes, [api], [running(api, 2, 1), running(api, 3, 2)])
+    result = plan(snapshot=snap, policy=Policy.default(), memory=Memory(), now=NOW)
+    doc = status_document(
+        DryRun(snapshot=snap, plan=result, now=NOW), [], [], policy=Policy.default()
+    )
+    (row,) = doc["services"]  # type: ignore[misc]
+    gap = row["possible_owners_unenforced"]
+    assert gap["tasks"] == {"node-3": 1} and gap["count"] == 1
+    assert gap["reason"].startswith("possible owners not yet enforced: 1 task(s) on node-3: ")
+    assert "no allowed node" in gap["why"] and "stay pending" in gap["why"], gap
+    table = render_status(doc)
+    assert "POSSIBLE OWNERS NOT YET ENFORCED" in table and "node-3 (1)" in table
+    assert all(s["possible_owners_unenforced"] is None for s in _document()["services"])  # type: ignore[attr-defined, index]

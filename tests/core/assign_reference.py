@@ -1,6 +1,6 @@
 """The owners rule's assignment as first written: a direct, slow statement of it.
 
-Kept as the specification the incremental `controller.core.placement.assign` must match
+Kept as the specification the incremental `controller.core.rules.owners.assign` must match
 (tests/core/test_assign_equivalence.py). The original module docstring follows.
 
 The desired placement of one service: sticky, changed only by justified moves.
@@ -23,7 +23,7 @@ import math
 from collections import Counter
 from collections.abc import Callable, Mapping
 
-from controller.core.placement.assign import Assignment, Move, PlacementInputs
+from controller.core.rules.owners.assign import Assignment, Move, PlacementInputs
 
 SPREAD, ANTI_AFFINITY, FAILBACK = "spread", "anti-affinity", "failback"
 

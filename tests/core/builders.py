@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 
+from controller.core.constraints import node_filter, parse_constraint
 from controller.core.model import (
     Availability,
     ClusterSnapshot,
@@ -80,3 +82,26 @@ def snapshot(
 
 
 MANAGED = {"placement.managed": "true"}
+
+
+def replaced(snap: ClusterSnapshot) -> ClusterSnapshot:
+    """Swarm, once it has acted: each task on a node that is down, drained or refused by
+    its service's constraints runs again on the first node that accepts it (or waits
+    unassigned when none does)."""
+    tasks: list[Task] = []
+    for task in snap.tasks:
+        svc = snap.service_by_id.get(task.service_id)
+        host = snap.node_by_id.get(task.node_id)
+        if svc is None or host is None:
+            tasks.append(task)
+            continue
+        allows = node_filter(parse_constraint(c) for c in svc.constraints)
+        if host.is_ready and host.availability is not Availability.DRAIN and allows(host):
+            tasks.append(task)
+            continue
+        target = next((n for n in snap.nodes if n.accepts_tasks and allows(n)), None)
+        if target is None:
+            tasks.append(replace(task, node_id="", state=TaskState.PENDING))
+        else:
+            tasks.append(replace(task, node_id=target.id, state=TaskState.RUNNING))
+    return replace(snap, tasks=tuple(tasks))

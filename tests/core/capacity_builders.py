@@ -8,19 +8,16 @@ from dataclasses import replace
 from controller.core.memory import Memory
 from controller.core.model import ClusterSnapshot, Node, Resources, Service, Task, TaskState
 from controller.core.plan import Plan, plan
-from controller.core.rules.failover import plan_failover
-from controller.core.rules.preemption import plan_preemption
-from controller.core.rules.restore import plan_restores
+from controller.core.rules import rules_named
 from controller.policy import Policy
 
 from .builders import MANAGED, node, service
 
 SHORT = "no suitable node (insufficient resources on 3 nodes)"
-RULES = (
-    ("failover", plan_failover),
-    ("preemption", plan_preemption),
-    ("restore", plan_restores),
-)
+# A victim whose max-unavailable lets a preemption take all it needs in one cycle: the
+# tests of the search itself use it (the ledger's own limit is tested on its own).
+ROOMY = {"placement.max-unavailable": "10"}
+RULES = rules_named("failover", "preemption", "restore")
 
 
 def slots(n: int) -> Resources:

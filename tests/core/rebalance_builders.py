@@ -9,16 +9,15 @@ from controller.core.labels import steering_constraint
 from controller.core.memory import Memory, RebalanceMemory
 from controller.core.model import ClusterSnapshot, Node, Resources, Service, Task
 from controller.core.plan import Plan, plan
-from controller.core.rules.failover import plan_failover
-from controller.core.rules.rebalance import plan_rebalance
+from controller.core.rules import rules_named
 from controller.policy import Budgets, ControllerSettings, Policy, RebalanceMode
 
 from .builders import node, running
 
-NOW = 100_000.0
+NOW = 1_796_152_964.0  # a moment of today: epoch seconds have ten digits
 CPU = 1_000_000_000  # one CPU in nano-CPUs
 GIB = 1 << 30
-RULES = (("failover", plan_failover), ("rebalance", plan_rebalance))
+RULES = rules_named("failover", "rebalance")
 
 
 def policy(

@@ -50,7 +50,7 @@ def test_a_service_in_a_rolling_update_waits() -> None:
 
 
 def test_deny_labels_with_no_reason_left_are_released() -> None:
-    """Deny labels are recomputed from their reasons (core/health/deny.py): one of a service
+    """Deny labels are recomputed from their reasons (core/rules/nodes/deny.py): one of a service
     no longer managed, or of a managed one whose reason ended, goes; others stay."""
     labels = {deny_label("gone"): "true", deny_label("web"): "true", "rack": "r1"}
     web = service("web", labels=MANAGED, constraints=[steering_constraint("web")])

@@ -12,8 +12,8 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from controller.core.placement.assign import PlacementInputs, assign, node_order
-from controller.core.placement.candidates import Candidates
+from controller.core.kernel.candidates import Candidates
+from controller.core.rules.owners.assign import PlacementInputs, assign, node_order
 
 from .assign_reference import reference_assign
 

@@ -11,17 +11,17 @@ from controller.core.actions import (
     SetReplicas,
     SetServiceConstraints,
 )
-from controller.core.budget import DisruptionBudget, disrupted_nodes, disruption
-from controller.core.context import PlanContext, RuleOutput
+from controller.core.context import PlanContext, RuleOutput, RuleSpec
+from controller.core.kernel.ledger import AvailabilityLedger, disrupted_nodes, disruption
 from controller.core.memory import Memory
 from controller.core.model import Availability, NodeState, TaskState
 from controller.core.plan import Plan, plan
 from controller.core.replicas import PREEMPT, change_replicas
-from controller.core.rules.preemption import plan_preemption
+from controller.core.rules import rule_named
 from controller.policy import Budgets, ControllerSettings, Policy
 
 from .builders import MANAGED, node, running, service, snapshot
-from .capacity_builders import on, pending, run, slot_nodes, svc
+from .capacity_builders import ROOMY, on, pending, run, slot_nodes, svc
 
 
 def _policy(**budgets: int) -> Policy:
@@ -32,7 +32,7 @@ def _proposing(*actions):  # type: ignore[no-untyped-def]
     def rule(ctx: PlanContext) -> RuleOutput:
         return RuleOutput(actions=tuple(actions))
 
-    return (("test", rule),)
+    return (RuleSpec("test", rule),)
 
 
 def _plan(snap, *actions, policy: Policy | None = None) -> Plan:  # type: ignore[no-untyped-def]
@@ -53,7 +53,7 @@ def _deferred(result: Plan) -> list[str]:
 
 
 def _short() -> tuple:  # type: ignore[type-arg]
-    low = svc("low", 6, priority="low")
+    low = svc("low", 6, priority="low", labels=ROOMY)
     high = svc("high", 2, priority="high")
     return (
         low,
@@ -107,7 +107,7 @@ def test_a_preemption_waits_for_a_node_an_earlier_rule_spent() -> None:
         policy=_policy(actions_per_node=1),
         memory=Memory(),
         now=1000.0,
-        rules=(("nodes", first), ("preemption", plan_preemption)),
+        rules=(RuleSpec("nodes", first), rule_named("preemption")),
     )
     assert result.actions == (evict,)
     assert any("budget: 1 disruptive actions per node" in d.reason for d in result.decisions)
@@ -264,7 +264,7 @@ def test_tasks_a_stop_first_surge_made_spare_stop_without_spending_max_unavailab
 
 def test_a_rules_copy_of_the_budget_is_its_own() -> None:
     _, db, snap = _three()
-    budget = DisruptionBudget(Budgets(actions_per_cycle=1), snap, {})
+    budget = AvailabilityLedger(Budgets(actions_per_cycle=1), snap, {db.id: 1})
     deny = SetNodeLabels("n3", "node-3", 13, set_labels={"x": "1"}, evicts_services=())
     assert budget.refusal(deny) is None  # stops nothing: never refused
     move = replace(change_replicas(db, replicas=2, operation=PREEMPT, now=0.0), evicts_from=("n2",))

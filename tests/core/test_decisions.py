@@ -3,31 +3,31 @@
 from __future__ import annotations
 
 from controller.core.actions import (
+    SetMirror,
     SetNodeAvailability,
-    SetRecords,
     SetReplicas,
     SetServiceConstraints,
     describe,
     subject_of,
 )
-from controller.core.context import PlanContext, Rule, RuleOutput
+from controller.core.context import PlanContext, Rule, RuleOutput, RuleSpec
 from controller.core.decisions import Decision, Outcome
 from controller.core.memory import Memory
 from controller.core.model import Availability
 from controller.core.plan import plan
 from controller.policy import Policy
 
-from .builders import node, running, service, snapshot
+from .builders import MANAGED, node, running, service, snapshot
 
 
 def test_subject_of_names_each_kind_of_write_by_name() -> None:
     assert subject_of(SetReplicas("s-abc", "web", 1, 2)) == "service web"
     assert subject_of(SetNodeAvailability("n2", "node-2", 1, Availability.PAUSE)) == "node node-2"
-    assert subject_of(SetRecords("", 1)) == "records"
+    assert subject_of(SetMirror("", 1)) == "mirror"
 
 
 def test_a_deferred_write_names_its_service_by_name_not_id() -> None:
-    web = service("web", replicas=2)
+    web = service("web", replicas=2, labels=MANAGED)
     snap = snapshot([node(1, manager=True), node(2)], [web], [running(web, 1, 1)])
     first = SetReplicas(web.id, web.name, web.version, 3, set_labels={"a": "1"})
     second = SetServiceConstraints(web.id, web.name, web.version, ("node.id!=n2",))
@@ -44,7 +44,10 @@ def test_a_deferred_write_names_its_service_by_name_not_id() -> None:
         policy=Policy.default(),
         memory=Memory(),
         now=1000.0,
-        rules=(("first", writes("first", first)), ("second", writes("second", second))),
+        rules=(
+            RuleSpec("first", writes("first", first)),
+            RuleSpec("second", writes("second", second)),
+        ),
     )
     (deferred,) = [d for d in result.decisions if d.outcome == Outcome.DEFER]
     assert deferred.rule == "second" and deferred.subject == "service web"

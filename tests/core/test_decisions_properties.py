@@ -1,18 +1,19 @@
 """Every write has a decision: each rule in RULES names every action it proposes in one
 of its own decisions (`Decision.action == action`), over varied swarms (owners,
 failover and its trims, preemption and restore, rebalancing, health), so plan()'s
-fallback decision for an unexplained write never has to fire."""
+fallback decision for an unexplained write never has to fire. And each rule's memory
+update changes only the part of the memory its registry entry declares."""
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import fields, replace
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from controller.core.actions import describe
 from controller.core.apply import apply_actions
-from controller.core.context import PlanContext, Rule, RuleOutput
+from controller.core.context import PlanContext, Rule, RuleOutput, RuleSpec
 from controller.core.labels import steering_constraint
 from controller.core.memory import Memory
 from controller.core.model import ClusterSnapshot, NodeState
@@ -28,12 +29,27 @@ from . import test_rebalance_properties as rebalance
 from .builders import MANAGED, node, running, service, snapshot
 
 
-def _checked(name: str, rule: Rule, missing: list[str]) -> Rule:
+def _checked(spec: RuleSpec, missing: list[str]) -> Rule:
     def check(ctx: PlanContext) -> RuleOutput:
-        output = rule(ctx)
-        named = [d.action for d in output.decisions if d.rule == name]
-        missing.extend(f"{name}: {describe(a)}" for a in output.actions if a not in named)
-        return output
+        output = spec.plan(ctx)
+        named = [d.action for d in output.decisions if d.rule == spec.name]
+        missing.extend(f"{spec.name}: {describe(a)}" for a in output.actions if a not in named)
+        if output.remember is None:
+            return output
+        remember = output.remember
+
+        def kept_to_its_slice(memory: Memory) -> Memory:
+            after = remember(memory)
+            changed = {
+                f.name for f in fields(Memory) if getattr(after, f.name) != getattr(memory, f.name)
+            }
+            missing.extend(
+                f"{spec.name}: changed memory.{field}, not in its slice {spec.memory}"
+                for field in sorted(changed - set(spec.memory))
+            )
+            return after
+
+        return replace(output, remember=kept_to_its_slice)
 
     return check
 
@@ -54,7 +70,7 @@ def _adopted(snap: ClusterSnapshot, adopt: bool) -> ClusterSnapshot:
 
 def _assert_explained(snap: ClusterSnapshot, *, memory: Memory, policy: Policy, now: float) -> Plan:
     missing: list[str] = []
-    rules = tuple((name, _checked(name, rule, missing)) for name, rule in RULES)
+    rules = tuple(replace(spec, plan=_checked(spec, missing)) for spec in RULES)
     result = plan(snapshot=snap, policy=policy, memory=memory, now=now, rules=rules)
     assert not missing, f"writes with no decision of their rule: {missing}"
     assert not [d for d in result.decisions if d.outcome == "write"], "a fallback fired"

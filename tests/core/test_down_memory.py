@@ -1,16 +1,16 @@
-"""Flap damping survives a restart: the nodes' recent downs live in the records mirror."""
+"""Flap damping survives a restart: the nodes' recent downs live in the mirror."""
 
 from __future__ import annotations
 
 from dataclasses import replace
 
-from controller.core.actions import SetRecords, SetServiceConstraints
+from controller.core.actions import SetMirror, SetServiceConstraints
 from controller.core.apply import apply_actions
 from controller.core.memory import FLAP_MEMORY_SECONDS, Memory
+from controller.core.mirror import Mirror, decode_downs, encode_downs
 from controller.core.model import ClusterSnapshot, NodeState
 from controller.core.plan import Plan, plan
-from controller.core.records_mirror import RecordStore, decode_downs, encode_downs
-from controller.core.rules.records import plan_records
+from controller.core.rules import rules_named
 from controller.policy import Policy
 
 from .builders import node, running, service, snapshot
@@ -35,15 +35,13 @@ def nodes(*, n2: NodeState = NodeState.READY, n2_changed: float = 0.0) -> list: 
 
 
 def with_store(snap: ClusterSnapshot, **downs: tuple[float, ...]) -> ClusterSnapshot:
-    store = RecordStore(
-        config_id="cfg", version=5, downs={k: encode_downs(v) for k, v in downs.items()}
-    )
-    return replace(snap, records=store)
+    store = Mirror(config_id="cfg", version=5, downs={k: encode_downs(v) for k, v in downs.items()})
+    return replace(snap, mirror=store)
 
 
 def test_downs_encode_and_refuse_what_is_not_a_time() -> None:
     assert decode_downs(encode_downs((NOW - 40, NOW - 200))) == (NOW - 200, NOW - 40)
-    store = RecordStore(downs={"n2": "12.5,nope", "n3": "-4", "n4": "inf", "n5": "7.250"})
+    store = Mirror(downs={"n2": "12.5,nope", "n3": "-4", "n4": "inf", "n5": "7.250"})
     assert store.node_downs() == {"n5": (7.25,)}
 
 
@@ -75,15 +73,15 @@ def test_a_node_down_at_the_first_look_is_a_down_unless_one_was_recorded() -> No
     assert Memory().observe(with_store(unknown), NOW).node_downs == {}
 
 
-def mirror(snap: ClusterSnapshot, memory: Memory, now: float) -> tuple[SetRecords | None, Plan]:
+def mirror(snap: ClusterSnapshot, memory: Memory, now: float) -> tuple[SetMirror | None, Plan]:
     result = plan(
         snapshot=snap,
         policy=Policy.default(),
         memory=memory,
         now=now,
-        rules=(("records", plan_records),),
+        rules=rules_named("mirror"),
     )
-    writes = [a for a in result.actions if isinstance(a, SetRecords)]
+    writes = [a for a in result.actions if isinstance(a, SetMirror)]
     return (writes[0] if writes else None), result
 
 
@@ -91,13 +89,13 @@ def test_a_down_is_mirrored_once_and_dropped_when_forgotten() -> None:
     ready = {f"n{i}": 0.0 for i in range(1, 5)}
     memory = Memory(node_ready_since=ready, started=True)
     down = snapshot(nodes(n2=NodeState.DOWN), [])
-    down = replace(down, records=RecordStore(config_id="cfg", version=5))
+    down = replace(down, mirror=Mirror(config_id="cfg", version=5))
     write, result = mirror(down, memory, NOW)
     assert write is not None and write.save_downs == {"n2": encode_downs((NOW,))}
     assert any(d.action is write for d in result.decisions), "every write has a decision"
     # Written: later cycles, the down ageing inside the horizon, write nothing.
     down = apply_actions(down, (write,))
-    assert down.records is not None and down.records.node_downs() == {"n2": (NOW,)}
+    assert down.mirror is not None and down.mirror.node_downs() == {"n2": (NOW,)}
     again, result = mirror(down, result.memory, NOW + 1)
     assert again is None
     aged, result = mirror(down, result.memory, NOW + FLAP_MEMORY_SECONDS - 1)

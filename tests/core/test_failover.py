@@ -9,13 +9,18 @@ from controller.core.labels import EXCLUDED_LABEL, exclusion_constraint
 from controller.core.memory import Memory
 from controller.core.model import NodeState, TaskState
 from controller.core.plan import plan
-from controller.core.replicas import BASE_LABEL, RECORD_LABELS, is_in_flight, read_record
-from controller.core.rules.failover import plan_failover
+from controller.core.replicas import (
+    BASE_LABEL,
+    REPLICA_RECORD_LABELS,
+    is_in_flight,
+    read_replica_record,
+)
+from controller.core.rules import rules_named
 from controller.policy import Policy
 
 from .builders import MANAGED, node, running, service, snapshot
 
-RULES = (("failover", plan_failover),)
+RULES = rules_named("failover")
 
 
 def run(snap, memory: Memory, now: float):  # type: ignore[no-untyped-def]
@@ -39,7 +44,7 @@ def test_a_node_loss_surges_by_the_tasks_it_held_then_trims_once_they_run() -> N
     surged = run(after_loss, before.memory, now=101.0)
     (action,) = surged.actions
     assert isinstance(action, SetReplicas) and action.replicas == 4
-    record = read_record(action.set_labels)
+    record = read_replica_record(action.set_labels)
     assert record is not None and (record.base, record.written, record.operation) == (3, 4, "surge")
 
     # The surged task is not running yet: wait. Once it runs (3 running for a base of
@@ -53,7 +58,7 @@ def test_a_node_loss_surges_by_the_tasks_it_held_then_trims_once_they_run() -> N
     trimmed = run(snapshot(nodes(down=3), [web4], three), surged.memory, now=102.0)
     (trim,) = trimmed.actions
     assert isinstance(trim, SetReplicas) and trim.replicas == 3
-    assert set(trim.remove_labels) == set(RECORD_LABELS)
+    assert set(trim.remove_labels) == set(REPLICA_RECORD_LABELS)
 
 
 def test_a_rebalance_is_trimmed_after_a_while_even_if_a_surged_task_never_starts() -> None:
@@ -82,7 +87,7 @@ def test_the_operator_wins_when_they_scaled_during_an_operation() -> None:
     result = run(snapshot(nodes(), [web]), Memory(), now=101.0)
     (action,) = result.actions
     assert isinstance(action, SetReplicas) and action.replicas == 7
-    assert set(action.remove_labels) == set(RECORD_LABELS)
+    assert set(action.remove_labels) == set(REPLICA_RECORD_LABELS)
     assert any(d.outcome == "forget" for d in result.decisions)
 
 
@@ -93,7 +98,7 @@ def test_priority_none_is_not_failed_over_but_held_and_recorded() -> None:
     held = run(snapshot(nodes(down=2), [batch], [tasks[0], tasks[2]]), before.memory, now=101.0)
     (action,) = held.actions
     assert isinstance(action, SetReplicas) and action.replicas == 2
-    record = read_record(action.set_labels)
+    record = read_replica_record(action.set_labels)
     assert record is not None and (record.base, record.operation) == (3, "hold")
     assert any("swarm-placement start batch" in d.reason for d in held.decisions)
 

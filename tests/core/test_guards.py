@@ -9,38 +9,42 @@ from controller.core.actions import (
     SetReplicas,
     SetServiceConstraints,
 )
-from controller.core.context import PlanContext, RuleOutput
+from controller.core.context import PlanContext, RuleOutput, RuleSpec
 from controller.core.labels import EXCLUDED_LABEL, deny_label, steering_constraint
 from controller.core.memory import Memory
 from controller.core.model import Availability, NodeState, Service, Task, TaskState
 from controller.core.plan import plan
 from controller.core.replicas import (
     PREEMPT,
-    RECORD_LABELS,
+    REPLICA_RECORD_LABELS,
     SURGE,
     change_replicas,
-    read_record,
+    read_replica_record,
     restore_replicas,
 )
+from controller.core.rules import rule_named
 from controller.policy import Policy
 
 from .builders import MANAGED, node, running, service, snapshot
 
 
-def _rule_proposing(*actions):  # type: ignore[no-untyped-def]
+def _rule_proposing(*actions, by: str | None = None):  # type: ignore[no-untyped-def]
+    """A rule that proposes `actions`: a rule of no name, or the registered rule `by` (its
+    exceptions to the guards with it)."""
+
     def rule(ctx: PlanContext) -> RuleOutput:
         return RuleOutput(actions=tuple(actions))
 
-    return (("test", rule),)
+    return (RuleSpec("test", rule) if by is None else replace(rule_named(by), plan=rule),)
 
 
-def _plan(snap, *actions):  # type: ignore[no-untyped-def]
+def _plan(snap, *actions, by: str | None = None):  # type: ignore[no-untyped-def]
     return plan(
         snapshot=snap,
         policy=Policy.default(),
         memory=Memory(),
         now=0.0,
-        rules=_rule_proposing(*actions),
+        rules=_rule_proposing(*actions, by=by),
     )
 
 
@@ -99,7 +103,7 @@ def _every_write(db: Service) -> list[Action]:
         SetServiceConstraints(db.id, db.name, db.version, ("node.id!=n2",), evicts_from=("n2",)),
         change_replicas(db, replicas=1, operation=PREEMPT, now=0.0),
         replace(surge, evicts_from=("n2",)),  # a surge-and-trim: it stops tasks later
-        SetReplicas(db.id, db.name, db.version, 2, remove_labels=RECORD_LABELS),
+        SetReplicas(db.id, db.name, db.version, 2, remove_labels=REPLICA_RECORD_LABELS),
         SetNodeLabels(
             "n2", "node-2", 12, set_labels={deny_label("db"): "true"}, evicts_services=(db.id,)
         ),
@@ -164,15 +168,17 @@ def test_a_failover_raise_goes_through_only_while_the_rollout_runs() -> None:
             db, snap = _rolling(state, update_failure_action=action)
             surge = change_replicas(db, replicas=3, operation=SURGE, now=0.0)
             allowed = state == "updating" and action != "rollback"
-            result = _plan(snap, surge)
+            result = _plan(snap, surge, by="failover")
             assert result.actions == ((surge,) if allowed else ()), (state, action)
+            assert _plan(snap, surge).actions == (), "no other rule's raise goes"
             if allowed:
                 assert [d.outcome for d in result.decisions if d.rule == "guard"] == ["allow"]
     # Raising it for any other reason, or lowering it, is no failover raise.
     db, snap = _rolling("updating")
     restore = change_replicas(db, replicas=3, operation=PREEMPT, now=0.0)
     trim = change_replicas(db, replicas=1, operation=SURGE, now=0.0)
-    assert _plan(snap, restore).actions == () and _plan(snap, trim).actions == ()
+    assert _plan(snap, restore, by="failover").actions == ()
+    assert _plan(snap, trim, by="failover").actions == ()
 
 
 def test_the_trim_of_a_failover_raise_goes_through_as_the_raise_does() -> None:
@@ -189,11 +195,11 @@ def test_the_trim_of_a_failover_raise_goes_through_as_the_raise_does() -> None:
                 [surged],
                 [running(surged, 2, 1), running(surged, 3, 2), running(surged, 3, 3)],
             )
-            record = read_record(surged.labels)
+            record = read_replica_record(surged.labels)
             assert record is not None
             trim = restore_replicas(surged, record, evicts_from=("n3",))
             allowed = state == "updating" and action != "rollback"
-            result = _plan(snap, trim)
+            result = _plan(snap, trim, by="failover")
             assert result.actions == ((trim,) if allowed else ()), (state, action)
             (guard,) = [d for d in result.decisions if d.rule == "guard"]
             if allowed:
@@ -207,8 +213,8 @@ def test_the_trim_of_a_failover_raise_goes_through_as_the_raise_does() -> None:
         change = change_replicas(db, replicas=3, operation=operation, now=0.0)
         changed = replace(db, replicas=3, labels={**db.labels, **change.set_labels})
         snap = snapshot([node(1, manager=True), node(2), node(3)], [changed], [])
-        back = SetReplicas(db.id, db.name, db.version, to, remove_labels=RECORD_LABELS)
-        assert _plan(snap, back).actions == (), operation
+        back = SetReplicas(db.id, db.name, db.version, to, remove_labels=REPLICA_RECORD_LABELS)
+        assert _plan(snap, back, by="failover").actions == (), operation
 
 
 def test_a_write_that_only_lets_swarm_place_a_stuck_task_goes_through() -> None:
@@ -218,12 +224,13 @@ def test_a_write_that_only_lets_swarm_place_a_stuck_task_goes_through() -> None:
     stuck = Task("t-p", db.id, "", 3, TaskState.RUNNING, TaskState.PENDING, error="no node")
     snap = replace(snap, tasks=(*snap.tasks, stuck))
     widen = SetServiceConstraints(db.id, db.name, db.version, ())
-    assert _plan(snap, widen).actions == (widen,)
+    assert _plan(snap, widen, by="owners").actions == (widen,)
+    assert _plan(snap, widen).actions == (), "only the owners rule's write goes"
     evict = replace(widen, evicts_from=("n2",))
-    assert _plan(snap, evict).actions == ()
+    assert _plan(snap, evict, by="owners").actions == ()
     _, snap_paused = _rolling("paused")
     snap_paused = replace(snap_paused, tasks=(*snap_paused.tasks, stuck))
-    assert _plan(snap_paused, widen).actions == ()
+    assert _plan(snap_paused, widen, by="owners").actions == ()
 
 
 def test_a_constraint_write_that_no_ready_node_satisfies_is_refused() -> None:
@@ -301,7 +308,8 @@ def test_a_refused_steering_still_drops_the_exclusions_it_would_drop() -> None:
     db = _steered_db()
     nodes = [node(1, manager=True), node(2, state=NodeState.UNKNOWN), node(3, state=NodeState.DOWN)]
     snap = snapshot([*nodes, node(4)], [db], [running(db, 2, 1)])
-    result = _plan(snap, _to_node_4(db))
+    assert _plan(snap, _to_node_4(db)).actions == (), "only the owners rule salvages a part"
+    result = _plan(snap, _to_node_4(db), by="owners")
     (widened,) = result.actions
     assert isinstance(widened, SetServiceConstraints)
     assert widened.constraints == (steering_constraint("db"), "node.id!=n1")
@@ -314,10 +322,12 @@ def test_a_refused_steering_still_drops_the_exclusions_it_would_drop() -> None:
 def test_the_widening_part_keeps_hard_rules_and_non_possible_nodes_excluded() -> None:
     nodes = [node(1, manager=True), node(2, state=NodeState.UNKNOWN), node(3), node(4)]
     hard = _steered_db({"placement.anti-affinity": "x", "placement.anti-affinity-mode": "hard"})
-    result = _plan(snapshot(nodes, [hard], [running(hard, 2, 1)]), _to_node_4(hard))
+    result = _plan(snapshot(nodes, [hard], [running(hard, 2, 1)]), _to_node_4(hard), by="owners")
     assert result.actions == ()
     possible = _steered_db({"placement.possible-nodes": "node-2,node-3,node-1"})
-    result = _plan(snapshot(nodes, [possible], [running(possible, 2, 1)]), _to_node_4(possible))
+    result = _plan(
+        snapshot(nodes, [possible], [running(possible, 2, 1)]), _to_node_4(possible), by="owners"
+    )
     assert result.actions == ()  # node-4 is no possible owner: its exclusion stays
     # A write that drops none of the controller's exclusions has no part to write.
     db = _steered_db()
@@ -326,4 +336,4 @@ def test_the_widening_part_keeps_hard_rules_and_non_possible_nodes_excluded() ->
         constraints=(*_to_node_4(db).constraints, "node.id!=n4"),
         set_labels={EXCLUDED_LABEL: "n1,n2,n3,n4"},
     )
-    assert _plan(snapshot(nodes, [db], [running(db, 2, 1)]), everything).actions == ()
+    assert _plan(snapshot(nodes, [db], [running(db, 2, 1)]), everything, by="owners").actions == ()

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from controller.core.actions import SetNodeAvailability, SetNodeLabels
 from controller.core.apply import apply_actions
-from controller.core.health.node_marks import QUARANTINE_UNTIL, read_float, read_health_records
+from controller.core.health.node_marks import QUARANTINE_UNTIL, read_float, read_health_marks
 from controller.core.health.panic import allowed
 from controller.core.labels import DENY_LABEL_PREFIX, steering_constraint
 from controller.core.memory import Memory
@@ -27,7 +27,7 @@ from controller.policy import policy_from_data
 
 from .builders import node, running, service, snapshot
 
-NOW = 20_000.0
+NOW = 1_796_152_964.0  # a moment of today: epoch seconds have ten digits
 POLICY = policy_from_data(
     {"apiVersion": "placement/v1", "nodes": {"quarantine": {"failures": 2, "max-fraction": 0.5}}}
 )
@@ -177,7 +177,5 @@ def test_health_reports_take_no_more_ready_nodes_than_the_share(snap: ClusterSna
         result = plan(snapshot=snap, policy=POLICY, memory=memory, now=NOW + step)
         snap, memory = apply_actions(snap, _node_writes(result)), result.memory
         ready = [n for n in snap.nodes if n.is_ready]
-        taken = [
-            n for n in ready if any(r.until > NOW + step for r in read_health_records(n.labels))
-        ]
+        taken = [n for n in ready if any(r.until > NOW + step for r in read_health_marks(n.labels))]
         assert len(taken) <= allowed(share, len(ready)), result.decisions

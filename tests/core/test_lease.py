@@ -14,29 +14,29 @@ from controller.core.lease import (
     HOLDER_LABEL,
     LIFETIME_LABEL,
     TERM_LABEL,
+    Lease,
     LeaseLabelError,
-    LeaseRecord,
     LeaseView,
     Step,
     decide,
     labels_of,
-    new_record,
-    record_from_labels,
-    released_record,
+    lease_from_labels,
+    new_lease,
+    released_lease,
 )
 
 L = 10.0
 
 
-def rec(holder: str, term: int = 1, at: float = 0.0, lifetime: float = L) -> LeaseRecord:
-    return new_record(me=holder, term=term, lifetime=lifetime, wall_now=at)
+def rec(holder: str, term: int = 1, at: float = 0.0, lifetime: float = L) -> Lease:
+    return new_lease(me=holder, term=term, lifetime=lifetime, wall_now=at)
 
 
 def test_labels_round_trip_and_absent_labels_are_no_lease() -> None:
-    record = rec("a", term=3, at=1_700_000_000.25)
-    assert record_from_labels(labels_of(record)) == record
-    assert record_from_labels({"com.example": "x"}) is None
-    assert labels_of(record)[LIFETIME_LABEL] == "10"
+    lease = rec("a", term=3, at=1_700_000_000.25)
+    assert lease_from_labels(labels_of(lease)) == lease
+    assert lease_from_labels({"com.example": "x"}) is None
+    assert labels_of(lease)[LIFETIME_LABEL] == "10"
 
 
 @pytest.mark.parametrize(
@@ -50,10 +50,10 @@ def test_labels_round_trip_and_absent_labels_are_no_lease() -> None:
 def test_unreadable_labels_are_an_error_naming_the_problem(change: dict[str, str]) -> None:
     labels = {**labels_of(rec("a")), **change}
     with pytest.raises(LeaseLabelError):
-        record_from_labels(labels)
+        lease_from_labels(labels)
     partial = {HOLDER_LABEL: "a"}
     with pytest.raises(LeaseLabelError, match="missing"):
-        record_from_labels(partial)
+        lease_from_labels(partial)
 
 
 def test_no_labels_are_taken_only_after_a_whole_lifetime_unchanged() -> None:
@@ -68,7 +68,7 @@ def test_no_labels_are_taken_only_after_a_whole_lifetime_unchanged() -> None:
 
 def test_a_renewal_restarts_the_standbys_wait() -> None:
     view = LeaseView().sight(rec("b", at=1), unreadable=False, now=0.0)
-    view = view.sight(rec("b", at=2), unreadable=False, now=8.0)  # renewed: a new record
+    view = view.sight(rec("b", at=2), unreadable=False, now=8.0)  # renewed: a new lease
     assert decide(view, me="a", lifetime=L, now=15.0).step is Step.WAIT
     verdict = decide(view, me="a", lifetime=L, now=18.0)
     assert verdict.step is Step.TAKE and verdict.term == 2
@@ -82,7 +82,7 @@ def test_the_records_lifetime_counts_not_the_readers() -> None:
 
 
 def test_a_released_lease_is_taken_at_once() -> None:
-    released = released_record(rec("b", term=4), wall_now=5.0)
+    released = released_lease(rec("b", term=4), wall_now=5.0)
     view = LeaseView().sight(released, unreadable=False, now=0.0)
     verdict = decide(view, me="a", lifetime=L, now=0.0)
     assert verdict.step is Step.TAKE and verdict.term == 5
@@ -110,7 +110,7 @@ def test_a_write_of_unknown_outcome_is_confirmed_by_reading_it_back() -> None:
     assert view.held_until == 10.0  # not extended until the write is known to have landed
     view = view.sight(new, unreadable=False, now=6.0)
     assert view.held_until == 15.0 and view.mine == new and view.pending is None
-    # Read back unchanged instead: the old record is still ours.
+    # Read back unchanged instead: the old lease is still ours.
     view = LeaseView().attempt(old, now=0.0).landed().attempt(new, now=5.0)
     view = view.sight(old, unreadable=False, now=6.0)
     assert view.held_until == 10.0
@@ -141,7 +141,7 @@ def test_another_replica_with_the_same_name_does_not_renew_what_it_never_wrote()
 
 @dataclass
 class Store:
-    record: LeaseRecord | None = None
+    lease: Lease | None = None
     version: int = 0
 
 
@@ -191,23 +191,23 @@ def _simulate(ops: list[tuple[int, float, float, float, float, bool]]) -> list[R
         t, _, kind, idx, data = heapq.heappop(events)
         r, end = replicas[idx], max(end, t)
         if kind == "read":  # the store answers now; the replica sees it later
-            push(t + r.ops[0][0], "decide", idx, (store.record, store.version))
+            push(t + r.ops[0][0], "decide", idx, (store.lease, store.version))
         elif kind == "decide":
-            record, version = data  # type: ignore[misc]
-            r.change(r.view.sight(record, unreadable=False, now=t), t)
+            lease, version = data  # type: ignore[misc]
+            r.change(r.view.sight(lease, unreadable=False, now=t), t)
             verdict = decide(r.view, me=r.name, lifetime=L, now=t)
             if verdict.step is Step.WAIT:
                 r.ops.pop(0)
                 next_op(idx, t)
                 continue
-            mine = new_record(me=r.name, term=verdict.term, lifetime=L, wall_now=t)
+            mine = new_lease(me=r.name, term=verdict.term, lifetime=L, wall_now=t)
             r.change(r.view.attempt(mine, now=t), t)
             push(t + r.ops[0][1], "land", idx, (mine, version))
         elif kind == "land":
             mine, version = data  # type: ignore[misc]
             ok = store.version == version
             if ok:
-                store.record, store.version = mine, store.version + 1
+                store.lease, store.version = mine, store.version + 1
             push(t + r.ops[0][2], "reply", idx, ok)
         else:  # reply
             lost = r.ops[0][4]

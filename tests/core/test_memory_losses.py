@@ -8,12 +8,12 @@ from controller.core.actions import SetReplicas
 from controller.core.memory import Memory
 from controller.core.model import NodeState, Service, Task, TaskState
 from controller.core.plan import Plan, plan
-from controller.core.rules.failover import plan_failover
+from controller.core.rules import rules_named
 from controller.policy import Policy
 
 from .builders import MANAGED, node, running, service, snapshot
 
-RULES = (("failover", plan_failover),)
+RULES = rules_named("failover")
 
 
 def run(snap, memory: Memory, now: float):  # type: ignore[no-untyped-def]

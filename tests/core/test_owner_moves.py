@@ -13,16 +13,15 @@ from controller.core.labels import EXCLUDED_LABEL, possible_constraint, possible
 from controller.core.memory import Memory
 from controller.core.model import ClusterSnapshot, NodeState, Resources, Service, Task, TaskState
 from controller.core.plan import Plan, plan
-from controller.core.replicas import RECORD_LABELS, VACATE_LABEL, read_record
-from controller.core.rules.failover import plan_failover
-from controller.core.rules.owners import plan_owners
+from controller.core.replicas import REPLICA_RECORD_LABELS, VACATE_LABEL, read_replica_record
+from controller.core.rules import rules_named
 from controller.policy import Policy
 
 from .builders import node, running, snapshot
 from .test_owners import STABLE, excluded_hosts, managed
 
 NOW = 1_000_000.0
-RULES = (("failover", plan_failover), ("owners", plan_owners))
+RULES = rules_named("failover", "owners")
 
 
 def cycle(snap: ClusterSnapshot, memory: Memory, now: float) -> tuple[Plan, Memory]:
@@ -31,7 +30,7 @@ def cycle(snap: ClusterSnapshot, memory: Memory, now: float) -> tuple[Plan, Memo
     memory = result.memory
     for action in result.actions:
         if (left := disrupted_nodes(action)) and hasattr(action, "service_id"):
-            memory = memory.record_move(action.service_id, now, left)
+            memory = memory.note_move(action.service_id, now, left)
     return result, memory
 
 
@@ -75,7 +74,7 @@ def test_a_stop_first_service_moves_by_surge_and_stops_its_old_task_last() -> No
     surge = one(second)
     assert isinstance(surge, SetReplicas) and surge.replicas == 2
     assert surge.evicts_from == ("n1",) and surge.set_labels[VACATE_LABEL] == "n1"
-    record = read_record(surge.set_labels)
+    record = read_replica_record(surge.set_labels)
     assert record is not None and record.operation == "rebalance"
 
     # While the surged task starts, nothing is written, by either rule.
@@ -109,7 +108,7 @@ def test_a_stop_first_service_moves_by_surge_and_stops_its_old_task_last() -> No
     fourth, memory = cycle(replace(snap, tasks=(replacement, running(db3, 2, 2))), memory, NOW + 5)
     trim = one(fourth)
     assert isinstance(trim, SetReplicas) and trim.replicas == 1
-    assert set(trim.remove_labels) == set(RECORD_LABELS) and trim.evicts_from == ("n2",)
+    assert set(trim.remove_labels) == set(REPLICA_RECORD_LABELS) and trim.evicts_from == ("n2",)
 
 
 def test_a_stop_first_service_with_a_record_of_its_count_is_not_surged() -> None:
@@ -355,3 +354,104 @@ def test_a_start_first_service_gets_its_possible_owner_constraint_at_once() -> N
     assert isinstance(action, SetServiceConstraints)
     assert possible_constraint("api") in action.constraints
     assert action.evicts_from == ("n1", "n2")
+
+
+def _stop_first_possible(tasks_on: tuple[int, ...], **settings: str) -> tuple[Service, list]:  # type: ignore[type-arg]
+    """Four nodes, node-2 and node-3 the possible owners (marked), a stop-first service
+    with one task on each node of `tasks_on`."""
+    mark = {possible_label("api"): "true"}
+    nodes = [node(1, manager=True), node(2, labels=mark), node(3, labels=mark), node(4)]
+    api = replace(
+        managed("api", len(tasks_on), steered=False, possible_nodes="node-2,node-3", **settings),
+        update_order="stop-first",
+    )
+    return api, nodes
+
+
+def _running_on(snap: ClusterSnapshot, service_id: str) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for task in snap.tasks:
+        if task.service_id == service_id and task.is_running:
+            out[task.node_id] = out.get(task.node_id, 0) + 1
+    return out
+
+
+def test_a_stop_first_task_on_a_node_that_is_no_possible_owner_moves_off_it() -> None:
+    """Every node holds one task, so a surge of one could land back on node-4 (Swarm
+    breaks the tie its own way): the surge is made large enough that, whichever node it
+    lands on, enough new tasks run on the possible owners before node-4's task stops."""
+    api, nodes = _stop_first_possible((2, 3, 4))
+    tasks = [running(api, 2, 1), running(api, 3, 2), running(api, 4, 3)]
+    snap = snapshot(nodes, [api], tasks)
+
+    first, memory = cycle(snap, STABLE, NOW)
+    allow = one(first)  # node-1 excluded, node-4 kept: nothing stops
+    assert isinstance(allow, SetServiceConstraints) and allow.evicts_from == ()
+    snap = written(snap, first, tasks)
+
+    second, memory = cycle(snap, memory, NOW + 1)
+    surge = one(second)
+    assert isinstance(surge, SetReplicas) and surge.replicas == 5
+    assert surge.evicts_from == ("n4",) and surge.set_labels[VACATE_LABEL] == "n4"
+    assert any(
+        d.code == "possible-unenforced" and "1 task(s) on node-4" in d.reason
+        for d in second.decisions
+    ), second.decisions
+
+    # Swarm's worst tie-break: one new task on node-4, one on node-2. Still three run on
+    # the possible owners, so node-4 is excluded now.
+    snap = written(snap, second, [])
+    api2 = snap.service_by_id[api.id]
+    landed = [*(replace(t, service_id=api2.id) for t in tasks), running(api2, 4, 4)]
+    landed.append(running(api2, 2, 5))
+    third, memory = cycle(replace(snap, tasks=tuple(landed)), memory, NOW + 2)
+    leave = one(third)
+    assert isinstance(leave, SetServiceConstraints) and leave.evicts_from == ("n4",)
+    assert "node-4" in excluded_hosts(leave)
+    after = written(replace(snap, tasks=tuple(landed)), third, [])
+    kept = [t for t in landed if t.node_id != "n4"]
+    assert sum(_running_on(replace(after, tasks=tuple(kept)), api.id).values()) >= 3
+
+
+def test_a_surge_that_started_on_the_node_it_leaves_is_raised_before_that_node_stops() -> None:
+    """Swarm broke a tie otherwise than foreseen: one surged task runs on node-4 too.
+    Stopping node-4 now would leave 2 of 3: the surge is raised first."""
+    api, nodes = _stop_first_possible((2, 3, 4))
+    record = {
+        "swarm-placement.replicas": "3",
+        "swarm-placement.replicas-set": "4",
+        "swarm-placement.operation": "rebalance",
+        "swarm-placement.operation-since": f"{NOW - 1}",
+        VACATE_LABEL: "n4",
+        EXCLUDED_LABEL: "n1",
+    }
+    api = replace(
+        api,
+        replicas=4,
+        labels={**api.labels, **record},
+        constraints=(*api.constraints, "node.id!=n1"),
+    )
+    tasks = [running(api, 2, 1), running(api, 3, 2), running(api, 4, 3), running(api, 4, 4)]
+    result, _ = cycle(snapshot(nodes, [api], tasks), STABLE, NOW)
+    more = one(result)
+    assert isinstance(more, SetReplicas) and more.replicas == 5
+    assert more.set_labels[VACATE_LABEL] == "n4" and read_replica_record(more.set_labels).base == 3  # type: ignore[union-attr]
+    assert any("start 1 more first" in d.reason for d in result.decisions), result.decisions
+
+
+def test_possible_owners_with_no_room_are_reported_not_yet_enforced() -> None:
+    """node-2 and node-3 are full: no surge fits, the task stays on node-4, and the
+    decision says the possible owners are not enforced yet, and why."""
+    cpu = Resources(2_000_000_000, 1 << 30)
+    api, nodes = _stop_first_possible((2, 2, 3, 3, 4))
+    nodes = [replace(n, capacity=cpu) for n in nodes]
+    api = replace(api, reservations=Resources(1_000_000_000))
+    tasks = [running(api, n, i) for i, n in enumerate((2, 2, 3, 3, 4), start=1)]
+    snap = snapshot(nodes, [api], tasks)
+    first, memory = cycle(snap, STABLE, NOW)
+    snap = written(snap, first, tasks)
+    second, _ = cycle(snap, memory, NOW + 1)
+    assert not [a for a in second.actions if disrupted_nodes(a) or isinstance(a, SetReplicas)]
+    (gap,) = [d for d in second.decisions if d.code == "possible-unenforced"]
+    assert gap.reason.startswith("possible owners not yet enforced: 1 task(s) on node-4: ")
+    assert "no larger surge fits" in gap.reason, gap.reason

@@ -21,7 +21,7 @@ from controller.core.labels import (
 from controller.core.memory import Memory
 from controller.core.model import ClusterSnapshot, NodeState, Service, Task, TaskState
 from controller.core.plan import Plan, plan
-from controller.core.rules.owners import plan_owners
+from controller.core.rules import rules_named
 from controller.policy import ControllerSettings, Policy, SteeringMode
 
 from .builders import node, running, service, snapshot
@@ -46,7 +46,7 @@ def owners_only(snap: ClusterSnapshot, memory: Memory = STABLE, now: float = NOW
         policy=Policy.default(),
         memory=memory,
         now=now,
-        rules=(("owners", plan_owners),),
+        rules=rules_named("owners"),
     )
 
 
@@ -124,7 +124,7 @@ def test_failback_window_closed_then_open() -> None:
 def test_no_moves_while_the_service_is_settling_or_cooling_down() -> None:
     db = managed("db", 1, preferred_nodes="node-2", failback="immediate")
     snap = snapshot(four_nodes(), [db], [running(db, 1, 1)])
-    cooling = STABLE.record_move(db.id, NOW - 10)
+    cooling = STABLE.note_move(db.id, NOW - 10)
     result = owners_only(snap, memory=cooling)
     assert all(not a.evicts_from for a in result.actions if isinstance(a, SetServiceConstraints))
     assert any("cooldown" in d.reason for d in result.decisions)
@@ -314,7 +314,7 @@ def test_steering_modes_at_rest() -> None:
     def excluded(mode: SteeringMode) -> set[str]:
         policy = replace(Policy.default(), controller=ControllerSettings(steering=mode))
         result = plan(
-            snapshot=snap, policy=policy, memory=STABLE, now=NOW, rules=(("owners", plan_owners),)
+            snapshot=snap, policy=policy, memory=STABLE, now=NOW, rules=rules_named("owners")
         )
         if not result.actions:  # nothing to change: the service has no exclusions
             return set()
@@ -340,7 +340,7 @@ def test_standby_past_the_exclusion_cap_is_open_at_rest_but_moves_stay_exact() -
             policy=replace(Policy.default(), controller=settings),
             memory=STABLE,
             now=NOW,
-            rules=(("owners", plan_owners),),
+            rules=rules_named("owners"),
         )
 
     # At rest on node-2, standby would exclude node-1 and node-4: two, over a cap of one.
@@ -380,7 +380,7 @@ def test_a_written_move_that_swarm_has_not_started_is_not_undone() -> None:
         labels={**db.labels, EXCLUDED_LABEL: "n1,n3,n4"},
     )
     snap = snapshot(four_nodes(), [moving], [running(db, 1, 1)])
-    cooling = STABLE.record_move(db.id, NOW - 0.2)
+    cooling = STABLE.note_move(db.id, NOW - 0.2)
     result = owners_only(snap, memory=cooling)
     assert result.actions == ()
     assert [d.reason for d in result.decisions] == ["moving tasks off node-1"]
@@ -395,7 +395,7 @@ def test_a_task_being_scheduled_for_a_move_keeps_the_move_in_flight() -> None:
     )
     scheduling = Task("t-new", db.id, "", 2, TaskState.RUNNING, TaskState.PENDING)
     snap = snapshot(four_nodes(), [moving], [running(db, 1, 1), scheduling])
-    result = owners_only(snap, memory=STABLE.record_move(db.id, NOW - 0.1))
+    result = owners_only(snap, memory=STABLE.note_move(db.id, NOW - 0.1))
     assert result.actions == ()
 
 

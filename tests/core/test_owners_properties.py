@@ -10,16 +10,16 @@ from hypothesis import strategies as st
 from controller.core.actions import SetServiceConstraints
 from controller.core.apply import apply_actions
 from controller.core.constraints import node_satisfies, parse_constraint
+from controller.core.kernel.candidates import expand_owner_list
 from controller.core.memory import Memory
 from controller.core.model import ClusterSnapshot, NodeState, Service
-from controller.core.placement.candidates import expand_owner_list
 from controller.core.plan import plan
 from controller.policy import Policy
 
 from .builders import node, running, service, snapshot
 
 HOSTS = [f"node-{i}" for i in range(1, 7)]
-NOW = 1_000_000.0
+NOW = 1_796_152_964.0  # a moment of today: epoch seconds have ten digits
 
 
 @st.composite

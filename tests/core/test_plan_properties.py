@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 
 from controller.core.actions import SetNodeAvailability, target_of
 from controller.core.apply import apply_actions
-from controller.core.context import PlanContext, RuleOutput
+from controller.core.context import PlanContext, RuleOutput, RuleSpec
 from controller.core.labels import deny_label
 from controller.core.memory import Memory
 from controller.core.model import Availability, ClusterSnapshot, NodeRole, NodeState
@@ -96,7 +96,11 @@ def test_the_last_active_manager_is_never_drained(
         return RuleOutput(actions=proposals)
 
     result = plan(
-        snapshot=snap, policy=Policy.default(), memory=Memory(), now=0.0, rules=(("t", propose),)
+        snapshot=snap,
+        policy=Policy.default(),
+        memory=Memory(),
+        now=0.0,
+        rules=(RuleSpec("t", propose),),
     )
     after = apply_actions(snap, result.actions)
 

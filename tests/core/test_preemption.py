@@ -5,17 +5,17 @@ from __future__ import annotations
 from dataclasses import replace
 
 from controller.core.actions import SetReplicas
-from controller.core.context import PlanContext, RuleOutput
+from controller.core.context import PlanContext, RuleOutput, RuleSpec
 from controller.core.decisions import Decision, Outcome
 from controller.core.memory import Memory
 from controller.core.model import Resources
 from controller.core.plan import plan
-from controller.core.replicas import BASE_LABEL, read_record
-from controller.core.rules.preemption import plan_preemption
+from controller.core.replicas import BASE_LABEL, read_replica_record
+from controller.core.rules import rule_named, rules_named
 from controller.policy import ControllerSettings, Policy
 
 from .builders import snapshot
-from .capacity_builders import on, pending, run, slot_nodes, svc
+from .capacity_builders import ROOMY, on, pending, run, slot_nodes, svc
 
 
 def _counts(result) -> dict[str, int]:  # type: ignore[no-untyped-def]
@@ -27,13 +27,13 @@ def _reasons(result, outcome: str) -> list[str]:  # type: ignore[no-untyped-def]
 
 
 def test_a_pending_high_service_takes_exactly_the_room_it_needs() -> None:
-    low = svc("low", 6, priority="low")
+    low = svc("low", 6, priority="low", labels={"placement.max-unavailable": "2"})
     high = svc("high", 2, priority="high")
     snap = snapshot(slot_nodes(2, 2, 2), [high, low], on(low, 1, 1, 2, 2, 3, 3) + pending(high, 2))
     result = run(snap)
     (action,) = result.actions
     assert isinstance(action, SetReplicas) and action.replicas == 4
-    record = read_record(action.set_labels)
+    record = read_replica_record(action.set_labels)
     assert record is not None
     assert (record.base, record.written, record.operation) == (6, 4, "preempt")
     assert "2 task(s) for high" in record.detail
@@ -130,7 +130,7 @@ def test_pending_for_other_reasons_is_no_trigger() -> None:
 
 def test_lowest_priority_first_and_higher_victims_are_spared() -> None:
     lowest = svc("lowest", 1, priority=500)
-    low = svc("low", 5, priority="low")
+    low = svc("low", 5, priority="low", labels=ROOMY)
     high = svc("high", 3, priority="high")
     snap = snapshot(
         slot_nodes(2, 2, 2),
@@ -159,7 +159,7 @@ def test_swarm_picks_the_node_so_the_plan_holds_for_every_pick() -> None:
     # node-1 is the only node allowed; low has 2 tasks on every node. Swarm takes the
     # 2nd copies first, from whichever nodes it likes: only all three are sure to free
     # node-1.
-    low = svc("low", 6, priority="low")
+    low = svc("low", 6, priority="low", labels=ROOMY)
     pinned = svc("pinned", 1, priority="high", constraints=["node.hostname==node-1"])
     snap = snapshot(
         slot_nodes(2, 2, 2), [pinned, low], on(low, 1, 1, 2, 2, 3, 3) + pending(pinned, 1)
@@ -174,7 +174,7 @@ def test_swarm_picks_the_node_so_the_plan_holds_for_every_pick() -> None:
 
 def test_unassigned_victim_tasks_go_first_and_count() -> None:
     # A scale-down removes the victim's own pending tasks before any running one.
-    low = svc("low", 8, priority="low")
+    low = svc("low", 8, priority="low", labels=ROOMY)
     high = svc("high", 1, priority="high")
     tasks = on(low, 1, 1, 2, 2, 3, 3) + pending(low, 2) + pending(high, 1)
     assert _counts(run(snapshot(slot_nodes(2, 2, 2), [high, low], tasks))) == {"low": 5}
@@ -188,13 +188,13 @@ def test_a_surged_victim_keeps_its_base_and_becomes_preempted() -> None:
         "swarm-placement.operation": "surge",
         "swarm-placement.operation-since": "990",
     }
-    low = svc("low", 7, priority="low", labels=surge)
+    low = svc("low", 7, priority="low", labels={**surge, **ROOMY})
     keep = svc("keep", 1, priority="low", preemptible=False)
     high = svc("high", 1, priority="high")
     tasks = on(low, 1, 1, 2, 2, 3) + on(keep, 3, first_slot=10) + pending(low, 2) + pending(high, 1)
     result = run(snapshot(slot_nodes(2, 2, 2), [high, low, keep], tasks))
     (action,) = result.actions
-    record = read_record(action.set_labels)  # type: ignore[union-attr]
+    record = read_replica_record(action.set_labels)  # type: ignore[union-attr]
     # Its 2 unassigned tasks go first and free nothing: 3 fewer frees one slot.
     assert record is not None and (record.base, record.written) == (6, 4)
     assert record.operation == "preempt"
@@ -211,7 +211,7 @@ def test_a_held_victim_stays_held() -> None:
     tasks = on(batch, 1, 1, 2, 3) + on(high, 2, 3, first_slot=10) + pending(high, 1)
     result = run(snapshot(slot_nodes(2, 2, 2), [high, batch], tasks))
     (action,) = result.actions
-    record = read_record(action.set_labels)  # type: ignore[union-attr]
+    record = read_replica_record(action.set_labels)  # type: ignore[union-attr]
     assert record is not None and (record.base, record.written, record.operation) == (6, 3, "hold")
     assert any("swarm-placement start batch" in r for r in _reasons(result, "preempt"))
 
@@ -287,7 +287,7 @@ def test_a_victim_an_earlier_rule_writes_this_cycle_is_left_out() -> None:
         policy=Policy.default(),
         memory=Memory(),
         now=1000.0,
-        rules=(("first", first), ("preemption", plan_preemption)),
+        rules=(RuleSpec("first", first), rule_named("preemption")),
     )
     assert result.actions == (earlier,)
     (reason,) = _reasons(result, "cannot-help")
@@ -319,7 +319,7 @@ def test_a_speculative_surge_never_preempts_nor_is_preempted() -> None:
         policy=Policy.default(),
         memory=Memory(),
         now=1000.0,
-        rules=(("preemption", plan_preemption),),
+        rules=rules_named("preemption"),
     )
     assert result.actions == ()
     assert any("speculative surge is in flight" in d.reason for d in result.decisions)

@@ -17,7 +17,12 @@ from hypothesis import strategies as st
 from controller.core.actions import SetReplicas, describe
 from controller.core.model import ClusterSnapshot, Service, Task
 from controller.core.plan import Plan
-from controller.core.replicas import DETAIL_LABEL, RECORD_LABELS, RecordError, read_record
+from controller.core.replicas import (
+    DETAIL_LABEL,
+    REPLICA_RECORD_LABELS,
+    ReplicaRecordError,
+    read_replica_record,
+)
 from controller.policy import ControllerSettings, Policy
 
 from .builders import snapshot
@@ -154,7 +159,7 @@ def test_restoring_never_exceeds_the_recorded_count(snap: ClusterSnapshot, gap: 
     result = run(snap, policy=_policy(gap))
     for action in _by_rule(result).get("restore", []):
         service = snap.service_by_id[action.service_id]
-        record = read_record(service.labels)
+        record = read_replica_record(service.labels)
         assert record is not None and record.operation == "preempt"
         assert (service.replicas or 0) <= action.replicas <= record.base
 
@@ -208,8 +213,8 @@ def _counts(snap: ClusterSnapshot) -> dict[str, int]:
     out = {}
     for service in snap.services:
         try:
-            record = read_record(service.labels)
-        except RecordError:
+            record = read_replica_record(service.labels)
+        except ReplicaRecordError:
             record = None
         out[service.name] = record.base if record is not None else service.replicas or 0
     return out
@@ -233,7 +238,7 @@ def test_preempt_then_remove_the_preemptor_restores_every_count_exactly(
 ) -> None:
     # Start from a swarm where everything runs and nothing is recorded.
     assume(all(t.node_id for t in snap.tasks))
-    assume(all(not any(k in s.labels for k in RECORD_LABELS) for s in snap.services))
+    assume(all(not any(k in s.labels for k in REPLICA_RECORD_LABELS) for s in snap.services))
     counts = _counts(snap)
     high = svc("zz-high", high_replicas, priority="high")
     snap = execute(replace(snap, services=(*snap.services, high)), ())
@@ -247,4 +252,4 @@ def test_preempt_then_remove_the_preemptor_restores_every_count_exactly(
     final = _settle(gone, counts)
     for service in final.services:
         assert service.replicas == counts[service.name], service.name
-        assert not any(k in service.labels for k in RECORD_LABELS), service.name
+        assert not any(k in service.labels for k in REPLICA_RECORD_LABELS), service.name

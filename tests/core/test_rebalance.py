@@ -8,7 +8,7 @@ from controller.core.actions import SetReplicas
 from controller.core.counts import active_counts
 from controller.core.memory import Memory
 from controller.core.model import NodeState
-from controller.core.replicas import RECORD_LABELS, read_record
+from controller.core.replicas import REPLICA_RECORD_LABELS, read_replica_record
 from controller.policy import Budgets, RebalanceMode
 
 from .builders import running, snapshot
@@ -40,7 +40,7 @@ def test_a_returned_node_gets_exactly_the_missing_tasks_then_the_surge_is_trimme
     mem = memory(ns, returned={"n3": 20.0}, persisted=[COUNT_KEY])
     surged = run(snapshot(ns, [WEB], SKEWED), mem)
     action = _surge(surged)
-    record = read_record(action.set_labels)
+    record = read_replica_record(action.set_labels)
     assert action.replicas == 8 and action.evicts_from == ("n1", "n2")
     assert record is not None and (record.base, record.written, record.operation) == (
         6,
@@ -55,7 +55,7 @@ def test_a_returned_node_gets_exactly_the_missing_tasks_then_the_surge_is_trimme
     trimmed = run(snapshot(ns, [web8], eight), surged.memory, now=NOW + 3)
     (trim,) = trimmed.actions
     assert isinstance(trim, SetReplicas) and trim.replicas == 6
-    assert set(trim.remove_labels) == set(RECORD_LABELS)
+    assert set(trim.remove_labels) == set(REPLICA_RECORD_LABELS)
     assert "rebalance" not in outcomes(trimmed)
 
     # Swarm removed one task from each of the busiest nodes: balanced, nothing more to do.
@@ -144,7 +144,11 @@ def test_tasks_never_go_straight_back_to_the_node_they_left() -> None:
     assert result.actions == ()
     assert "would go straight back to node-3" in reasons(result)
     # Once node-3 has gone down and come back since, it is a new return, not a way back.
-    back_since = replace(mem, node_ready_since={**mem.node_ready_since, "n3": NOW - 40})
+    back_since = replace(
+        mem,
+        node_ready_since={**mem.node_ready_since, "n3": NOW - 40},
+        node_downs={"n3": (NOW - 42,)},
+    )
     assert _surge(run(snapshot(ns, [WEB], SKEWED), back_since, pol=periodic)).replicas == 8
 
 

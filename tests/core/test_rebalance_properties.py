@@ -14,13 +14,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from controller.core.actions import SetReplicas, SetServiceConstraints
-from controller.core.balance.levels import level_for
 from controller.core.counts import plan_surge_trim, spread
 from controller.core.guards import disrupted_nodes
+from controller.core.kernel.levels import level_for
 from controller.core.memory import Memory, RebalanceMemory
 from controller.core.model import Availability, ClusterSnapshot, NodeUsage, Resources, Service
 from controller.core.plan import Plan, plan
-from controller.core.rules.rebalance import plan_rebalance
+from controller.core.rules import rules_named
 from controller.policy import Budgets, ControllerSettings, Policy, RebalanceMode
 
 from .builders import node, running, service, snapshot
@@ -110,7 +110,7 @@ def run(snap: ClusterSnapshot, pol: Policy) -> Plan:
         policy=pol,
         memory=settled(snap),
         now=NOW,
-        rules=(("rebalance", plan_rebalance),),
+        rules=rules_named("rebalance"),
     )
 
 

@@ -15,6 +15,7 @@ from controller.core.actions import (
 )
 from controller.core.apply import apply_actions
 from controller.core.context import RuleOutput
+from controller.core.kernel.mark_needs import mark_requirements
 from controller.core.labels import (
     EXCLUDED_LABEL,
     exclusion_constraint,
@@ -25,21 +26,21 @@ from controller.core.labels import (
 from controller.core.memory import Memory
 from controller.core.model import Availability, ClusterSnapshot, Node, Service, Unreadable
 from controller.core.plan import Plan, plan
-from controller.core.release_plan import (
-    ReleaseConstraints,
-    ReleaseReplicas,
-    mark_requirements,
-    release_node,
-    release_refusal,
-    release_service,
-)
 from controller.core.replicas import (
     BASE_LABEL,
     DETAIL_LABEL,
     OPERATION_LABEL,
-    RECORD_LABELS,
+    REPLICA_RECORD_LABELS,
     SET_LABEL,
     SINCE_LABEL,
+)
+from controller.core.rules import rule_named
+from controller.core.rules.release.release_plan import (
+    ReleaseConstraints,
+    ReleaseReplicas,
+    release_node,
+    release_refusal,
+    release_service,
 )
 from controller.policy import Policy
 
@@ -119,7 +120,9 @@ def test_a_restorable_count_follows_in_its_own_write_then_nothing_is_left() -> N
     db = _db(_record(base=3, written=1), replicas=1)
     first, decision = release_service(db)
     assert isinstance(first, ReleaseConstraints)
-    assert not set(first.remove_labels) & set(RECORD_LABELS), "the record goes with its count"
+    assert not set(first.remove_labels) & set(REPLICA_RECORD_LABELS), (
+        "the record goes with its count"
+    )
     assert decision is not None and "replica count 3 follows" in decision.reason
     after = apply_actions(_swarm(db), (first,)).service_by_id["s-db"]
     second, decision = release_service(after)
@@ -128,7 +131,7 @@ def test_a_restorable_count_follows_in_its_own_write_then_nothing_is_left() -> N
         service_name="db",
         version=101,
         replicas=3,
-        remove_labels=tuple(k for k in RECORD_LABELS if k in after.labels),
+        remove_labels=tuple(k for k in REPLICA_RECORD_LABELS if k in after.labels),
     )
     assert decision is not None and "recorded 3" in decision.reason
     done = apply_actions(_swarm(after), (second,)).service_by_id["s-db"]
@@ -171,7 +174,7 @@ def _guarded(db: Service, action: Action) -> Plan:
     def rule(ctx):  # type: ignore[no-untyped-def]
         return RuleOutput((action,))
 
-    return _plan(_swarm(db), rules=(("test", rule),))
+    return _plan(_swarm(db), rules=(replace(rule_named("release"), plan=rule),))
 
 
 GOOD = ReleaseConstraints(
@@ -216,7 +219,7 @@ def test_the_guard_lets_a_take_back_through_and_says_so() -> None:
     assert result.actions == (GOOD,)
     assert [d.outcome for d in result.decisions if d.rule == "guard"] == ["allow"]
     db = _db(_record(base=4, written=2), replicas=2)
-    restore = ReleaseReplicas("s-db", "db", 100, replicas=4, remove_labels=RECORD_LABELS)
+    restore = ReleaseReplicas("s-db", "db", 100, replicas=4, remove_labels=REPLICA_RECORD_LABELS)
     assert release_refusal(db, restore) is None
     assert _guarded(db, restore).actions == (restore,)
 

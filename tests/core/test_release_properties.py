@@ -26,8 +26,12 @@ from controller.core.labels import (
 from controller.core.memory import Memory
 from controller.core.model import ClusterSnapshot, Node, Service
 from controller.core.plan import Plan, plan
-from controller.core.release_plan import ReleaseConstraints, ReleaseReplicas, release_refusal
 from controller.core.replicas import BASE_LABEL, OPERATION_LABEL, SET_LABEL
+from controller.core.rules.release.release_plan import (
+    ReleaseConstraints,
+    ReleaseReplicas,
+    release_refusal,
+)
 from controller.policy import Policy
 
 from .builders import node, running, service, snapshot

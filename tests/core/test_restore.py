@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from controller.core.actions import SetReplicas
-from controller.core.replicas import BASE_LABEL, RECORD_LABELS, read_record
+from controller.core.replicas import BASE_LABEL, REPLICA_RECORD_LABELS, read_replica_record
 
 from .builders import snapshot
 from .capacity_builders import on, pending, run, slot_nodes, svc
@@ -26,7 +26,7 @@ def test_room_back_restores_the_recorded_count_and_removes_the_record() -> None:
     result = run(snapshot(slot_nodes(2, 2, 2), [low], on(low, 1, 1, 2, 3)))
     (action,) = result.actions
     assert isinstance(action, SetReplicas) and action.replicas == 6
-    assert set(action.remove_labels) == set(RECORD_LABELS) and not action.set_labels
+    assert set(action.remove_labels) == set(REPLICA_RECORD_LABELS) and not action.set_labels
 
 
 def test_part_of_the_room_back_restores_part_and_keeps_the_record() -> None:
@@ -35,7 +35,7 @@ def test_part_of_the_room_back_restores_part_and_keeps_the_record() -> None:
     result = run(snapshot(slot_nodes(2, 2, 2), [low, other], on(low, 1, 1, 2, 3) + on(other, 2)))
     (action,) = result.actions
     assert isinstance(action, SetReplicas) and action.replicas == 5
-    record = read_record(action.set_labels)
+    record = read_replica_record(action.set_labels)
     assert record is not None and (record.base, record.written, record.operation) == (
         6,
         5,

@@ -11,13 +11,13 @@ from dataclasses import replace
 
 from controller.core.actions import SetReplicas, SetServiceConstraints
 from controller.core.capacity import observe_room
+from controller.core.kernel.candidates import Candidates
 from controller.core.memory import Memory
 from controller.core.model import ClusterSnapshot, Node, Resources, Service
-from controller.core.placement.assign import PlacementInputs, assign
-from controller.core.placement.candidates import Candidates
-from controller.core.placement.fits import Fits
 from controller.core.plan import Plan, plan
-from controller.core.rules.owners import plan_owners
+from controller.core.rules import rules_named
+from controller.core.rules.owners.assign import PlacementInputs, assign
+from controller.core.rules.owners.fits import Fits
 from controller.policy import Policy
 
 from .builders import MANAGED, node, running, service, snapshot
@@ -35,7 +35,7 @@ def owners_only(snap: ClusterSnapshot) -> Plan:
         policy=Policy.default(),
         memory=STABLE,
         now=NOW,
-        rules=(("owners", plan_owners),),
+        rules=rules_named("owners"),
     )
 
 

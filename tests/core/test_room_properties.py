@@ -16,8 +16,7 @@ from controller.core.capacity import RESERVING_STATES
 from controller.core.memory import Memory
 from controller.core.model import ClusterSnapshot, Resources, Service
 from controller.core.plan import Plan, plan
-from controller.core.rules.failover import plan_failover
-from controller.core.rules.owners import plan_owners
+from controller.core.rules import rules_named
 from controller.core.simulate.scheduler import Scheduler
 from controller.policy import Policy
 
@@ -26,7 +25,7 @@ from .builders import node, running, service, snapshot
 HOSTS = [f"node-{i}" for i in range(1, 6)]
 NOW = 1_000_000.0
 STABLE = Memory(node_ready_since={f"n{i}": 0.0 for i in range(1, 6)}, started=True)
-RULES = (("failover", plan_failover), ("owners", plan_owners))
+RULES = rules_named("failover", "owners")
 
 
 @st.composite

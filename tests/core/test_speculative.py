@@ -7,23 +7,19 @@ from dataclasses import replace
 
 from controller.core.actions import SetReplicas
 from controller.core.decisions import Code
+from controller.core.kernel.drop_order import scale_down_order
 from controller.core.memory import Memory
 from controller.core.model import ClusterSnapshot, NodeState, Service, Task, TaskState
 from controller.core.outside_inputs import LivenessSignal
 from controller.core.plan import plan
-from controller.core.replicas import RECORD_LABELS, read_record
-from controller.core.rules.failover import plan_failover
-from controller.core.rules.speculative import (
-    drops_only_surged,
-    plan_speculative,
-    scale_down_order,
-    speculated_nodes,
-)
+from controller.core.replicas import REPLICA_RECORD_LABELS, read_replica_record
+from controller.core.rules import rules_named
+from controller.core.rules.failover.speculative import drops_only_surged, speculated_nodes
 from controller.policy import Policy
 
 from .builders import MANAGED, node, running, service, snapshot
 
-RULES = (("failover", plan_failover), ("speculative", plan_speculative))
+RULES = rules_named("failover", "speculative")
 SPECULATIVE = {**MANAGED, "placement.failover-mode": "speculative"}
 
 
@@ -75,7 +71,7 @@ def test_a_suspected_node_s_tasks_are_surged_elsewhere_and_nothing_is_stopped() 
     (action,) = result.actions
     assert isinstance(action, SetReplicas) and action.replicas == 4
     assert action.evicts_from == ()
-    record = read_record(action.set_labels)
+    record = read_replica_record(action.set_labels)
     assert record is not None
     assert (record.base, record.written, record.operation) == (3, 4, "speculate")
     assert speculated_nodes(record) == ("n3",)
@@ -181,7 +177,7 @@ def test_a_false_alarm_trims_back_and_swarm_drops_exactly_the_surged_task() -> N
     result = run(cluster([web4], tasks), Memory(), now=106.0)
     (trim,) = result.actions
     assert isinstance(trim, SetReplicas) and trim.replicas == 3
-    assert set(trim.remove_labels) == set(RECORD_LABELS)
+    assert set(trim.remove_labels) == set(REPLICA_RECORD_LABELS)
     # One task on each of four nodes: swarmkit breaks the tie by the highest slot, the
     # surged one, so no original can be stopped and no budget is spent.
     assert trim.evicts_from == ()
@@ -239,7 +235,7 @@ def test_confirmation_hands_over_to_failover_which_never_surges_again() -> None:
     handed = run(cluster([web4], gone, down=3), held.memory, now=113.5)
     (handover,) = handed.actions
     assert isinstance(handover, SetReplicas) and handover.replicas == 4
-    record = read_record(handover.set_labels)
+    record = read_replica_record(handover.set_labels)
     assert record is not None and (record.base, record.operation) == (3, "surge")
     # Failover's trim: three running for three wanted, back to 3 at once.
     web_surge = applied(web4, handover)

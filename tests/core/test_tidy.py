@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from controller.core.actions import SetServiceConstraints
+from controller.core.clock import time_of_day
 from controller.core.labels import TIDIED_LABEL, steering_constraint
 from controller.core.memory import Memory
 from controller.core.model import ClusterSnapshot, Service, Task
@@ -72,10 +73,24 @@ def test_a_tidied_service_is_not_written_again_within_a_minute() -> None:
     result = _plan(_cluster(web, _second(web, 3, 2)))
     assert result.actions == ()
     (wait,) = [d for d in result.decisions if d.rule == "tidy"]
-    assert wait.outcome == "wait" and "tidied 30 s ago" in wait.reason
+    assert wait.outcome == "wait"
+    assert f"tidied at {time_of_day(NOW - 30)}, again after {time_of_day(NOW + 30)}" in wait.reason
 
     web = replace(web, labels={**web.labels, TIDIED_LABEL: f"{NOW - 61:.0f}"})
     assert len(_plan(_cluster(web, _second(web, 3, 2))).actions) == 1
+
+
+def test_the_wait_reads_the_same_every_cycle_so_it_is_logged_once() -> None:
+    web = _web()
+    web = replace(web, labels={**web.labels, TIDIED_LABEL: f"{NOW - 30:.0f}"})
+    snap = _cluster(web, _second(web, 3, 2))
+    reasons = {
+        d.reason
+        for now in (NOW, NOW + 10, NOW + 20)
+        for d in plan(snapshot=snap, policy=Policy.default(), memory=Memory(), now=now).decisions
+        if d.rule == "tidy"
+    }
+    assert len(reasons) == 1, reasons
 
 
 def test_an_operators_rollout_is_left_to_swarm_even_paused() -> None:
@@ -121,3 +136,10 @@ def test_a_running_task_that_no_longer_meets_the_constraints_holds_the_tidy() ->
     assert result.actions == ()
     (wait,) = [d for d in result.decisions if d.rule == "tidy"]
     assert wait.outcome == "wait" and "node-1, which no longer meet" in wait.reason
+
+
+def test_a_garbled_tidied_label_does_not_stop_the_cycle() -> None:
+    web = _web()
+    web = replace(web, labels={**web.labels, TIDIED_LABEL: "inf"})
+    (wait,) = [d for d in _plan(_cluster(web, _second(web, 3, 2))).decisions if d.rule == "tidy"]
+    assert wait.outcome == "wait" and "tidied at an unreadable time" in wait.reason

@@ -212,8 +212,11 @@ def create_service(
     healthcheck: list[str] | None = None,
     restart_delay: float = 1.0,
     constraints: list[str] | None = None,
+    order: str = "start-first",
+    reserve: tuple[float, int] | None = None,
 ) -> str:
-    """A service by raw API: the sandbox image, a node-name variable, an optional check."""
+    """A service by raw API: the sandbox image, a node-name variable, an optional check;
+    `reserve`: (CPUs, memory bytes) each task reserves."""
     container: dict[str, Any] = {
         "Image": image,
         "Command": ["sleep", "3600"],
@@ -233,12 +236,17 @@ def create_service(
         "RestartPolicy": {"Condition": "any", "Delay": int(restart_delay * NANO), "MaxAttempts": 0},
         "Placement": {"Constraints": list(constraints or [])},
     }
+    if reserve is not None:
+        cpus, memory = reserve
+        template["Resources"] = {
+            "Reservations": {"NanoCPUs": int(cpus * NANO), "MemoryBytes": memory}
+        }
     result = client.api.create_service(
         template,
         name=name,
         mode={"Replicated": {"Replicas": replicas}},
         labels=labels or {},
-        update_config={"Parallelism": 1, "Order": "start-first"},
+        update_config={"Parallelism": 1, "Order": order},
     )
     return str(result["ID"])
 

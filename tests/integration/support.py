@@ -17,12 +17,13 @@ from typing import Any
 
 import anyio
 import docker
+import requests
 from opentelemetry.sdk.trace import SpanProcessor
 
 from controller.adapters.lease_store import LeaseStore
 from controller.adapters.writes import Executor
 from controller.core.capacity import RESERVING_STATES
-from controller.core.records_mirror import RECORDS_CONFIG
+from controller.core.mirror import MIRROR_CONFIG
 from controller.runtime.health_inputs import HealthConfig
 from controller.runtime.lease_keeper import LeaseConfig
 from controller.runtime.loop import Controller, RunConfig
@@ -51,7 +52,7 @@ class ControllerThread:
         self.docker_host = docker_host
 
         def factory() -> docker.DockerClient:
-            from controller.adapters.docker_api import DockerUnavailableError  # noqa: PLC0415
+            from controller.adapters.engine import DockerUnavailableError  # noqa: PLC0415
 
             try:
                 return docker.DockerClient(base_url=docker_host, version="auto", timeout=10)
@@ -232,7 +233,9 @@ class RunningSampler:
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            with contextlib.suppress(docker.errors.DockerException):  # a hiccup is no sample
+            # A hiccup is no sample; docker-py lets a read timeout through as requests' own
+            # (while Raft elects a leader, say).
+            with contextlib.suppress(docker.errors.DockerException, requests.RequestException):
                 self.samples.append(len(running_task_ids(self._client, self._service)))
             self._stop.wait(self._interval)
 
@@ -315,8 +318,8 @@ def clean_swarm(client: docker.DockerClient) -> None:
             if "swarm-placement.paused" in own and spec.get("Availability") == "pause":
                 spec["Availability"] = "active"
             client.api.update_node(attrs["ID"], attrs["Version"]["Index"], spec)
-    # The records mirror of services now gone would be dropped by the next controller's
+    # The mirror's copies of services now gone would be dropped by the next controller's
     # first cycle: a write the next test did not make.
-    for config in client.api.configs(filters={"name": RECORDS_CONFIG}):
-        if config["Spec"]["Name"] == RECORDS_CONFIG:
+    for config in client.api.configs(filters={"name": MIRROR_CONFIG}):
+        if config["Spec"]["Name"] == MIRROR_CONFIG:
             client.api.remove_config(config["ID"])

@@ -33,7 +33,7 @@ import trustme
 from prometheus_client.parser import text_string_to_metric_families
 from ruamel.yaml import YAML
 
-from controller.core.lease import LeaseRecord, record_from_labels
+from controller.core.lease import Lease, lease_from_labels
 from controller.sandbox import Sandbox
 from controller.sandbox.app_image import build_controller_image, load_into
 
@@ -143,7 +143,7 @@ def _deploy(sandbox: Sandbox, env: dict[str, str]) -> None:
     assert result.returncode == 0, result.stderr
 
 
-def _lease(sandbox: Sandbox) -> LeaseRecord | None:
+def _lease(sandbox: Sandbox) -> Lease | None:
     try:
         client = sandbox.client()
         try:
@@ -152,7 +152,7 @@ def _lease(sandbox: Sandbox) -> LeaseRecord | None:
             client.close()
     except docker.errors.DockerException:
         return None  # a manager election under way, or no holder has created it yet
-    return record_from_labels(labels)
+    return lease_from_labels(labels)
 
 
 def _versions(sandbox: Sandbox) -> tuple[int, int]:
@@ -203,13 +203,13 @@ def _roll_back(sandbox: Sandbox) -> dict[str, Any]:
         client.close()
 
 
-def _holder_node(record: LeaseRecord) -> str:
-    return record.holder.rsplit("@", 1)[1]
+def _holder_node(lease: Lease) -> str:
+    return lease.holder.rsplit("@", 1)[1]
 
 
-def _metrics(sandbox: Sandbox, record: LeaseRecord) -> dict[str, float]:
+def _metrics(sandbox: Sandbox, lease: Lease) -> dict[str, float]:
     """Scrape /metrics inside the holder's container: sample name{labels} -> value."""
-    task, node = record.holder.rsplit("@", 1)
+    task, node = lease.holder.rsplit("@", 1)
     client = sandbox.client(node)
     try:
         container = client.containers.get(task)
@@ -231,9 +231,9 @@ def _metrics(sandbox: Sandbox, record: LeaseRecord) -> dict[str, float]:
     return samples
 
 
-def _post_health(sandbox: Sandbox, record: LeaseRecord, body: dict[str, object]) -> dict[str, Any]:
+def _post_health(sandbox: Sandbox, lease: Lease, body: dict[str, object]) -> dict[str, Any]:
     """POST /v1/health from inside the holder's container, with the token of its secret."""
-    task, node = record.holder.rsplit("@", 1)
+    task, node = lease.holder.rsplit("@", 1)
     client = sandbox.client(node)
     try:
         code, out = client.containers.get(task).exec_run(
@@ -252,27 +252,27 @@ def _post_health(sandbox: Sandbox, record: LeaseRecord, body: dict[str, object])
     return dict(json.loads(out.decode()))
 
 
-def _live_holder(sandbox: Sandbox, expected: LeaseRecord) -> LeaseRecord:
+def _live_holder(sandbox: Sandbox, expected: Lease) -> Lease:
     """The lease holder whose container runs (waiting up to two lease lifetimes for one).
 
     Should `expected`'s container have exited, the stack survives it: another replica
     takes the lease. The exit is printed with what Docker says about it, so a run shows it.
     """
-    record = wait_until(
+    lease = wait_until(
         lambda: (r := _lease(sandbox)) and r.holder and _exited(sandbox, r) is None and r,
         LIFETIME * 2 + 30,
         "a lease holder whose container runs",
         interval=0.5,
     )
-    if record.holder != expected.holder:
-        print(f"the leader {expected.holder} gave way to {record.holder}: "
+    if lease.holder != expected.holder:
+        print(f"the leader {expected.holder} gave way to {lease.holder}: "
               f"{_exited(sandbox, expected) or 'still running'}")  # fmt: skip
-    return record
+    return lease
 
 
-def _exited(sandbox: Sandbox, record: LeaseRecord) -> str | None:
+def _exited(sandbox: Sandbox, lease: Lease) -> str | None:
     """None while the holder's container runs; otherwise what Docker says of it."""
-    task, node = record.holder.rsplit("@", 1)
+    task, node = lease.holder.rsplit("@", 1)
     try:
         client = sandbox.client(node)
     except docker.errors.DockerException as exc:
@@ -300,10 +300,10 @@ def _total(samples: dict[str, float], name: str) -> float:
 
 
 def _holder_log(
-    sandbox: Sandbox, record: LeaseRecord, words: tuple[str, ...] = (), last: int = 8
+    sandbox: Sandbox, lease: Lease, words: tuple[str, ...] = (), last: int = 8
 ) -> list[str]:
     """The last lines of the holder's log that contain one of `words` (any line if none)."""
-    task, node = record.holder.rsplit("@", 1)
+    task, node = lease.holder.rsplit("@", 1)
     client = sandbox.client(node)
     try:
         text = client.containers.get(task).logs().decode(errors="replace")
@@ -314,9 +314,9 @@ def _holder_log(
     ]
 
 
-def _lease_notes(sandbox: Sandbox, record: LeaseRecord) -> list[str]:
+def _lease_notes(sandbox: Sandbox, lease: Lease) -> list[str]:
     """What the holder's container said about the lease and the engine."""
-    return _holder_log(sandbox, record, ("lease:", "unreachable"))
+    return _holder_log(sandbox, lease, ("lease:", "unreachable"))
 
 
 # As the agent's own user: the socket itself, then a write through the agent's proxy.
@@ -358,9 +358,9 @@ def _agent_reads_docker_only(sandbox: Sandbox) -> None:
     assert code == 0 and out.decode().strip() == "HTTP/1.1 403 Forbidden", out.decode()
 
 
-def _exec(sandbox: Sandbox, record: LeaseRecord, command: list[str]) -> tuple[int, str]:
+def _exec(sandbox: Sandbox, lease: Lease, command: list[str]) -> tuple[int, str]:
     """Run a command in the holder's container: its exit code and output."""
-    task, node = record.holder.rsplit("@", 1)
+    task, node = lease.holder.rsplit("@", 1)
     client = sandbox.client(node)
     try:
         code, out = client.containers.get(task).exec_run(command)
@@ -369,8 +369,8 @@ def _exec(sandbox: Sandbox, record: LeaseRecord, command: list[str]) -> tuple[in
     return int(code), out.decode(errors="replace")
 
 
-def _signal_holder(sandbox: Sandbox, record: LeaseRecord, signal: str) -> None:
-    task, node = record.holder.rsplit("@", 1)
+def _signal_holder(sandbox: Sandbox, lease: Lease, signal: str) -> None:
+    task, node = lease.holder.rsplit("@", 1)
     client = sandbox.client(node)
     try:
         client.containers.get(task).kill(signal=signal)
@@ -421,20 +421,20 @@ def _running_elsewhere(sandbox: Sandbox, service: str) -> bool:
 
 
 @contextlib.contextmanager
-def _explained(sandbox: Sandbox, record: LeaseRecord) -> Iterator[None]:
+def _explained(sandbox: Sandbox, lease: Lease) -> Iterator[None]:
     """On a failure, print what the leader's container was (it has been seen to exit),
     its last log lines and db's tasks, for whoever reads a failed run."""
     try:
         yield
     except Exception as exc:
         # The summary line of a failed run shows notes; captured output may be cut.
-        exc.add_note(f"the leader {record.holder}: {_exited(sandbox, record) or 'running'}")
+        exc.add_note(f"the leader {lease.holder}: {_exited(sandbox, lease) or 'running'}")
         try:  # what it last said about db, node-4 and the lease, short enough for a summary
-            said = _holder_log(sandbox, record, ('"service db"', "node-4", "lease:"), last=10)
+            said = _holder_log(sandbox, lease, ('"service db"', "node-4", "lease:"), last=10)
             exc.add_note("\n".join(line[:400] for line in said))
         except docker.errors.DockerException as err:
             exc.add_note(f"its log cannot be read: {err}")
-        task, node = record.holder.rsplit("@", 1)
+        task, node = lease.holder.rsplit("@", 1)
         client = sandbox.client(node)
         try:
             container = client.containers.get(task)
@@ -575,11 +575,11 @@ def test_the_stack_places_fails_over_and_survives_its_leader(stack) -> None:  # 
     _deploy(sandbox, {**env, "PLACEMENT_POLICY_VERSION": "2"})
 
     def rotated() -> bool:
-        record = _lease(sandbox)
-        if record is None or not record.holder:
+        lease = _lease(sandbox)
+        if lease is None or not lease.holder:
             return False
         try:
-            samples = _metrics(sandbox, record)
+            samples = _metrics(sandbox, lease)
         except (docker.errors.DockerException, AssertionError):
             return False  # the holder is being replaced
         return (

@@ -39,6 +39,7 @@ from .health_support import (
 from .support import (
     ControllerThread,
     OffsetClock,
+    RunningSampler,
     clean_client,
     doubled_slots,
     running_by_node,
@@ -392,6 +393,58 @@ def test_bad_input_is_rejected_and_the_controller_is_unaffected_then_degraded_wo
             "preemptible work off node-2",
         )
         assert f"refuse {web} (node degraded)" in ctl.out.getvalue()
+    print(ctl.out.getvalue())
+
+
+def test_two_degraded_nodes_half_a_second_apart_stop_one_replica_at_a_time(
+    four, client, tmp_path
+) -> None:  # type: ignore[no-untyped-def]
+    """api: 3 stop-first replicas that reserve CPU and memory, max-unavailable 1, one on
+    each worker. node-2 and node-3 are reported degraded 0.5 s apart: their preemptible
+    work moves off one replica at a time, so api never runs fewer than 2 (the ledger
+    counts the first one's replacement as down until it runs). Where Swarm put that
+    replacement on node-3 before its report came, node-3 holds two of api's tasks: a deny
+    label would stop both at once, so they stay, and a decision says why."""
+    loose = tmp_path / "policy.yaml"
+    # Two of four nodes reported: above the default panic share, which would hold both.
+    loose.write_text(POLICY + "  health-panic-threshold: 0.6\n")
+    api = _name("api")
+    create_service(
+        client,
+        api,
+        four.image_id,
+        replicas=3,
+        constraints=["node.role==worker"],
+        order="stop-first",
+        reserve=(0.1, 32 << 20),
+    )
+    four.wait_services_running([api])
+    wait_until(lambda: len(running_by_node(client, api)) == 3, 30, "one task on each worker")
+    with ControllerThread(four.manager_host, policy=loose, health=_webhook()) as ctl:
+        ctl.wait_cycles(2)
+        with RunningSampler(four.manager_host, api, interval=0.1) as sampler:
+            for host in ("node-2", "node-3"):
+                report = {"node": host, "state": "degraded", "reason": "disk", "ttl": 600}
+                status, answer = post_health(_port(ctl), report, token=TOKEN)
+                assert status == 202, answer
+                time.sleep(0.5)
+            wait_until(
+                lambda: (
+                    _availability(client, "node-3") == "pause"
+                    and "node-2" not in running_by_node(client, api)
+                    and sum(running_by_node(client, api).values()) == 3
+                ),
+                60,
+                "api off node-2 and both nodes paused",
+            )
+            placed = running_by_node(client, api)
+            if placed.get("node-3") == 1:
+                wait_until(lambda: running_by_node(client, api) == {"node-4": 3}, 60, "node-3 shed")
+            else:
+                wait_for("keeps its tasks here for now", ctl.out, 30)
+        print(f"api {placed}, running sampled every 0.1 s: min {sampler.minimum} of 3")
+        assert sampler.minimum >= 2, "two replicas were down at once"
+        assert "max-unavailable 1 for " + api in ctl.out.getvalue()
     print(ctl.out.getvalue())
 
 

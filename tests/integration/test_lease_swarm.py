@@ -16,12 +16,12 @@ from collections.abc import Iterator
 import docker
 import pytest
 
-from controller.adapters.docker_api import DockerUnavailableError
+from controller.adapters.engine import DockerUnavailableError
 from controller.adapters.lease_store import ConfigLeaseStore, LeaseRead, LeaseStore
 from controller.adapters.writes import Executor, docker_executor
 from controller.core.actions import Action
 from controller.core.labels import steering_constraint
-from controller.core.lease import record_from_labels
+from controller.core.lease import lease_from_labels
 from controller.runtime.lease_keeper import LeaseConfig
 
 from .support import ControllerThread, wait_until
@@ -72,10 +72,10 @@ class CuttableStore:
             raise DockerUnavailableError("cut off by the test")
         return self.inner.read()
 
-    def write(self, read: LeaseRead, record: object) -> None:
+    def write(self, read: LeaseRead, lease: object) -> None:
         if self.cut.is_set():
             raise DockerUnavailableError("cut off by the test")
-        self.inner.write(read, record)  # type: ignore[arg-type]
+        self.inner.write(read, lease)  # type: ignore[arg-type]
 
 
 class Churn:
@@ -177,9 +177,9 @@ def test_two_controllers_never_write_at_once_and_a_cut_off_leader_stops(swarm, c
     old, new = writes.of(leader), writes.of(other)
     handed_back = max(end for _, end in new)
     assert all(end <= took_over or start >= handed_back for start, end in old), (old, new)
-    record = record_from_labels(client.api.inspect_config(lease_name)["Spec"]["Labels"])
+    lease = lease_from_labels(client.api.inspect_config(lease_name)["Spec"]["Labels"])
     # Term 1 the first holder, 2 the takeover, 3 the handover back; released at the end.
-    assert record is not None and record.released and record.term == 3
+    assert lease is not None and lease.released and lease.term == 3
     assert "lease: no longer the holder" in ctl[leader].out.getvalue()
     assert "released by its holder" in ctl[leader].out.getvalue()
     assert f"lease: took the lease {lease_name} as {other}, term 2" in (ctl[other].out.getvalue())

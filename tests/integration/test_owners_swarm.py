@@ -16,7 +16,7 @@ from pathlib import Path
 import docker
 import pytest
 
-from controller.adapters.docker_api import update_service_spec
+from controller.adapters.engine import update_service_spec
 from controller.sandbox import Sandbox, SandboxSpec
 
 from .support import (
@@ -376,6 +376,39 @@ def test_a_node_that_leaves_the_possible_owners_keeps_its_mark_until_its_task_mo
     assert "still runs tasks here" in out, out
 
 
+def test_a_stop_first_task_on_a_node_that_is_no_possible_owner_moves_off_it(  # type: ignore[no-untyped-def]
+    racks, client, policy
+) -> None:
+    """Three stop-first tasks, one each on node-2, node-3 and node-4; node-2 and node-3
+    are the possible owners. A surge of one could start back on node-4 (every node holds
+    one task): the surge is sized so that enough start on the possible owners whatever
+    Swarm's tie-break, and the service never runs fewer than max-unavailable allows."""
+    api = _name("api")
+    racks.create_service(
+        api,
+        replicas=3,
+        update_order="stop-first",
+        constraints=["node.hostname!=node-1"],
+        **RESERVED,
+    )
+    racks.wait_services_running([api])
+    assert running_by_node(client, api) == {"node-2": 1, "node-3": 1, "node-4": 1}
+    _relabel(client, api, _managed(possible_nodes="node-2,node-3"))
+    with (
+        RunningSampler(racks.manager_host, api) as sampler,
+        ControllerThread(racks.manager_host, policy=policy) as ctl,
+    ):
+        _on(client, api, {"node-2", "node-3"}, timeout=90)
+        wait_until(lambda: sum(running_by_node(client, api).values()) == 3, 60, "back at 3")
+        wait_until(
+            lambda: _requires_possible_mark(client, api), 30, "the possible-owner constraint"
+        )
+    out = ctl.out.getvalue()
+    print(f"running at least {sampler.minimum} of 3 over {len(sampler.samples)} samples")
+    assert sampler.minimum >= 3 - 1, (sampler.samples, out)  # max-unavailable: 1
+    assert "whichever node Swarm picks" in out or "start 1 task(s) on the targets" in out, out
+
+
 def _relabel(client: docker.DockerClient, name: str, labels: dict[str, str]) -> None:
     """Add or change labels only, as `docker service update --label-add` does: no rollout."""
     attrs = client.api.inspect_service(name)
@@ -484,3 +517,59 @@ def test_rack_spread_survives_a_rack_and_returns_with_two_moves(racks, client, p
         after = set().union(*task_ids_by_node(client, web).values())
         assert len(after - during) == 2, "exactly two tasks replaced"
         assert sampler.minimum >= 4
+
+
+def test_a_failover_trim_on_a_two_one_layout_never_stops_a_running_original_early(
+    racks, client, policy
+) -> None:  # type: ignore[no-untyped-def]
+    """api: 3 stop-first replicas that reserve CPU and memory, two on one node, one on
+    another, node-1 and node-4 empty. The node with one dies: Swarm's delayed replacement
+    waits on one empty node, the surge runs on the other. Trimmed back to 3 at once,
+    Swarm's scale-down would drop the running second copy (a node's second copy goes
+    before any first one) and keep the replacement that does not run yet; the trim waits
+    until every task runs, so the count never falls below 3 once the surge runs."""
+    api = _name("api")
+    racks.create_service(
+        api,
+        replicas=3,
+        labels=_managed(),
+        constraints=["node.hostname!=node-1", "node.hostname!=node-4"],
+        update_order="stop-first",
+        restart_delay_seconds=2.0,
+        reserve_cpus=0.1,
+        reserve_memory_bytes=32 << 20,
+    )
+    racks.wait_services_running([api])
+    layout = running_by_node(client, api)
+    assert sorted(layout.values()) == [1, 2], layout
+    single = next(h for h, n in layout.items() if n == 1)
+    # Widen placement: a constraint change every task still satisfies restarts nothing.
+    attrs = client.api.inspect_service(api)
+    spec = attrs["Spec"]
+    spec["TaskTemplate"]["Placement"]["Constraints"] = []
+    update_service_spec(client, attrs["ID"], attrs["Version"]["Index"], spec)
+    try:
+        with ControllerThread(racks.manager_host, policy=policy) as ctl:
+            ctl.wait_cycles(2)
+            assert running_by_node(client, api) == layout, "adoption restarted nothing"
+            _crash(racks, single)
+            wait_until(lambda: sum(running_by_node(client, api).values()) >= 3, 30, "surged")
+            with RunningSampler(racks.manager_host, api, interval=0.1) as sampler:
+                wait_until(
+                    lambda: (
+                        _operation(client, api) is None
+                        and client.api.inspect_service(api)["Spec"]["Mode"]["Replicated"][
+                            "Replicas"
+                        ]
+                        == 3
+                    ),
+                    60,
+                    "the surge trimmed",
+                )
+                wait_until(lambda: sum(running_by_node(client, api).values()) == 3, 30, "3 run")
+            print(f"{api} after the surge ran: min {sampler.minimum} running of 3")
+            assert "the trim waits until every task runs" in ctl.out.getvalue()
+            assert sampler.minimum >= 3, "the trim stopped a running task below the count"
+            print(ctl.out.getvalue())
+    finally:
+        _restore(racks, single)

@@ -20,7 +20,7 @@ from typing import Any
 import docker
 import pytest
 
-from controller.core.replicas import BASE_LABEL, OPERATION_LABEL, RECORD_LABELS
+from controller.core.replicas import BASE_LABEL, OPERATION_LABEL, REPLICA_RECORD_LABELS
 from controller.runtime.pause_hook import PAUSE_ENV
 
 from .support import (
@@ -84,7 +84,7 @@ def _wait_settled(client: docker.DockerClient, name: str, replicas: int, base: i
 
 
 def _no_record(client: docker.DockerClient, name: str) -> bool:
-    return not set(RECORD_LABELS) & set(_spec(client, name)[1])
+    return not set(REPLICA_RECORD_LABELS) & set(_spec(client, name)[1])
 
 
 @pytest.mark.second_engine

@@ -23,7 +23,7 @@ import pytest
 from controller.adapters.writes import execute_action
 from controller.core.actions import Action, SetReplicas
 from controller.core.labels import EXCLUDED_LABEL
-from controller.core.replicas import OPERATION_LABEL, REBALANCE, RECORD_LABELS
+from controller.core.replicas import OPERATION_LABEL, REBALANCE, REPLICA_RECORD_LABELS
 from controller.runtime.pause_hook import PAUSE_ENV
 from controller.sandbox import swarm as sandbox_swarm
 from controller.sandbox.sandbox import DEFAULT_COMMAND
@@ -74,7 +74,7 @@ def _at_rest(client: docker.DockerClient, name: str, layout: dict[str, int]) -> 
     replicas, labels = _spec(client, name)
     return (
         replicas == sum(layout.values())
-        and not set(RECORD_LABELS) & set(labels)
+        and not set(REPLICA_RECORD_LABELS) & set(labels)
         and running_by_node(client, name) == layout
     )
 

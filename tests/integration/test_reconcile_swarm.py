@@ -37,7 +37,7 @@ _names = itertools.count()
 def client(swarm) -> Iterator[docker.DockerClient]:  # type: ignore[no-untyped-def]
     c = docker.DockerClient(base_url=swarm.manager_host, version="auto", timeout=30)
     yield c
-    # Services, the controller's node labels and its records mirror would leak into the
+    # Services, the controller's node labels and its mirror would leak into the
     # next test.
     clean_swarm(c)
     c.close()

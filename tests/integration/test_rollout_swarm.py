@@ -20,7 +20,7 @@ import docker
 import pytest
 
 from controller.adapters.attrs import service_from_attrs
-from controller.adapters.docker_api import update_service_spec
+from controller.adapters.engine import update_service_spec
 from controller.core.labels import possible_constraint
 from controller.sandbox import Sandbox
 

@@ -18,7 +18,7 @@ import docker
 import docker.errors
 import pytest
 
-from controller.adapters.docker_api import update_service_spec
+from controller.adapters.engine import update_service_spec
 from controller.adapters.writes import Executor, docker_executor, naming_refusals
 from controller.core.actions import Action, SetReplicas, target_of
 from controller.core.labels import steering_constraint

@@ -12,7 +12,7 @@ from typing import Any
 import docker.errors
 import pytest
 
-from controller.adapters import docker_api, docker_read
+from controller.adapters import docker_read, engine
 from controller.cli import policy_cmd
 from controller.policy import render_policy_schema
 
@@ -109,7 +109,7 @@ SERVICES = {
 
 @pytest.fixture
 def fake_docker(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(docker_api, "connect", lambda: FakeClient(SERVICES))
+    monkeypatch.setattr(engine, "connect", lambda: FakeClient(SERVICES))
     monkeypatch.delenv("PLACEMENT_POLICY", raising=False)
 
 

@@ -10,6 +10,7 @@ from controller.adapters.policy_file import PolicyFileError, load_policy_text
 from controller.policy import (
     SETTING_NAMES,
     AntiAffinityMode,
+    DataMode,
     FailbackMode,
     FailbackWindow,
     FailoverMode,
@@ -81,6 +82,9 @@ GOOD: list[tuple[str, str, dict[str, Any]]] = [
     ("failover-mode", "speculative", {"failover_mode": FailoverMode.SPECULATIVE}),
     ("failover-mode", "Confirmed", {"failover_mode": FailoverMode.CONFIRMED}),
     ("failover-mode", "auto", {"failover_mode": FailoverMode.AUTO}),
+    ("data", "shared", {"data": DataMode.SHARED}),
+    ("data", "Local", {"data": DataMode.LOCAL}),
+    ("data", "auto", {"data": DataMode.AUTO}),
 ]
 
 # (setting, label value, start of what was expected)
@@ -129,6 +133,8 @@ BAD: list[tuple[str, str, str]] = [
     ("failover-threshold", "3/0s", "expected FAILURES/PERIOD"),
     ("rebalance", "sometimes", "expected true/false"),
     ("failover-mode", "eager", "expected confirmed, speculative or auto"),
+    ("data", "nfs", "expected auto, local or shared"),
+    ("data", "", "expected auto, local or shared"),
 ]
 
 # (setting, YAML value as written in the file, expected fields): native YAML forms.
@@ -161,6 +167,8 @@ FILE_NATIVE_BAD: list[tuple[str, str, str]] = [
     ("max-unavailable", "1.0", "expected an integer of at least 0"),
     ("spread", "5", "expected a fault-domain level"),
     ("failover-threshold", "3", "expected FAILURES/PERIOD"),
+    ("data", "true", "expected auto, local or shared"),
+    ("data", "[local]", "expected auto, local or shared"),
 ]
 
 

@@ -4,20 +4,20 @@ from __future__ import annotations
 
 from controller.adapters.agent_client import AgentError
 from controller.adapters.agent_probe import ProbeError
-from controller.adapters.docker_api import (
+from controller.adapters.docker_read import ServiceNotFoundError
+from controller.adapters.engine import (
     ConflictError,
     DockerUnavailableError,
     GoneError,
     NotAManagerError,
     TransientError,
 )
-from controller.adapters.docker_read import ServiceNotFoundError
 from controller.adapters.errors import RetryableError, TerminalError
 from controller.adapters.json_client import HttpJsonError
 from controller.adapters.plugins import PluginError
 from controller.adapters.policy_file import PolicyFileError
 from controller.adapters.snapshot_file import SnapshotFileError
-from controller.adapters.start import NothingToStartError
+from controller.adapters.start import InRolloutError, NothingToStartError
 from controller.runtime.lease_keeper import NotLeaderError
 from controller.runtime.loop import _cycle_failure
 from controller.runtime.watcher import StreamEndedError
@@ -33,6 +33,7 @@ RETRYABLE = (
     ProbeError,
     HttpJsonError,
     StreamEndedError,
+    InRolloutError,
 )
 TERMINAL = (
     NotAManagerError,

@@ -7,7 +7,7 @@ import io
 
 import anyio
 
-from controller.adapters.docker_api import TransientError
+from controller.adapters.engine import TransientError
 from controller.runtime.loop import Controller, RunConfig
 from controller.runtime.policy_source import PolicySource
 

@@ -25,7 +25,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from controller.adapters.docker_api import EngineClient
+from controller.adapters.engine import EngineClient
 from controller.cli import healthcheck as probe
 from controller.runtime.agent import Agent, AgentConfig
 from controller.runtime.http_app import make_app

@@ -5,9 +5,9 @@ from __future__ import annotations
 import anyio
 import pytest
 
-from controller.adapters.docker_api import ConflictError, DockerUnavailableError
+from controller.adapters.engine import ConflictError, DockerUnavailableError
 from controller.adapters.lease_store import LeaseRead
-from controller.core.lease import LeaseRecord
+from controller.core.lease import Lease
 from controller.runtime.lease_keeper import LeaseConfig, LeaseKeeper, NotLeaderError
 
 LIFETIME = 10.0
@@ -17,7 +17,7 @@ class Store:
     """The lease config's labels with a version, as Swarm keeps them."""
 
     def __init__(self) -> None:
-        self.record: LeaseRecord | None = None
+        self.lease: Lease | None = None
         self.version = 1
         self.down = False
         self.lose_reply = False  # the write lands, the answer does not
@@ -26,16 +26,16 @@ class Store:
     def read(self) -> LeaseRead:
         if self.down:
             raise DockerUnavailableError("down")
-        return LeaseRead(self.record, None, self.version, "config-id", {})
+        return LeaseRead(self.lease, None, self.version, "config-id", {})
 
-    def write(self, read: LeaseRead, record: LeaseRecord) -> None:
+    def write(self, read: LeaseRead, lease: Lease) -> None:
         if self.down:
             raise DockerUnavailableError("down")
         if self.interfere:
             self.interfere, self.version = False, self.version + 1
         if read.version != self.version:
             raise ConflictError("update out of sequence")
-        self.record, self.version = record, self.version + 1
+        self.lease, self.version = lease, self.version + 1
         if self.lose_reply:
             raise DockerUnavailableError("reply lost")
 
@@ -76,13 +76,13 @@ def test_a_free_lease_is_taken_after_a_lifetime_and_renewed() -> None:
         a.fence()
     clock.now += LIFETIME
     assert tick(a) == pytest.approx(LIFETIME / 3)
-    assert a.holds() and store.record is not None and store.record.term == 1
+    assert a.holds() and store.lease is not None and store.lease.term == 1
     a.fence()
     assert a.acquisitions == 1 and "term 1: no lease yet" in said[-1]
     version = store.version
     clock.now += LIFETIME / 3
     tick(a)
-    assert store.version == version + 1 and store.record.holder == "a"
+    assert store.version == version + 1 and store.lease.holder == "a"
 
 
 def test_a_holder_cut_off_stops_before_the_standby_takes_over() -> None:
@@ -93,7 +93,7 @@ def test_a_holder_cut_off_stops_before_the_standby_takes_over() -> None:
     tick(a)
     tick(b)
     assert a.holds() and not b.holds()
-    store_for_a_down = store.record
+    store_for_a_down = store.lease
     store.down = True
     clock.now += LIFETIME - a.config.margin  # a cannot renew: its fence closes
     tick(a)
@@ -103,7 +103,7 @@ def test_a_holder_cut_off_stops_before_the_standby_takes_over() -> None:
     assert not b.holds()
     clock.now += a.config.margin
     tick(b)
-    assert b.holds() and store.record.holder == "b" and store.record.term == 2
+    assert b.holds() and store.lease.holder == "b" and store.lease.term == 2
     assert store_for_a_down is not None and store_for_a_down.term == 1
     tick(a)
     assert not a.holds() and "held by b" in (a.standby_reason() or "")
@@ -116,7 +116,7 @@ def test_a_conflict_is_read_again_and_a_lost_reply_confirmed_by_reading() -> Non
     clock.now += LIFETIME
     store.interfere = True
     assert tick(a) == 0.0, "a conflict is read again at once"
-    assert not a.holds() and store.record is None
+    assert not a.holds() and store.lease is None
     tick(a)
     assert a.holds()
     store.lose_reply = True
@@ -124,7 +124,7 @@ def test_a_conflict_is_read_again_and_a_lost_reply_confirmed_by_reading() -> Non
     tick(a)
     store.lose_reply = False
     tick(a)  # the read finds a's write: the lease runs from when it was sent
-    assert a.holds() and store.record is not None and store.record.holder == "a"
+    assert a.holds() and store.lease is not None and store.lease.holder == "a"
 
 
 def test_release_hands_the_lease_over_at_once() -> None:
@@ -134,7 +134,7 @@ def test_release_hands_the_lease_over_at_once() -> None:
     clock.now += LIFETIME
     tick(a), tick(b)
     anyio.run(a.release)
-    assert store.record is not None and store.record.released and not a.holds()
+    assert store.lease is not None and store.lease.released and not a.holds()
     tick(b)
-    assert b.holds() and store.record.term == 2
+    assert b.holds() and store.lease.term == 2
     assert any("released by its holder" in line for line in said)

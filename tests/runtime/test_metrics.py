@@ -162,3 +162,31 @@ def test_managed_services_held_nodes_plugin_failures_and_the_build() -> None:
     assert 'placement_nodes_held{mark="failed"} 0.0' in text
     assert 'placement_plugin_failures_total{plugin="topology"} 2.0' in text
     assert 'placement_build_info{python="' in text and f'version="{__version__}"' in text
+
+
+def test_tasks_on_a_node_that_is_no_possible_owner_are_counted_per_service() -> None:
+    from dataclasses import replace  # noqa: PLC0415
+
+    from controller.core.memory import Memory  # noqa: PLC0415
+    from controller.core.plan import plan  # noqa: PLC0415
+    from controller.policy import Policy  # noqa: PLC0415
+    from tests.core.builders import MANAGED, node, running, service, snapshot  # noqa: PLC0415
+
+    now = 1_800_000_000.0
+    api = replace(
+        service("api", replicas=2, labels={**MANAGED, "placement.possible-nodes": "node-2"}),
+        update_order="stop-first",
+    )
+    nodes = [node(1, manager=True), node(2), node(3)]
+    snap = snapshot(nodes, [api], [running(api, 2, 1), running(api, 3, 2)])
+    result = plan(snapshot=snap, policy=Policy.default(), memory=Memory(), now=now)
+    metrics = Metrics(PolicySource(None), lease=None)
+    metrics.record_state(
+        snap, result.resolved, now, policy=Policy.default(), decisions=result.decisions
+    )
+    text = generate_latest(metrics.registry).decode()
+    assert 'placement_possible_owners_unenforced{service="api"} 1.0' in text
+    # Once the task has moved, the service reads nothing.
+    moved = replace(snap, tasks=(running(api, 2, 1), replace(running(api, 2, 2))))
+    metrics.record_state(moved, result.resolved, now, policy=Policy.default())
+    assert "placement_possible_owners_unenforced{" not in generate_latest(metrics.registry).decode()

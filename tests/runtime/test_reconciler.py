@@ -15,7 +15,7 @@ import pytest
 import requests
 
 from controller.adapters.attrs import snapshot_from_attrs
-from controller.adapters.docker_api import ConflictError
+from controller.adapters.engine import ConflictError
 from controller.adapters.writes import Rehearsal, naming_refusals
 from controller.core.actions import (
     Action,
@@ -53,6 +53,7 @@ class Stage:
 
     def __init__(self) -> None:
         self.actions: tuple[Action, ...] = ()
+        self.early: tuple[Action, ...] = ()
         self.decisions: tuple[Decision, ...] = ()
         self.calls: list[str] = []
         self.failures: dict[str, Exception] = {}
@@ -61,6 +62,7 @@ class Stage:
 
     def plan(self, *actions: Action, failover: tuple[Action, ...] = ()) -> None:
         self.actions = actions
+        self.early = failover
         self.decisions = tuple(
             Decision("failover" if a in failover else "owners", "s", Outcome.WRITE, "why", a)
             for a in actions
@@ -81,7 +83,9 @@ def stage(monkeypatch: pytest.MonkeyPatch) -> Iterator[Stage]:
     stage = Stage()
 
     def fake_plan(**kwargs: object) -> Plan:
-        return Plan(actions=stage.actions, decisions=stage.decisions, memory=Memory())
+        return Plan(
+            actions=stage.actions, decisions=stage.decisions, memory=Memory(), early=stage.early
+        )
 
     monkeypatch.setattr(reconciler_module, "plan", fake_plan)
     yield stage

@@ -9,7 +9,7 @@ import anyio
 import docker
 import pytest
 
-from controller.adapters.docker_api import TransientError, connect
+from controller.adapters.engine import TransientError, connect
 from controller.runtime.loop import Controller, RunConfig
 from controller.runtime.policy_source import PolicySource
 

@@ -44,6 +44,13 @@ WEB = service(
     },
 )
 PLAIN = service("plain", replicas=1)
+# A stop-first task on node-1, which is no possible owner of it, with its data there: it
+# stays, and the service says its possible owners are not yet enforced, and why.
+API = replace(
+    service("api", replicas=1, labels={**MANAGED, "placement.possible-nodes": "node-2"}),
+    update_order="stop-first",
+    local_data=("volume api-data",),
+)
 
 
 def _cycle() -> CycleResult:
@@ -66,7 +73,9 @@ def _cycle() -> CycleResult:
         error="no suitable node (insufficient resources on 2 nodes)",
     )
     snap = snapshot(
-        nodes, [WEB, PLAIN], [running(WEB, 1, 1), running(WEB, 2, 2), pending, running(PLAIN, 2, 1)]
+        nodes,
+        [WEB, PLAIN, API],
+        [running(WEB, 1, 1), running(WEB, 2, 2), pending, running(PLAIN, 2, 1), running(API, 1, 1)],
     )
     result = plan(snapshot=snap, policy=POLICY, memory=Memory(), now=NOW)
     return CycleResult(
@@ -102,6 +111,12 @@ def test_the_document_groups_nodes_by_fault_domain_with_marks_tasks_and_owners()
     assert (web["preferred"], web["possible"]) == (["node-2"], ["node-1", "node-2"])
     assert (web["desired"], web["running"], web["managed"]) == (3, 2, True)
     assert web["pending"][0]["swarm"].startswith("no suitable node")
+    assert web["possible_unenforced"] is None
+    api = next(s for s in doc["services"] if s["service"]["name"] == "api")
+    gap = api["possible_unenforced"]
+    assert gap["tasks"] == {"node-1": 1} and gap["count"] == 1
+    assert "its data is local to its node (volume api-data)" in gap["why"], gap
+    assert gap["reason"].startswith("possible owners not yet enforced: 1 task(s) on node-1: ")
     assert set(web["pending"][0]["nodes"]) == {"node-1", "node-2", "node-3"}
     assert {
         "setting": "preferred-nodes",

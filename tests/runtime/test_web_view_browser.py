@@ -7,9 +7,12 @@ node failure live; this one checks the page itself, quickly.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import anyio.from_thread
 import pytest
@@ -23,6 +26,11 @@ from controller.runtime.ui_access import UiAccess
 from controller.runtime.web_view import WebView
 from tests.browser import chromium
 from tests.runtime.test_web_view import POLICY, _cycle
+
+# The viewer's time zone, not the machine's: half an hour off every whole-hour zone, so a
+# time shown unconverted (or converted by whole hours only) cannot pass for a local one.
+VIEWER_ZONE = "Asia/Kolkata"
+EPOCH_LIKE = re.compile(r"(?<![\w.])\d{9,}(?:\.\d+)?(?![\w.])")
 
 # For every element with its own text: the contrast ratio (WCAG 2) of its colour against
 # the first opaque background behind it.
@@ -60,6 +68,7 @@ def page(tmp_path: Path) -> Iterator[Any]:
         portal.call(view.update, _cycle(), POLICY, "leader")
         try:
             with chromium(tmp_path / "profile") as driver:
+                driver.execute_cdp_cmd("Emulation.setTimezoneOverride", {"timezoneId": VIEWER_ZONE})
                 driver.get(f"http://127.0.0.1:{server.port}/ui/login?token=browser-token")
                 driver.get(f"http://127.0.0.1:{server.port}/")  # / leads to /ui
                 WebDriverWait(driver, 30).until(
@@ -115,3 +124,32 @@ def test_every_text_is_readable_against_its_background(page: Any) -> None:
     page.find_element(By.CSS_SELECTOR, '#services tr[data-service="web"] button').click()
     worst = page.execute_script(CONTRAST)
     assert worst and all(ratio >= 4.5 for ratio, _ in worst), worst
+
+
+def test_times_show_in_the_viewers_time_zone_and_never_as_epoch_seconds(page: Any) -> None:
+    cell = page.find_element(By.CSS_SELECTOR, "#decisions tbody tr time")
+    utc = datetime.fromisoformat(cell.get_attribute("datetime"))
+    local = utc.astimezone(ZoneInfo(VIEWER_ZONE)).strftime("%Y-%m-%d %H:%M:%S")
+    assert cell.text == local
+    assert cell.get_attribute("title") == cell.get_attribute("datetime")
+    status = page.find_element(By.ID, "status").text
+    assert re.search(r"last cycle \d{4}-\d\d-\d\d \d\d:\d\d:\d\d \(local time\)", status), status
+    text = page.find_element(By.TAG_NAME, "body").text
+    assert not EPOCH_LIKE.search(text), EPOCH_LIKE.findall(text)
+
+
+def test_a_service_whose_possible_owners_are_not_yet_enforced_says_so_and_why(
+    page: Any, tmp_path: Path
+) -> None:
+    gap = page.find_element(By.CSS_SELECTOR, '#services [data-gap="api"]')
+    assert gap.text == "⚠ not yet enforced: 1 task(s) on node-1"
+    assert page.find_elements(By.CSS_SELECTOR, '#services [data-gap="web"]') == []
+    page.find_element(By.CSS_SELECTOR, '#services tr[data-service="api"] button').click()
+    note = page.find_element(By.CSS_SELECTOR, '#detail p.gap[role="note"]')
+    assert note.text.startswith("Possible owners not yet enforced: 1 task(s) on node-1. Why: ")
+    assert "its data is local to its node (volume api-data)" in note.text
+    replicas = page.find_element(By.CSS_SELECTOR, "#detail table").text
+    assert "its data is on this node (volume api-data; placement.data auto" in replicas
+    worst = page.execute_script(CONTRAST)
+    assert all(ratio >= 4.5 for ratio, _ in worst), worst
+    page.save_screenshot(str(tmp_path / "gap.png"))

@@ -1,6 +1,6 @@
 """Node health, before any rule runs: failed, degraded, quarantined or fine.
 
-Inputs are pure values: live reports (webhook, plugins), the durable records on the nodes,
+Inputs are pure values: live reports (webhook, plugins), the durable marks on the nodes,
 Swarm's task history, the node exits remembered, the policy and `now`.
 
 - Health: per source, the live report wins over the recorded one; a report lapses at
@@ -25,20 +25,21 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
+from controller.core.clock import utc_time
 from controller.core.decisions import Decision, Outcome
 from controller.core.exit_history import HealthMemory
 from controller.core.health.node_marks import (
     PAUSE_HEALTH,
     QUARANTINE_UNTIL,
-    HealthRecord,
+    HealthMark,
     paused_for,
     read_float,
-    read_health_records,
+    read_health_marks,
 )
 from controller.core.health.panic import Panic, detect_panic, held_in_panic, ignored
 from controller.core.health.suspicion import (
     Suspicion,
-    as_panic_records,
+    as_panic_marks,
     dropped_in_panic,
     suspect_nodes,
 )
@@ -57,8 +58,8 @@ class NodeVerdict:
     node_id: str
     hostname: str
     health: HealthState = HealthState.OK
-    # The health records the node should carry (non-ok, unexpired), by source.
-    records: Mapping[str, HealthRecord] = field(default_factory=dict)
+    # The health marks the node should carry (non-ok, unexpired), by source.
+    marks: Mapping[str, HealthMark] = field(default_factory=dict)
     quarantine_until: float | None = None  # set while quarantined (or from this cycle)
     quarantine_reason: str = ""  # set when the quarantine starts this cycle
     pause: frozenset[str] = frozenset()  # why the controller should hold it paused
@@ -191,33 +192,33 @@ def counted_failures(
     return out
 
 
-def _recorded(node: Node, now: float) -> dict[str, HealthRecord]:
-    """The words in force on the node: recorded in the write that acted on them."""
-    return {r.source: r for r in read_health_records(node.labels) if r.until > now}
+def _marks_in_force(node: Node, now: float) -> dict[str, HealthMark]:
+    """The words in force on the node: marked in the write that acted on them."""
+    return {r.source: r for r in read_health_marks(node.labels) if r.until > now}
 
 
-def _health_records(
-    node: Node, reports: Mapping[str, HealthRecord | None], now: float
-) -> dict[str, HealthRecord]:
-    records = _recorded(node, now)
+def _health_marks(
+    node: Node, reports: Mapping[str, HealthMark | None], now: float
+) -> dict[str, HealthMark]:
+    marks = _marks_in_force(node, now)
     for source, live in reports.items():
         if live is None or live.until <= now:
-            records.pop(source, None)
+            marks.pop(source, None)
         else:
-            records[source] = live
-    return records
+            marks[source] = live
+    return marks
 
 
-def _live_reports(snapshot: ClusterSnapshot) -> dict[str, dict[str, HealthRecord | None]]:
+def _live_reports(snapshot: ClusterSnapshot) -> dict[str, dict[str, HealthMark | None]]:
     """Node id -> source -> its live word (None: ok)."""
-    out: dict[str, dict[str, HealthRecord | None]] = {}
+    out: dict[str, dict[str, HealthMark | None]] = {}
     for report in sorted(snapshot.health, key=lambda r: (r.node_id, r.source, r.expires_at)):
-        record = (
+        mark = (
             None
             if report.state is HealthState.OK
-            else HealthRecord(report.source, report.state, report.expires_at, report.reason)
+            else HealthMark(report.source, report.state, report.expires_at, report.reason)
         )
-        out.setdefault(report.node_id, {})[report.source] = record
+        out.setdefault(report.node_id, {})[report.source] = mark
     return out
 
 
@@ -228,12 +229,12 @@ def assess_nodes(
     share = policy.controller.health_panic_threshold
     health_memory = track_exits(snapshot, memory.health, now, keep=q.period_seconds)
     live = _live_reports(snapshot)
-    wanted = {n.id: _health_records(n, live.get(n.id, {}), now) for n in snapshot.nodes}
+    wanted = {n.id: _health_marks(n, live.get(n.id, {}), now) for n in snapshot.nodes}
     suspected, suspicion_notes = suspect_nodes(
         snapshot, suspect_after=policy.controller.suspect_after_seconds, now=now
     )
     # A suspicion counts against the panic share like a report of failure.
-    counted = {**as_panic_records(suspected), **{k: v for k, v in wanted.items() if v}}
+    counted = {**as_panic_marks(suspected), **{k: v for k, v in wanted.items() if v}}
     panic = detect_panic(snapshot.nodes, counted, share)
     decisions: list[Decision] = [] if panic is None else [panic.decision()]
     decisions.extend(suspicion_notes)
@@ -243,12 +244,12 @@ def assess_nodes(
     verdicts: dict[str, NodeVerdict] = {}
     ended: dict[str, float] = {}  # node id -> end of its current or last quarantine
     for node in snapshot.nodes:
-        records = wanted[node.id]
+        marks = wanted[node.id]
         if panic is not None:
-            held = held_in_panic(records, _recorded(node, now))
-            decisions.extend(ignored(node, records, held))
-            records = held
-        worst = max((r.state for r in records.values()), key=lambda s: s.severity, default=None)
+            held = held_in_panic(marks, _marks_in_force(node, now))
+            decisions.extend(ignored(node, marks, held))
+            marks = held
+        worst = max((r.state for r in marks.values()), key=lambda s: s.severity, default=None)
         until = read_float(node.labels, QUARANTINE_UNTIL)
         if until is not None:
             ended[node.id] = until
@@ -256,13 +257,13 @@ def assess_nodes(
             node_id=node.id,
             hostname=node.hostname,
             health=worst or HealthState.OK,
-            records=records,
+            marks=marks,
             quarantine_until=until if until is not None and until > now else None,
         )
         if worst is not None:
             why = "; ".join(
-                f"{r.source}: {r.reason or 'no reason given'} (until {r.until:.0f})"
-                for r in records.values()
+                f"{r.source}: {r.reason or 'no reason given'} (until {utc_time(r.until)})"
+                for r in marks.values()
                 if r.state is worst
             )
             effect = (
@@ -371,7 +372,7 @@ def _quarantine(
                 subject,
                 Outcome.QUARANTINE,
                 f"{what}: kept from managed services for {_span(q.duration_seconds)}, "
-                f"until {until:.0f} (the node stays active for the rest)",
+                f"until {utc_time(until)} (the node stays active for the rest)",
             )
         )
     return verdicts

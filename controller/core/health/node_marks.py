@@ -7,7 +7,7 @@ a service stays off the node it kept failing on.
 - `swarm-placement.health.<source>` = `<state>,<until>,<reason>`: the last non-ok report
   of one source (`webhook`, `plugin.<name>`), until epoch seconds.
 - `swarm-placement.quarantine-until` (epoch seconds) and `swarm-placement.quarantine-reason`:
-  kept after the quarantine ends, as its record; failures before `until` never count again.
+  kept after the quarantine ends, as its mark; failures before `until` never count again.
 - `swarm-placement.paused` = `health`, `quarantine` or both: the controller paused the node
   and will set it active again; a node paused by an operator carries no such label and is
   left alone.
@@ -41,7 +41,7 @@ def clean_reason(text: str) -> str:
 
 
 @dataclass(frozen=True, slots=True)
-class HealthRecord:
+class HealthMark:
     source: str
     state: HealthState
     until: float
@@ -55,8 +55,8 @@ def health_key(source: str) -> str:
     return HEALTH_PREFIX + source
 
 
-def read_health_records(labels: Mapping[str, str]) -> tuple[HealthRecord, ...]:
-    """Every readable health record on a node; a garbled one reads as failed until now
+def read_health_marks(labels: Mapping[str, str]) -> tuple[HealthMark, ...]:
+    """Every readable health mark on a node; a garbled one reads as failed until now
     is never true, so it is dropped (and removed by the next write)."""
     out = []
     for key, raw in sorted(labels.items()):
@@ -65,11 +65,11 @@ def read_health_records(labels: Mapping[str, str]) -> tuple[HealthRecord, ...]:
         state, _, rest = raw.partition(",")
         until, _, reason = rest.partition(",")
         try:
-            parsed = HealthRecord(key.removeprefix(HEALTH_PREFIX), HealthState(state), float(until))
+            parsed = HealthMark(key.removeprefix(HEALTH_PREFIX), HealthState(state), float(until))
         except ValueError:
             continue
         if math.isfinite(parsed.until) and parsed.state is not HealthState.OK:
-            out.append(HealthRecord(parsed.source, parsed.state, parsed.until, reason))
+            out.append(HealthMark(parsed.source, parsed.state, parsed.until, reason))
     return tuple(out)
 
 
@@ -94,7 +94,7 @@ def unhealthy_key(service_name: str) -> str:
     return UNHEALTHY_PREFIX + service_name
 
 
-def unhealthy_records(labels: Mapping[str, str]) -> dict[str, float]:
+def unhealthy_marks(labels: Mapping[str, str]) -> dict[str, float]:
     """Service name -> when it was moved off this node for failing here."""
     out = {}
     for key in labels:

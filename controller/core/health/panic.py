@@ -25,9 +25,10 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from controller.core.clock import utc_time
 from controller.core.constraints import ConstraintError, node_satisfies, parse_constraint
 from controller.core.decisions import Decision, Outcome
-from controller.core.health.node_marks import HealthRecord
+from controller.core.health.node_marks import HealthMark
 from controller.core.labels import operator_texts
 from controller.core.model import ClusterSnapshot, Node, NodeState, Service
 
@@ -85,29 +86,29 @@ class Panic:
 
 
 def detect_panic(
-    nodes: tuple[Node, ...], records: Mapping[str, Mapping[str, HealthRecord]], share: float
+    nodes: tuple[Node, ...], marks: Mapping[str, Mapping[str, HealthMark]], share: float
 ) -> Panic | None:
-    """`records`: node id -> source -> its non-ok word in force or reported (unexpired).
+    """`marks`: node id -> source -> its non-ok word in force or reported (unexpired).
 
     The base is every node Swarm does not mark down: a new Raft leader calls every node
     `unknown` until it reports, and a storm arriving then must not find a base of zero
     (seen in the chaos run: every node denied every managed service)."""
     ready = [n for n in nodes if n.state is not NodeState.DOWN]
-    reported = sorted((n for n in ready if records.get(n.id)), key=lambda n: n.hostname)
+    reported = sorted((n for n in ready if marks.get(n.id)), key=lambda n: n.hostname)
     if len(reported) <= allowed(share, len(ready)):
         return None
     return Panic(
         reported=tuple(n.hostname for n in reported),
         ready=len(ready),
         share=share,
-        sources=tuple(sorted({s for n in reported for s in records[n.id]})),
+        sources=tuple(sorted({s for n in reported for s in marks[n.id]})),
         down=sum(1 for n in nodes if n.state is NodeState.DOWN),
     )
 
 
 def held_in_panic(
-    wanted: Mapping[str, HealthRecord], recorded: Mapping[str, HealthRecord]
-) -> dict[str, HealthRecord]:
+    wanted: Mapping[str, HealthMark], recorded: Mapping[str, HealthMark]
+) -> dict[str, HealthMark]:
     """The words a node keeps during a panic: those already in force (`recorded` on the
     node, unexpired), each as now reported when that is no worse; a new word is left out."""
     kept = {}
@@ -119,14 +120,15 @@ def held_in_panic(
 
 
 def ignored(
-    node: Node, wanted: Mapping[str, HealthRecord], held: Mapping[str, HealthRecord]
+    node: Node, wanted: Mapping[str, HealthMark], held: Mapping[str, HealthMark]
 ) -> list[Decision]:
     """A decision for the words a panic leaves out (new ones, and ones made worse)."""
     left = [r for s, r in sorted(wanted.items()) if s not in held or held[s].state is not r.state]
     if not left:
         return []
     words = "; ".join(
-        f"{r.source} reports {r.state.value}: {r.reason or 'no reason given'} (until {r.until:.0f})"
+        f"{r.source} reports {r.state.value}: {r.reason or 'no reason given'} "
+        f"(until {utc_time(r.until)})"
         for r in left
     )
     return [

@@ -10,7 +10,7 @@ two sources say it is gone, more say gone than alive, and they have agreed for
 `controller.suspect-after`.
 
 A suspicion stops nothing and excludes nothing; it only lets `failover-mode:
-speculative` services start replacements early (rules/speculative.py). A storm of
+speculative` services start replacements early (rules/failover/speculative.py). A storm of
 suspicions (the controller cut off, not the nodes) counts against the same
 `controller.health-panic-threshold` as health reports: past it none is acted on.
 """
@@ -21,8 +21,9 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from controller.core.clock import utc_time
 from controller.core.decisions import Decision, Outcome
-from controller.core.health.node_marks import HealthRecord
+from controller.core.health.node_marks import HealthMark
 from controller.core.model import ClusterSnapshot, NodeState
 from controller.core.outside_inputs import HealthState, LivenessSignal
 
@@ -44,7 +45,7 @@ class Suspicion:
 
     def describe(self) -> str:
         return "; ".join(
-            f"{s.source}: {s.detail or 'gone'} (since {s.since:.1f})" for s in self.signals
+            f"{s.source}: {s.detail or 'gone'} (since {utc_time(s.since)})" for s in self.signals
         )
 
 
@@ -90,7 +91,7 @@ def suspect_nodes(
                     RULE,
                     subject,
                     Outcome.WATCH,
-                    f"{said}: agreeing since {since:.1f}, suspected after "
+                    f"{said}: agreeing since {utc_time(since)}, suspected after "
                     f"controller.suspect-after {suspect_after:.1f} s",
                 )
             )
@@ -111,14 +112,14 @@ def suspect_nodes(
     return suspected, decisions
 
 
-def as_panic_records(
+def as_panic_marks(
     suspected: Mapping[str, Suspicion],
-) -> dict[str, dict[str, HealthRecord]]:
+) -> dict[str, dict[str, HealthMark]]:
     """Suspicions as health words, only to count them in the panic share (never recorded
     on a node and never acted on as health)."""
     return {
         node_id: {
-            SUSPICION_SOURCE: HealthRecord(
+            SUSPICION_SOURCE: HealthMark(
                 SUSPICION_SOURCE, HealthState.FAILED, math.inf, "+".join(s.sources)
             )
         }

@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections import Counter
 
 from controller.core.actions import Action, SetServiceConstraints, target_of
+from controller.core.clock import time_of_day
 from controller.core.constraints import ConstraintError, parse_constraint, refused_tasks
 from controller.core.context import PlanContext, RuleOutput
 from controller.core.decisions import Decision, Outcome
@@ -61,7 +62,10 @@ def plan_tidy(ctx: PlanContext) -> RuleOutput:
             continue
         since = _last_tidied(service)
         if since is not None and ctx.now - since < RETRY_SECONDS:
-            why = f"{slots}; tidied {ctx.now - since:.0f} s ago, again after {RETRY_SECONDS:.0f} s"
+            why = (
+                f"{slots}; tidied at {time_of_day(since)}, again after "
+                f"{time_of_day(since + RETRY_SECONDS)}"
+            )
             decisions.append(Decision(RULE, subject, Outcome.WAIT, why))
             continue
         action = SetServiceConstraints(

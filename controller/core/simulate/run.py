@@ -107,7 +107,7 @@ class _Run:
             self.entry("write", describe(action), rule, action)
             left = disrupted_nodes(action)
             if left and hasattr(action, "service_id"):
-                self.memory = self.memory.record_move(action.service_id, self.now, left)
+                self.memory = self.memory.note_move(action.service_id, self.now, left)
         self.writes += len(result.actions)
         self.swarm.apply(result.actions)
         self.flush_swarm()

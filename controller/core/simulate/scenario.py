@@ -11,7 +11,7 @@ import re
 from collections.abc import Collection
 from dataclasses import dataclass
 
-from controller.policy.values import PolicyValueError, parse_duration
+from controller.policy.value_syntax import PolicyValueError, parse_duration
 
 # verb -> what it does to the simulated swarm (for the error message and the docs)
 NODE_VERBS = {

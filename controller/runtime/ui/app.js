@@ -30,9 +30,26 @@ function chip(service, text, extra) {
   return el("span", { class: "chip", style: `--hue: ${hue(service)}`, ...extra }, text);
 }
 
+// Times arrive as ISO 8601 in UTC; the page shows them in the viewer's own time zone, in
+// the same order of fields (2026-12-01 20:22:44), with the UTC time on hover.
+function pad(n) {
+  return String(n).padStart(2, "0");
+}
+
+function localTime(iso) {
+  const t = new Date(iso);
+  if (Number.isNaN(t.getTime())) return iso;
+  const day = `${t.getFullYear()}-${pad(t.getMonth() + 1)}-${pad(t.getDate())}`;
+  return `${day} ${pad(t.getHours())}:${pad(t.getMinutes())}:${pad(t.getSeconds())}`;
+}
+
+function timeElement(iso) {
+  return el("time", { datetime: iso, title: iso, text: localTime(iso) });
+}
+
 function renderStatus(state) {
   const link = view.connected ? "live" : "reconnecting…";
-  const when = state ? `, last cycle ${state.time}` : "";
+  const when = state ? `, last cycle ${localTime(state.time)} (local time)` : "";
   const role = state ? `${state.role}: ` : "";
   document.getElementById("status").textContent = `${role}${link}${when}`;
 }
@@ -163,11 +180,22 @@ function renderServices(state) {
         el("td", { class: short ? "short" : null, text: `${s.running} / ${want}` }),
         el("td", { text: s.managed ? "yes" : "no" }),
         el("td", { text: s.preferred.join(", ") || "–" }),
-        el("td", { text: s.possible.join(", ") || "any" }),
+        el(
+          "td",
+          {},
+          s.possible.join(", ") || "any",
+          s.possible_unenforced ? el("div", { class: "gap", "data-gap": s.service.name, text: `⚠ not yet enforced: ${gapTasks(s.possible_unenforced)}` }) : "",
+        ),
       );
     }),
   );
   renderDetail(state);
+}
+
+// Tasks on nodes that are no possible owner of their service, which the controller
+// could not move yet (core/kernel/possible_gaps).
+function gapTasks(gap) {
+  return `${gap.count} task(s) on ${Object.keys(gap.tasks).join(", ")}`;
 }
 
 function select(name) {
@@ -197,6 +225,9 @@ function renderDetail(state) {
   detail.replaceChildren(
     el("h3", { tabindex: "-1", text: `${s.service.name}: why its tasks run where they run` }),
     s.record ? el("p", { text: s.record }) : "",
+    s.possible_unenforced
+      ? el("p", { class: "gap", role: "note", text: `Possible owners not yet enforced: ${gapTasks(s.possible_unenforced)}. Why: ${s.possible_unenforced.why}` })
+      : "",
     table("Replicas", ["Task", "Node", "State", "Why there"], s.replicas.map((r) => [
       `${s.service.name}.${r.slot}`, r.node, r.state, r.reasons.join(" · "),
     ])),
@@ -238,7 +269,7 @@ function renderDecisions(state) {
       el(
         "tr",
         { "data-outcome": d.outcome },
-        el("td", {}, el("time", { datetime: d.time, text: d.time.replace("T", " ").replace("+00:00", "Z") })),
+        el("td", {}, timeElement(d.time)),
         el("td", { text: d.rule }),
         el("td", { text: d.subject }),
         el("td", {}, el("span", { class: `outcome o-${d.outcome}`, text: d.outcome })),

@@ -1,7 +1,9 @@
 """The nodes rule: every label of ours on a node, and its availability, in one write.
 
 - `node_rule`: the rule itself, which gathers every reason a node's labels change;
-- `possible_marks`: the possible-owner marks each node should carry.
+- `possible_marks`: the possible-owner marks each node should carry;
+- `deny`, `workload`: deny labels from health reports and plugin vetoes, and moving a
+  service off a node where it fails.
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
 """Every label of ours on a node, and its availability, in one write per node per cycle.
 
 What a node should carry is computed from all its reasons at once: possible-owner marks
-(the owners' hard constraint), health records, quarantine, the pause the controller
+(the owners' hard constraint), health marks, quarantine, the pause the controller
 holds, deny labels (failed or degraded node, a service failing there, a plugin veto) and
-workload-health records. One write per node keeps every change version-checked against
+workload-health marks. One write per node keeps every change version-checked against
 what was observed; it runs first, so evictions land before failover's surge that
 replaces the evicted tasks at once. Evictions need an active node (see _evict_first):
 the pause comes one cycle after them.
@@ -14,32 +14,33 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from controller.core.actions import Action, SetNodeAvailability, SetNodeLabels
+from controller.core.clock import utc_time
 from controller.core.context import PlanContext, RuleOutput
-from controller.core.counts import active_counts
 from controller.core.decisions import Decision, Outcome
 from controller.core.health.assess import NodeVerdict
-from controller.core.health.deny import denied_on, plan_denials
 from controller.core.health.node_marks import (
     HEALTH_PREFIX,
     PAUSED,
     QUARANTINE_REASON,
     QUARANTINE_UNTIL,
-    HealthRecord,
+    HealthMark,
     clean_reason,
     format_paused,
     health_key,
     paused_for,
-    read_health_records,
+    read_health_marks,
     unhealthy_key,
-    unhealthy_records,
+    unhealthy_marks,
 )
-from controller.core.health.workload import plan_move_offs
-from controller.core.labels import DENY_LABEL_PREFIX, DENY_VALUE, deny_label
+from controller.core.kernel.ledger import AvailabilityLedger
+from controller.core.labels import DENY_LABEL_PREFIX, DENY_VALUE, deny_label, possible_label
 from controller.core.model import Availability, ClusterSnapshot, Node, Service
+from controller.core.rules.nodes.deny import denied_on, plan_denials
 from controller.core.rules.nodes.possible_marks import MarkChange, possible_marks
+from controller.core.rules.nodes.workload import plan_move_offs
 
 RULE = "nodes"
-# A health record is rewritten when its end moves by more than this (a source repeating
+# A health mark is rewritten when its end moves by more than this (a source repeating
 # its report with a fresh ttl would otherwise write the node every time).
 UNTIL_SLACK_SECONDS = 5.0
 
@@ -50,6 +51,8 @@ class _Change:
     drop: set[str] = field(default_factory=set)
     availability: Availability | None = None
     evicts: list[str] = field(default_factory=list)
+    # Service id -> the labels this write sets or drops that stop its tasks here.
+    evicting: dict[str, set[str]] = field(default_factory=dict)
     why: list[str] = field(default_factory=list)
 
 
@@ -80,6 +83,7 @@ def plan_nodes(ctx: PlanContext) -> RuleOutput:
     decisions.extend(_kept_marks(observed, marks))
     actions: list[Action] = []
     by_name = {s.name: s for s in managed}
+    ledger = ctx.budget()
     for node in observed.nodes:
         change = _Change()
         _health(change, node, ctx.health.verdict(node))
@@ -87,16 +91,51 @@ def plan_nodes(ctx: PlanContext) -> RuleOutput:
         _pause(change, node, ctx.health.verdict(node))
         _deny(change, node, denials.wanted.get(node.id, {}), by_name, observed)
         _unhealthy(change, node, move_offs.wanted.get(node.id, {}))
-        _marks(change, marks.get(node.id))
+        _marks(change, marks.get(node.id), managed)
+        held = _within_ledger(change, node, ledger, observed)
         _evict_first(change, node)
         action = _action(node, change)
         if action is None:
+            if held:
+                decisions.append(Decision(RULE, f"node {node.hostname}", Outcome.WAIT, held))
             continue
+        ledger.spend(action)
         actions.append(action)
         decisions.append(
             Decision(RULE, f"node {node.hostname}", Outcome.LABEL, "; ".join(change.why), action)
         )
     return RuleOutput(tuple(actions), tuple(decisions))
+
+
+def _within_ledger(
+    change: _Change, node: Node, ledger: AvailabilityLedger, observed: ClusterSnapshot
+) -> str:
+    """Keep only the evictions the availability ledger allows now (core/kernel/ledger):
+    a service whose tasks here would take it past max-unavailable, counting what is down
+    already (a replica moved off another node a moment ago, still starting), keeps its
+    tasks here this cycle; the rest of the write (a pause, health marks) goes, so a
+    degraded node takes no new task meanwhile. Returns what was held back, as said."""
+    allowed: list[str] = []
+    held: list[str] = []
+    for service_id in sorted(set(change.evicts)):
+        probe = SetNodeLabels(
+            node_id=node.id,
+            hostname=node.hostname,
+            version=node.version,
+            evicts_services=(*allowed, service_id),
+        )
+        refusal = ledger.refusal(probe)
+        if refusal is None:
+            allowed.append(service_id)
+            continue
+        for label in change.evicting.get(service_id, ()):
+            if change.put.pop(label, None) is None:
+                change.drop.discard(label)
+        name = observed.service_by_id[service_id].name
+        held.append(f"{name} keeps its tasks here for now ({refusal})")
+    change.why.extend(held)
+    change.evicts = allowed
+    return "; ".join(held)
 
 
 def _evict_first(change: _Change, node: Node) -> None:
@@ -122,7 +161,7 @@ def _evict_first(change: _Change, node: Node) -> None:
         )
 
 
-def _same(current: HealthRecord | None, wanted: HealthRecord) -> bool:
+def _same(current: HealthMark | None, wanted: HealthMark) -> bool:
     return (
         current is not None
         and current.state is wanted.state
@@ -132,23 +171,23 @@ def _same(current: HealthRecord | None, wanted: HealthRecord) -> bool:
 
 
 def _health(change: _Change, node: Node, verdict: NodeVerdict) -> None:
-    current = {r.source: r for r in read_health_records(node.labels)}
+    current = {r.source: r for r in read_health_marks(node.labels)}
     for key in node.labels:
         source = key.removeprefix(HEALTH_PREFIX)
-        if key.startswith(HEALTH_PREFIX) and source not in verdict.records:
+        if key.startswith(HEALTH_PREFIX) and source not in verdict.marks:
             change.drop.add(key)
             change.why.append(f"health from {source} is ok or lapsed")
-    for source, record in sorted(verdict.records.items()):
-        if not _same(current.get(source), record):
-            change.put[health_key(source)] = record.value()
-            change.why.append(f"{source} reports {record.state.value} until {record.until:.0f}")
+    for source, mark in sorted(verdict.marks.items()):
+        if not _same(current.get(source), mark):
+            change.put[health_key(source)] = mark.value()
+            change.why.append(f"{source} reports {mark.state.value} until {utc_time(mark.until)}")
 
 
 def _quarantine(change: _Change, node: Node, verdict: NodeVerdict) -> None:
     if verdict.quarantine_reason and verdict.quarantine_until is not None:
         change.put[QUARANTINE_UNTIL] = f"{verdict.quarantine_until:.3f}"
         change.put[QUARANTINE_REASON] = clean_reason(verdict.quarantine_reason)
-        change.why.append(f"quarantined until {verdict.quarantine_until:.0f}")
+        change.why.append(f"quarantined until {utc_time(verdict.quarantine_until)}")
 
 
 def _pause(change: _Change, node: Node, verdict: NodeVerdict) -> None:
@@ -194,14 +233,15 @@ def _deny(
         change.put[deny_label(name)] = DENY_VALUE
         reasons.setdefault(why, []).append(name)
         service = by_name.get(name)
-        if service is not None and active_counts(observed, service.id).get(node.id):
+        if service is not None and observed.held_placement.get(service.id, {}).get(node.id):
             change.evicts.append(service.id)
+            change.evicting.setdefault(service.id, set()).add(deny_label(name))
     for why, names in sorted(reasons.items()):
         change.why.append(f"refuse {', '.join(names)} ({why})")
 
 
 def _unhealthy(change: _Change, node: Node, wanted: dict[str, float]) -> None:
-    have = unhealthy_records(node.labels)
+    have = unhealthy_marks(node.labels)
     for name in sorted(set(have) - set(wanted)):
         change.drop.add(unhealthy_key(name))
     for name, since in sorted(wanted.items()):
@@ -209,12 +249,16 @@ def _unhealthy(change: _Change, node: Node, wanted: dict[str, float]) -> None:
             change.put[unhealthy_key(name)] = f"{since:.3f}"
 
 
-def _marks(change: _Change, marks: MarkChange | None) -> None:
+def _marks(change: _Change, marks: MarkChange | None, managed: tuple[Service, ...]) -> None:
     if marks is None or not (marks.add or marks.remove):
         return  # only kept or moving marks: said by _kept_marks
     change.put.update(marks.add)
     change.drop.update(marks.remove)
     change.evicts.extend(e for e in marks.evicts if e not in change.evicts)
+    names = {s.id: s.name for s in managed}
+    for service_id in marks.evicts:
+        label = possible_label(names[service_id])
+        change.evicting.setdefault(service_id, set()).add(label)
     change.why.append(
         "possible-owner marks follow the policy; a mark no constraint requires any more goes"
     )

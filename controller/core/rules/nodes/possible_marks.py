@@ -5,7 +5,9 @@ only once every possible owner carries it (see the owners rule). Removing one wo
 stop that service's tasks on the node at once (Swarm's constraint enforcer ignores the
 update order), so a mark the policy no longer wants stays while the service's tasks
 still run there: the owners rule moves them off first (a stop-first one by surge, or
-not at all if it cannot do so safely), and the mark goes once none is left. A mark that
+not at all if it cannot do so safely), and the mark goes once none is left. "Still run"
+counts a node Swarm calls `unknown` or `disconnected` (a new Raft leader has not heard
+from it yet): its tasks may run, and once it reports the enforcer would stop them. A mark that
 any other service's constraint still requires (one no longer managed, whose release
 drops the constraint first; one whose possible owners were unset; one the controller
 cannot read) stays until that constraint is gone. The nodes rule writes these together
@@ -17,10 +19,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from controller.core.context import PlanContext
-from controller.core.counts import active_counts
+from controller.core.kernel.candidates import expand_owner_list
+from controller.core.kernel.mark_needs import mark_requirements, required_on
 from controller.core.labels import POSSIBLE_LABEL_PREFIX, POSSIBLE_VALUE, possible_label
-from controller.core.placement.candidates import expand_owner_list
-from controller.core.release_plan import mark_requirements, required_on
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,7 +51,7 @@ def possible_marks(ctx: PlanContext) -> dict[str, MarkChange]:
         followed.add(possible_label(service.name))
         holding[possible_label(service.name)] = (
             service.name,
-            active_counts(ctx.snapshot, service.id),
+            dict(ctx.swarm.held_placement.get(service.id, {})),
         )
         for node_id in expand_owner_list(
             settings.possible_nodes, ctx.snapshot.nodes, ctx.policy.groups

@@ -3,11 +3,17 @@
 - `owner_rule`: the rule itself, which plans each steered service's placement;
 - `owner_waits`: why a service's tasks stay where they are for now;
 - `owner_moves`: how a move is carried out without leaving a service worse off;
-- `owner_notes`: the decisions that explain a placement.
+- `owner_notes`: the decisions that explain a placement;
+- `assign`, `fits`, `steer`: the target placement, the room for it as Swarm counts it, and
+  the constraints that steer Swarm there;
+- `stalled_moves`, `widen_only`, `owner_exemptions`: a move that can no longer finish,
+  the part of a refused steering write that still widens placement, and the rule's
+  exceptions to the guards' rollout rule.
 """
 
 from __future__ import annotations
 
+from controller.core.rules.owners.owner_exemptions import OWNER_EXEMPTIONS, salvage_widening
 from controller.core.rules.owners.owner_rule import plan_owners
 
-__all__ = ["plan_owners"]
+__all__ = ["OWNER_EXEMPTIONS", "plan_owners", "salvage_widening"]

@@ -26,22 +26,25 @@ from controller.core.constraints import ConstraintError, node_filter, parse_cons
 from controller.core.context import PlanContext
 from controller.core.counts import ScaleUp, running_by_node, scale_down, scale_up
 from controller.core.decisions import Decision, Outcome
+from controller.core.kernel.ledger import scale_down_stops
 from controller.core.labels import (
     EXCLUDED_LABEL,
+    excluded_node_set,
     exclusion_constraints,
     format_exclusions,
-    recorded_exclusion_set,
     without_exclusions,
 )
 from controller.core.model import Service
-from controller.core.placement.fits import Fits
-from controller.core.placement.steer import Steering
 from controller.core.replicas import (
     REBALANCE,
-    RecordError,
+    ReplicaRecord,
+    ReplicaRecordError,
     change_replicas,
-    read_record,
+    read_replica_record,
+    restore_replicas,
 )
+from controller.core.rules.owners.fits import Fits
+from controller.core.rules.owners.steer import Steering
 
 RULE = "owners"
 
@@ -62,10 +65,15 @@ def _surge(
     *,
     current: Mapping[str, int],
     k: int,
+    constraints: tuple[str, ...] | None = None,
 ) -> ScaleUp | None:
-    """Where Swarm would start k more tasks under the service's constraints as they are."""
+    """Where Swarm would start k more tasks under the service's constraints as they are
+    (or as `constraints` would make them)."""
     try:
-        satisfies = node_filter(parse_constraint(c) for c in service.constraints)
+        satisfies = node_filter(
+            parse_constraint(c)
+            for c in (service.constraints if constraints is None else constraints)
+        )
     except ConstraintError:
         return None
     room = {}
@@ -96,6 +104,34 @@ def _landing(
     return None
 
 
+def _covering(
+    ctx: PlanContext,
+    service: Service,
+    fits: Fits,
+    *,
+    current: Mapping[str, int],
+    sources: Iterable[str],
+    need: int,
+    limit: int,
+) -> int | None:
+    """The smallest surge (at most `limit`) after which at least `need` new tasks run off
+    `sources`, whichever node Swarm picks in a tie; None when there is none."""
+    sources = frozenset(sources)
+    for k in range(max(need, 1), limit + 1):
+        up = _surge(ctx, service, fits, current=current, k=k)
+        if up is None:
+            return None  # no room for k more: none for more either
+        if k - sum(most for n, most in up.at_most.items() if n in sources) >= need:
+            return k
+    return None
+
+
+def _cover_limit(base: int, moved: int) -> int:
+    """How far a surge that covers an escape may raise the count: by the operator's
+    count at most (never more than doubled), and at least by the tasks it moves."""
+    return max(moved, base)
+
+
 def stop_first_move(
     ctx: PlanContext,
     service: Service,
@@ -104,8 +140,16 @@ def stop_first_move(
     current: Mapping[str, int],
     desired: Mapping[str, int],
     fits: Fits,
+    escape: bool = False,
 ) -> tuple[Action | None, Decision]:
-    """Steps 1 and 2 of a stop-first move off `steering.vacate`."""
+    """Steps 1 and 2 of a stop-first move off `steering.vacate`.
+
+    `escape`: the service may not stay on some source (not a possible owner, say). Its
+    surge need not land exactly on the targets, only off the sources: when a surge of
+    the tasks to move could land back on a source (Swarm ranks a source holding no more
+    tasks than the targets alike), the surge is made large enough that enough new tasks
+    run elsewhere whatever the tie-break.
+    """
     subject = f"service {service.name}"
     sources = steering.vacate
     first = steering.keeping(sources)
@@ -132,8 +176,8 @@ def stop_first_move(
         )
         return action, Decision(RULE, subject, Outcome.STEER, why, action=action)
     try:
-        record = read_record(service.labels)
-    except RecordError as exc:
+        record = read_replica_record(service.labels)
+    except ReplicaRecordError as exc:
         return None, Decision(RULE, subject, Outcome.SKIP, f"stop-first move: {exc}")
     if record is not None:
         return None, Decision(
@@ -145,6 +189,34 @@ def stop_first_move(
         )
     k = sum(current.get(n, 0) for n in sources)
     refused = _landing(ctx, service, fits, current=current, desired=desired, k=k)
+    why = (
+        f"stop-first: start {k} task(s) on the targets first; the task(s) on "
+        f"{_hosts(ctx, sources)} stop once they run"
+    )
+    if refused is not None and escape:
+        cover = _covering(
+            ctx,
+            service,
+            fits,
+            current=current,
+            sources=sources,
+            need=k,
+            limit=_cover_limit(service.replicas or 0, k),
+        )
+        if cover is None:
+            return None, Decision(
+                RULE,
+                subject,
+                Outcome.KEEP,
+                f"stop-first and {refused}, and no larger surge fits (no room for it on "
+                "the nodes it may use): its tasks stay where they are",
+            )
+        why = (
+            f"stop-first: start {cover} task(s) first ({refused}; with {cover}, at least "
+            f"{k} run elsewhere whichever node Swarm picks); the task(s) on "
+            f"{_hosts(ctx, sources)} stop once they run"
+        )
+        k, refused = cover, None
     if refused is not None:
         return None, Decision(
             RULE, subject, Outcome.KEEP, f"stop-first and {refused}: its tasks stay where they are"
@@ -154,14 +226,13 @@ def stop_first_move(
         replicas=(service.replicas or 0) + k,
         operation=REBALANCE,
         now=ctx.now,
-        detail=f"stop-first: move {k} task(s) off {_hosts(ctx, sources)}",
+        detail=f"stop-first: move {sum(current.get(n, 0) for n in sources)} task(s) off "
+        f"{_hosts(ctx, sources)}",
         evicts_from=sources,
         vacate=sources,
     )
-    why = (
-        f"stop-first: start {k} task(s) on the targets first; the task(s) on "
-        f"{_hosts(ctx, sources)} stop once they run"
-    )
+    if (over := ctx.budget().refusal(surge)) is not None:
+        return None, Decision(RULE, subject, Outcome.KEEP, f"its tasks where they are: {over}")
     return surge, Decision(RULE, subject, Outcome.MOVE, why, action=surge)
 
 
@@ -171,8 +242,8 @@ def finish_stop_first(
     """Step 3: once the surge runs, exclude the sources, whatever the cooldown; then wait
     for the failover rule's trim. None: no stop-first move is under way."""
     try:
-        record = read_record(service.labels)
-    except RecordError:
+        record = read_replica_record(service.labels)
+    except ReplicaRecordError:
         return None
     if record is None or record.operation != REBALANCE or not record.vacate:
         return None
@@ -189,15 +260,16 @@ def finish_stop_first(
             Outcome.WAIT,
             "stop-first move: its old task(s) stopped; the trim follows",
         )
-    excluded = recorded_exclusion_set(service.labels)
+    excluded = excluded_node_set(service.labels)
     if set(holding) <= excluded:
         return None, Decision(
             RULE, subject, Outcome.WAIT, f"moving tasks off {_hosts(ctx, holding)}"
         )
     ready = {n.id for n in ctx.snapshot.nodes if n.is_ready}
-    running = sum(
-        1 for t in ctx.snapshot.tasks_of(service.id) if t.node_id in ready and t.is_running
-    )
+    running_on = [
+        t.node_id for t in ctx.snapshot.tasks_of(service.id) if t.node_id in ready and t.is_running
+    ]
+    running = len(running_on)
     if running < record.written:
         return None, Decision(
             RULE,
@@ -206,6 +278,11 @@ def finish_stop_first(
             f"stop-first move: {running} of {record.written} running; the task(s) on "
             f"{_hosts(ctx, holding)} stop once all run",
         )
+    staying = sum(1 for n in running_on if n not in record.vacate)
+    if staying < record.base:
+        # Part of the surge started on a node it leaves (Swarm broke a tie otherwise
+        # than foreseen): stopping those nodes now would leave fewer than wanted.
+        return _top_up(ctx, service, record, current=current, short=record.base - staying)
     now_excluded = excluded | set(holding)
     action = SetServiceConstraints(
         service_id=service.id,
@@ -218,9 +295,71 @@ def finish_stop_first(
         evicts_from=holding,
         set_labels={EXCLUDED_LABEL: format_exclusions(now_excluded)},
     )
+    if (over := ctx.budget().refusal(action)) is not None:
+        return None, Decision(
+            RULE,
+            subject,
+            Outcome.WAIT,
+            f"stop-first move: the task(s) on {_hosts(ctx, holding)} "
+            f"stop once the budget allows ({over})",
+        )
     why = (
         f"stop-first move: the surged task(s) run, so the task(s) on {_hosts(ctx, holding)} "
         f"stop now (replicas stay at {record.written} until the trim)"
+    )
+    return action, Decision(RULE, subject, Outcome.MOVE, why, action=action)
+
+
+def _top_up(
+    ctx: PlanContext,
+    service: Service,
+    record: ReplicaRecord,
+    *,
+    current: Mapping[str, int],
+    short: int,
+) -> tuple[Action | None, Decision]:
+    """Raise a stop-first surge that landed partly on the nodes it leaves, so enough new
+    tasks run elsewhere; when no larger surge fits, the surge is withdrawn (the failover
+    rule's trim) and the move is tried afresh."""
+    subject = f"service {service.name}"
+    hosts = _hosts(ctx, record.vacate)
+    limit = record.base + _cover_limit(record.base, short) - record.written
+    more = _covering(
+        ctx,
+        service,
+        Fits.observe(ctx.snapshot),
+        current=current,
+        sources=record.vacate,
+        need=short,
+        limit=max(limit, 0),
+    )
+    if more is None:
+        trim = restore_replicas(
+            service, record, evicts_from=scale_down_stops(ctx.snapshot, service, record.base)[0]
+        )
+        return trim, Decision(
+            RULE,
+            subject,
+            Outcome.WITHDRAW,
+            f"stop-first move: part of the surge started on {hosts}, which it leaves, and "
+            f"no larger surge fits: back to {record.base}, and the move is tried again",
+            action=trim,
+        )
+    action = change_replicas(
+        service,
+        replicas=record.written + more,
+        operation=REBALANCE,
+        now=ctx.now,
+        detail=record.detail,
+        evicts_from=record.vacate,
+        vacate=record.vacate,
+    )
+    if (over := ctx.budget().refusal(action)) is not None:
+        return None, Decision(RULE, subject, Outcome.WAIT, f"stop-first move: {over}")
+    why = (
+        f"stop-first move: part of the surge started on {hosts}, which it leaves, so "
+        f"{short} fewer than wanted would run once the task(s) there stop: start {more} "
+        "more first"
     )
     return action, Decision(RULE, subject, Outcome.MOVE, why, action=action)
 

@@ -7,10 +7,10 @@ from collections.abc import Mapping
 
 from controller.core.context import PlanContext
 from controller.core.decisions import Code, Decision, Outcome
+from controller.core.kernel.candidates import Candidates
 from controller.core.labels import EXCLUDED_LABEL
 from controller.core.model import Service
-from controller.core.placement.assign import FAILBACK, Assignment, PlacementInputs
-from controller.core.placement.candidates import Candidates
+from controller.core.rules.owners.assign import FAILBACK, Assignment, PlacementInputs
 
 RULE = "owners"
 

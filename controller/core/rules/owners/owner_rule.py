@@ -11,35 +11,36 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 
 from controller.core.actions import Action, SetServiceConstraints, target_of
-from controller.core.balance.levels import level_for
-from controller.core.balance.triggers import downs_of, is_settled
 from controller.core.constraints import ConstraintError
 from controller.core.context import PlanContext, RuleOutput
 from controller.core.decisions import Decision, Outcome
-from controller.core.labels import (
-    EXCLUDED_LABEL,
-    POSSIBLE_VALUE,
-    format_exclusions,
-    possible_constraint,
-    possible_label,
-    recorded_exclusion_set,
-)
-from controller.core.model import Service, ServiceMode
-from controller.core.placement.assign import (
-    NodeOrder,
-    PlacementInputs,
-    assign,
-    node_order,
-)
-from controller.core.placement.candidates import (
+from controller.core.kernel.candidates import (
     Candidates,
     NodeIndex,
     domain_of,
     find_candidates,
     operator_constraints,
 )
-from controller.core.placement.fits import Fits, room_for
-from controller.core.placement.steer import steer
+from controller.core.kernel.levels import level_for
+from controller.core.kernel.local_data import data_stays
+from controller.core.kernel.settling import downs_of, is_settled
+from controller.core.labels import (
+    EXCLUDED_LABEL,
+    POSSIBLE_VALUE,
+    excluded_node_set,
+    format_exclusions,
+    possible_constraint,
+    possible_label,
+)
+from controller.core.model import Service, ServiceMode
+from controller.core.rules.owners.assign import (
+    NodeOrder,
+    PlacementInputs,
+    assign,
+    node_order,
+)
+from controller.core.rules.owners.fits import Fits, room_for
+from controller.core.rules.owners.owner_gaps import possible_gap_note
 from controller.core.rules.owners.owner_moves import (
     finish_stop_first,
     is_stop_first,
@@ -55,8 +56,9 @@ from controller.core.rules.owners.owner_waits import (
     move_in_flight,
     settle_wait,
 )
-from controller.core.stalled_moves import stalled_on
-from controller.core.widen_only import opening_ready_nodes
+from controller.core.rules.owners.stalled_moves import stalled_on
+from controller.core.rules.owners.steer import Steering, steer
+from controller.core.rules.owners.widen_only import opening_ready_nodes
 from controller.policy import AntiAffinityMode, ServiceSettings
 
 RULE = "owners"
@@ -122,63 +124,80 @@ def plan_owners(ctx: PlanContext) -> RuleOutput:
         projection.planned(settings.anti_affinity, service.id)
         if not settings.steered:
             continue
-        if unknown and ("service", service.id) not in written:
-            opening = opening_ready_nodes(ctx, service)
-            if opening is not None:
-                actions.append(opening)
-                decisions.append(
-                    Decision(
-                        RULE,
-                        f"service {service.name}",
-                        Outcome.STEER,
-                        f"a replica waits for a node while Swarm calls {', '.join(unknown)} "
-                        "unknown, and only the controller's exclusions keep it off nodes that "
-                        "take tasks now: they are dropped (placement only widens); steering "
-                        "resumes once every node has reported",
-                        action=opening,
-                    )
-                )
-                continue
-        if unknown:
-            decisions.append(
-                Decision(
-                    RULE,
-                    f"service {service.name}",
-                    Outcome.WAIT,
-                    f"Swarm calls {', '.join(unknown)} unknown (a new Raft leader has not "
-                    "heard from them yet): steering waits for every node's state",
-                )
-            )
-            continue
-        if ("service", service.id) in written:
-            # An earlier rule writes it this cycle (a surge, a recovered record): plan it
-            # on the next one, from what that write leaves, and remember no move for it.
-            decisions.append(
-                Decision(
-                    RULE, f"service {service.name}", Outcome.DEFER, "written this cycle already"
-                )
-            )
-            continue
-        action, notes, placement = _plan_service(ctx, service, settings, projection, shared)
-        decisions.extend(notes)
+        action, notes = _plan_one(
+            ctx, service, settings, projection, shared, written=written, unknown=unknown
+        )
         if action is not None:
             actions.append(action)
-        # Mates keep clear of where this service will be and of where it still is.
-        current = current_counts(ctx, service)
-        projection.add(
-            settings.anti_affinity,
-            {n: max(placement.get(n, 0), current.get(n, 0)) for n in {*placement, *current}},
-        )
-        if action is not None:  # its targets' room is spoken for, this cycle
-            shared.fits = shared.fits.taken(
-                service, {n: c - current.get(n, 0) for n, c in placement.items()}
-            )
+        decisions.extend(notes)
+        decisions.extend(possible_gap_note(ctx, service, settings, shared.index, notes))
     placing = dict(shared.placing)
     return RuleOutput(
         tuple(actions),
         tuple(decisions),
         remember=(lambda memory: memory.with_placing(placing)) if placing else None,
     )
+
+
+def _plan_one(
+    ctx: PlanContext,
+    service: Service,
+    settings: ServiceSettings,
+    projection: _Projection,
+    shared: _Shared,
+    *,
+    written: set[tuple[str, str]],
+    unknown: tuple[str, ...],
+) -> tuple[Action | None, list[Decision]]:
+    """Plan one steered service: its write (if any) and its decisions."""
+    notes: list[Decision] = []
+    if unknown and ("service", service.id) not in written:
+        opening = opening_ready_nodes(ctx, service)
+        if opening is not None:
+            notes.append(
+                Decision(
+                    RULE,
+                    f"service {service.name}",
+                    Outcome.STEER,
+                    f"a replica waits for a node while Swarm calls {', '.join(unknown)} "
+                    "unknown, and only the controller's exclusions keep it off nodes that "
+                    "take tasks now: they are dropped (placement only widens); steering "
+                    "resumes once every node has reported",
+                    action=opening,
+                )
+            )
+            return opening, notes
+    if unknown:
+        notes.append(
+            Decision(
+                RULE,
+                f"service {service.name}",
+                Outcome.WAIT,
+                f"Swarm calls {', '.join(unknown)} unknown (a new Raft leader has not "
+                "heard from them yet): steering waits for every node's state",
+            )
+        )
+        return None, notes
+    if ("service", service.id) in written:
+        # An earlier rule writes it this cycle (a surge, a recovered record): plan it
+        # on the next one, from what that write leaves, and remember no move for it.
+        notes.append(
+            Decision(RULE, f"service {service.name}", Outcome.DEFER, "written this cycle already")
+        )
+        return None, notes
+    action, found, placement = _plan_service(ctx, service, settings, projection, shared)
+    notes.extend(found)
+    # Mates keep clear of where this service will be and of where it still is.
+    current = current_counts(ctx, service)
+    projection.add(
+        settings.anti_affinity,
+        {n: max(placement.get(n, 0), current.get(n, 0)) for n in {*placement, *current}},
+    )
+    if action is not None:  # its targets' room is spoken for, this cycle
+        shared.fits = shared.fits.taken(
+            service, {n: c - current.get(n, 0) for n, c in placement.items()}
+        )
+    return action, notes
 
 
 def _hard_excluded(
@@ -242,7 +261,7 @@ def _allowed_now(service: Service, cands: Candidates) -> frozenset[str] | None:
     """The placeable nodes the service's recorded steering allows; None if never steered."""
     if EXCLUDED_LABEL not in service.labels:
         return None
-    return cands.placeable - recorded_exclusion_set(service.labels)
+    return cands.placeable - excluded_node_set(service.labels)
 
 
 def _plan_service(
@@ -303,7 +322,9 @@ def _plan_service(
     )
     nodes = ctx.snapshot.node_by_id
     level = settings.spread or None
-    max_moves = max(settings.max_unavailable, 0)
+    # A task whose data is on its node is not moved for the policy's preferences.
+    data_reason = data_stays(service, settings)
+    max_moves = 0 if data_reason else max(settings.max_unavailable, 0)
     inputs = PlacementInputs(
         replicas=service.replicas or 0,
         current=current,
@@ -348,6 +369,12 @@ def _plan_service(
             notes.append(
                 Decision(RULE, subject, Outcome.KEEP, f"its tasks where they are: {waiting}")
             )
+    if data_reason:
+        unheld = assign(replace(inputs, max_moves=max(settings.max_unavailable, 1)))
+        if dict(unheld.desired) != dict(result.desired):
+            notes.append(
+                Decision(RULE, subject, Outcome.KEEP, f"its tasks where they are: {data_reason}")
+            )
     notes.extend(
         explain_placement(
             ctx,
@@ -361,7 +388,7 @@ def _plan_service(
         )
     )
 
-    possible_wait = _possible_wait(ctx, service, cands, current)
+    possible_wait = _possible_wait(ctx, service, cands, current, local=bool(data_reason))
     if possible_wait is not None:
         notes.append(Decision(RULE, subject, Outcome.WAIT, possible_wait))
     possible_ready = cands.possible is not None and possible_wait is None
@@ -392,9 +419,17 @@ def _plan_service(
         notes.append(Decision(RULE, subject, Outcome.KEEP, f"its tasks where they are: {settling}"))
         return None, notes, current
     moved: tuple[Action | None, Decision] | None = None
+    if steering.vacate and data_reason:
+        return _keep_local_data(ctx, service, steering, notes, data_reason)
     if steering.vacate and is_stop_first(service):
         moved = stop_first_move(
-            ctx, service, steering, current=current, desired=result.desired, fits=shared.fits
+            ctx,
+            service,
+            steering,
+            current=current,
+            desired=result.desired,
+            fits=shared.fits,
+            escape=not set(steering.vacate) <= cands.keepable,
         )
     elif steering.constraints == service.constraints:
         if not (steering.reduce and not steering.vacate):
@@ -403,7 +438,12 @@ def _plan_service(
         # a move onto a preferred owner is a failback, whatever the share says.
         gains = [n for n, c in result.desired.items() if c > current.get(n, 0)]
         failback = failback_blocked if any(n in cands.preferred for n in gains) else None
-        held = failback or waiting or ("max-unavailable is 0" if not inputs.max_moves else None)
+        held = (
+            data_reason
+            or failback
+            or waiting
+            or ("max-unavailable is 0" if not inputs.max_moves else None)
+        )
         if held is not None:
             hosts = ", ".join(nodes[n].hostname for n in steering.reduce)
             notes.append(
@@ -457,17 +497,29 @@ def _plan_service(
 
 
 def _possible_wait(
-    ctx: PlanContext, service: Service, cands: Candidates, current: Mapping[str, int]
+    ctx: PlanContext,
+    service: Service,
+    cands: Candidates,
+    current: Mapping[str, int],
+    *,
+    local: bool,
 ) -> str | None:
     """Why the possible-owner constraint is not required yet, for a service that has
-    possible owners: their labels are not all written, or it would stop tasks first."""
+    possible owners: their labels are not all written, or it would stop tasks first (a
+    stop-first task, or one whose data is on its node)."""
     if cands.possible is None:
         return None
     label = possible_label(service.name)
     nodes = ctx.snapshot.node_by_id
     if not all(nodes[n].labels.get(label) == POSSIBLE_VALUE for n in cands.possible):
         return "possible-owner labels are being written"
-    if unmarked := _unmarked_stop_first(ctx, service, current):
+    if unmarked := _unmarked(ctx, service, current, local=local):
+        if local:
+            return (
+                f"the possible-owner constraint follows once its task(s) on "
+                f"{', '.join(unmarked)}, whose data is there, have left: required now, it "
+                "would move them"
+            )
         return (
             f"the possible-owner constraint follows once its stop-first task(s) on "
             f"{', '.join(unmarked)} have moved: required now, it would stop them first"
@@ -475,15 +527,16 @@ def _possible_wait(
     return None
 
 
-def _unmarked_stop_first(
-    ctx: PlanContext, service: Service, current: Mapping[str, int]
+def _unmarked(
+    ctx: PlanContext, service: Service, current: Mapping[str, int], *, local: bool
 ) -> list[str]:
     """Hosts whose stop-first tasks of the service a new possible-owner constraint would
     reject (they lack its mark): Swarm's updater would stop each before its replacement
     starts. Until they have moved by surge, the exclusions alone keep the service on its
-    possible owners. Empty when the constraint is already there: nothing changes then."""
+    possible owners. A task whose data is on its node is not moved at all (`local`).
+    Empty when the constraint is already there: nothing changes then."""
     required = possible_constraint(service.name)
-    if not is_stop_first(service) or required in service.constraints:
+    if not (local or is_stop_first(service)) or required in service.constraints:
         return []
     label = possible_label(service.name)
     nodes = ctx.snapshot.node_by_id
@@ -492,6 +545,54 @@ def _unmarked_stop_first(
         for n, count in current.items()
         if count and nodes[n].labels.get(label) != POSSIBLE_VALUE
     )
+
+
+def _keep_local_data(
+    ctx: PlanContext,
+    service: Service,
+    steering: Steering,
+    notes: list[Decision],
+    why: str,
+) -> tuple[Action | None, list[Decision], Mapping[str, int]]:
+    """Tasks with their data on nodes the service may not stay on (no possible owner,
+    say) stay until they stop for another reason: the constraints keep those nodes
+    allowed and leave out every other node the policy excludes, so no new task goes
+    there."""
+    subject = f"service {service.name}"
+    nodes = ctx.snapshot.node_by_id
+    hosts = ", ".join(sorted(nodes[n].hostname for n in steering.vacate))
+    current = current_counts(ctx, service)
+    notes = [n for n in notes if n.outcome != Outcome.MOVE]
+    notes.append(
+        Decision(
+            RULE,
+            subject,
+            Outcome.KEEP,
+            f"its task(s) on {hosts}, though the policy would move them: {why}; they leave "
+            "when they stop for another reason (the node fails or is drained, or the "
+            "operator moves them)",
+        )
+    )
+    kept = steering.keeping(steering.vacate)
+    if kept.constraints == service.constraints:
+        return None, notes, current
+    action = SetServiceConstraints(
+        service_id=service.id,
+        service_name=service.name,
+        version=service.version,
+        constraints=kept.constraints,
+        set_labels={EXCLUDED_LABEL: format_exclusions(kept.excluded)},
+    )
+    notes.append(
+        Decision(
+            RULE,
+            subject,
+            Outcome.STEER,
+            f"keep new tasks on the policy's nodes; the task(s) on {hosts} stay (no task moves)",
+            action=action,
+        )
+    )
+    return action, notes, current
 
 
 def _destination(inputs: PlacementInputs) -> dict[str, int]:

@@ -6,16 +6,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from controller.core.balance.levels import level_for
-from controller.core.balance.triggers import damped, downs_of
 from controller.core.clock import format_minute, minute_of_day, time_of_day
 from controller.core.context import PlanContext
 from controller.core.counts import active_counts
-from controller.core.labels import EXCLUDED_LABEL, recorded_exclusion_set
+from controller.core.kernel.candidates import Candidates
+from controller.core.kernel.levels import level_for
+from controller.core.kernel.settling import damped, downs_of
+from controller.core.labels import EXCLUDED_LABEL, excluded_node_set
 from controller.core.model import Service, TaskState
-from controller.core.placement.candidates import Candidates
 from controller.core.replicas import is_in_flight
-from controller.core.stalled_moves import stalled_on
+from controller.core.rules.owners.stalled_moves import stalled_on
 from controller.policy import FailbackMode, ServiceSettings
 
 # Swarm marks a silent node down after 3 heartbeats, and 6 after a Raft leader change.
@@ -85,7 +85,7 @@ def move_in_flight(ctx: PlanContext, service: Service) -> str | None:
     # starts its rolling update a moment after the write). Writing now would plan from
     # the old placement and could undo the move.
     current = current_counts(ctx, service)
-    excluded = recorded_exclusion_set(service.labels)
+    excluded = excluded_node_set(service.labels)
     vacating = sorted(
         ctx.snapshot.node_by_id[n].hostname for n, c in current.items() if c and n in excluded
     )

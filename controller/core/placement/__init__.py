@@ -1,1 +1,0 @@
-"""Where each managed service should run, and how to steer Swarm there."""

@@ -1,0 +1,404 @@
+"""Preemption: a service pending for resources takes room from lower-priority services.
+
+Trigger: a managed service has tasks Swarm left unassigned for insufficient resources
+(the scheduler's reason in `Status.Err`). Victims: managed, preemptible services whose
+priority is lower by at least `controller.preemption-gap`.
+
+Lever: the victim's replica count, lowered in a raw spec write that carries the replica
+record (`operation=preempt`, the operator's count as base), so the change and what it
+means land together and survive a crash. Swarm chooses which tasks a scale-down stops
+(see `capacity.scale_down`); a preemption is planned only if it makes room for the
+pending tasks whichever of its tied choices Swarm makes. That rules out evicting from
+one named node by constraint or node label: those make Swarm *replace* the victim's
+tasks elsewhere, where they would take room or go pending, and the owners rule owns a
+service's constraints. The price is that room needed on one node whose victims are not
+Swarm's first pick costs more tasks; the search then takes more or reports it cannot
+help.
+
+A scale-down names the nodes it may stop tasks on (`evicts_from`, predicted as Swarm
+picks), and each running task it stops is charged to the victim's `max-unavailable` in
+the availability ledger like any other stop (core/kernel/ledger): a victim gives up at
+most that many tasks per cycle, and the next cycle, which sees the count lowered, may
+take more (the victim's `preemptible` is its consent to a lower count, not to more
+stops at once). The scale-downs of one preemption go out together or not at all.
+
+Victims: lowest priority first, a victim's tasks one at a time until the pending tasks
+fit; then higher-priority victims are spared again where the room still suffices (as
+the Kubernetes scheduler's reprieve). Nothing is touched when no victim set helps, and
+a decision says why. One pending service is served per cycle: its writes trigger the
+next cycle at once, which then sees the room those writes freed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+
+from controller.core.actions import Action, target_of
+from controller.core.capacity import (
+    Room,
+    copies_fitting,
+    demand,
+    describe_resources,
+    eligible_nodes,
+    is_short_of_resources,
+    observe_room,
+    scale_down,
+    worst_case,
+)
+from controller.core.constraints import ConstraintError
+from controller.core.context import PlanContext, RuleOutput
+from controller.core.decisions import Decision, Outcome
+from controller.core.kernel.ledger import scale_down_stops
+from controller.core.model import Resources, Service, ServiceMode
+from controller.core.replicas import (
+    HOLD,
+    PREEMPT,
+    REBALANCE,
+    SPECULATE,
+    ReplicaRecordError,
+    change_replicas,
+    operator_changed,
+    read_replica_record,
+)
+
+RULE = "preemption"
+
+
+@dataclass(frozen=True, slots=True)
+class _Outcome:
+    actions: tuple[Action, ...] = ()
+    decisions: tuple[Decision, ...] = ()
+
+
+def plan_preemption(ctx: PlanContext) -> RuleOutput:
+    room: Room | None = None  # observed once some service has tasks to place
+    decisions: list[Decision] = []
+    for service in ctx.replicated_by_priority():
+        wanted = demand(ctx.snapshot, service)
+        if not wanted:
+            continue  # nothing pending: it neither preempts nor claims room
+        if room is None:
+            room = observe_room(ctx.snapshot)
+        try:
+            eligible = eligible_nodes(ctx.snapshot, service)
+        except ConstraintError as exc:
+            if ctx.is_managed(service.id) and _is_triggered(ctx, service):
+                decisions.append(
+                    Decision(
+                        RULE, f"service {service.name}", Outcome.SKIP, f"{exc}: cannot plan room"
+                    )
+                )
+            continue
+        if ctx.is_managed(service.id) and _is_triggered(ctx, service):
+            outcome = _preempt_for(ctx, service, room, eligible)
+            decisions.extend(outcome.decisions)
+            if outcome.actions:
+                return RuleOutput(outcome.actions, tuple(decisions))
+        # Its pending tasks claim free room before any lower-priority service may.
+        room = room.place(service, eligible, wanted)
+    return RuleOutput((), tuple(decisions))
+
+
+def _is_triggered(ctx: PlanContext, service: Service) -> bool:
+    if _speculating(service):
+        return False  # its surge's pending tasks are a guess: they never take room by force
+    return any(is_short_of_resources(t) for t in ctx.snapshot.tasks_of(service.id)) and (
+        demand(ctx.snapshot, service) > 0
+    )
+
+
+def _speculating(service: Service) -> bool:
+    try:
+        record = read_replica_record(service.labels)
+    except ReplicaRecordError:
+        return False
+    return record is not None and record.operation == SPECULATE
+
+
+def _victims(ctx: PlanContext, pending: Service) -> tuple[list[Service], list[str]]:
+    """Services that may be preempted for `pending`, lowest priority first, and notes on
+    those left out for now."""
+    ceiling = ctx.settings(pending.id).priority - ctx.policy.controller.preemption_gap
+    victims: list[Service] = []
+    skipped: list[str] = []
+    # A service an earlier rule writes this cycle cannot take a scale-down too, and the
+    # scale-downs of one preemption go out together or not at all.
+    written = {target_of(a) for a in ctx.planned}
+    for service in ctx.managed_services():
+        settings = ctx.settings(service.id)
+        if (
+            service.id == pending.id
+            or service.mode is not ServiceMode.REPLICATED
+            or not settings.preemptible
+            or settings.priority > ceiling
+            or not service.replicas
+        ):
+            continue
+        why = _not_now(service, settings.max_unavailable)
+        if ("service", service.id) in written:
+            why = "already changed this cycle"
+        if why is not None:
+            skipped.append(f"{service.name} ({why})")
+            continue
+        victims.append(service)
+    victims.sort(key=lambda s: (ctx.settings(s.id).priority, s.name))
+    return victims, skipped
+
+
+def _not_now(service: Service, max_unavailable: int) -> str | None:
+    if max_unavailable <= 0:
+        return "max-unavailable 0: the controller never stops its tasks"
+    if service.in_rollout:
+        # A scale-down is a spec write: it would resume a paused rollout.
+        return f"Swarm is rolling an update ({service.update_state})"
+    try:
+        record = read_replica_record(service.labels)
+    except ReplicaRecordError as exc:
+        return str(exc)
+    if record is None:
+        return None
+    if operator_changed(service, record):
+        return "an operator scaled it; its record is being cleared"
+    if record.operation == REBALANCE:
+        return "a rebalancing move is in flight"
+    if record.operation == SPECULATE:
+        return "a speculative surge is in flight"
+    return None
+
+
+def _preempt_for(
+    ctx: PlanContext, pending: Service, room: Room, eligible: tuple[str, ...]
+) -> _Outcome:
+    subject = f"service {pending.name}"
+    need = demand(ctx.snapshot, pending)
+    priority = ctx.settings(pending.id).priority
+    per_task = describe_resources(pending.reservations)
+
+    def note(outcome: Outcome, reason: str) -> _Outcome:
+        return _Outcome(decisions=(Decision(RULE, subject, outcome, reason),))
+
+    if not eligible:
+        return note(
+            Outcome.CANNOT_HELP, "no node it may run on accepts tasks: preempting frees none"
+        )
+    already = room.fit_count(pending, eligible)
+    if already >= need:
+        return note(
+            Outcome.WAIT,
+            f"{need} task(s) pending for resources, but the observed state has room for them "
+            "(tasks are stopping, or Swarm has not retried yet): waiting for its scheduler",
+        )
+    nodes = ctx.snapshot.node_by_id
+    if not any(copies_fitting(nodes[n].capacity, pending.reservations) for n in eligible):
+        largest = max(
+            (nodes[n].capacity for n in eligible), key=lambda c: _size(c, pending.reservations)
+        )
+        return note(
+            Outcome.CANNOT_HELP,
+            f"a task reserves {per_task}, more than any node it may run on has even when "
+            f"empty (largest: {describe_resources(largest, only=pending.reservations)}): "
+            "nothing is preempted",
+        )
+    victims, skipped = _victims(ctx, pending)
+    left_out = f"; left out for now: {', '.join(skipped)}" if skipped else ""
+    if not victims:
+        gap = ctx.policy.controller.preemption_gap
+        return note(
+            Outcome.CANNOT_HELP,
+            f"{need} task(s) pending for resources, and no preemptible managed service has "
+            f"a priority of at most {priority - gap} (its {priority} minus the preemption "
+            f"gap {gap}){left_out}",
+        )
+    limits = {v.id: _ledger_limit(ctx, v) for v in victims}
+    plan, fit = _search(
+        ctx,
+        pending,
+        room=room,
+        eligible=eligible,
+        victims=victims,
+        need=need,
+        already=already,
+        limits=limits,
+    )
+    if fit <= already and any(limits[v.id] < (v.replicas or 0) for v in victims):
+        _, could = _search(
+            ctx, pending, room=room, eligible=eligible, victims=victims, need=need, already=already
+        )
+        if could > already:
+            return note(
+                Outcome.WAIT,
+                f"{need} task(s) pending for resources: stopping tasks of "
+                f"{', '.join(v.name for v in victims)} would make room, but their "
+                "max-unavailable allows no more stops now (core/kernel/ledger): retried once "
+                "the tasks already stopped are settled",
+            )
+    if fit <= already:
+        return note(
+            Outcome.CANNOT_HELP,
+            f"{need} task(s) pending for resources ({per_task} each), and stopping every "
+            f"task of the preemptible services ({', '.join(v.name for v in victims)}) would "
+            f"still leave no room on any node it may run on: nothing is preempted{left_out}",
+        )
+    return _write(ctx, pending, victims, plan, need=need, fit=fit)
+
+
+def _size(capacity: Resources, need: Resources) -> tuple[int, int, int]:
+    """How large a node is in the resources a task needs, for naming the largest."""
+    return (
+        sum(capacity.generic.get(k, 0) for k, v in need.generic.items() if v),
+        capacity.nano_cpus if need.nano_cpus else 0,
+        capacity.memory_bytes if need.memory_bytes else 0,
+    )
+
+
+def _search(
+    ctx: PlanContext,
+    pending: Service,
+    *,
+    room: Room,
+    eligible: tuple[str, ...],
+    victims: list[Service],
+    need: int,
+    already: int,
+    limits: Mapping[str, int] | None = None,
+) -> tuple[dict[str, int], int]:
+    """The victim tasks to stop (service id -> count) and how many pending tasks then fit;
+    `limits`: the most each victim may give up in this cycle (None: all of its tasks)."""
+
+    def fits(plan: Mapping[str, int]) -> int:
+        downs = [(v, scale_down(ctx.snapshot, v, plan[v.id])) for v in victims if plan.get(v.id)]
+        return min(need, worst_case(room, downs, service=pending, eligible=eligible))
+
+    best, best_plan = already, {}
+    plan: dict[str, int] = {}
+    for victim in victims:
+        most = victim.replicas or 0
+        if limits is not None:
+            most = min(most, limits.get(victim.id, 0))
+        for count in range(1, most + 1):
+            plan[victim.id] = count
+            fit = fits(plan)
+            if fit > best:
+                best, best_plan = fit, dict(plan)
+            if fit >= need:
+                break
+        if best >= need:
+            break
+    # Reprieve: spare higher-priority victims first, as long as the room still suffices.
+    for victim in reversed(victims):
+        while best_plan.get(victim.id, 0) > 0:
+            trial = {**best_plan, victim.id: best_plan[victim.id] - 1}
+            if fits(trial) < best:
+                break
+            best_plan = trial
+    return {k: v for k, v in best_plan.items() if v}, best
+
+
+def _write(
+    ctx: PlanContext,
+    pending: Service,
+    victims: list[Service],
+    plan: Mapping[str, int],
+    *,
+    need: int,
+    fit: int,
+) -> _Outcome:
+    priority = ctx.settings(pending.id).priority
+    actions: list[Action] = []
+    decisions: list[Decision] = []
+    for victim in victims:
+        count = plan.get(victim.id, 0)
+        if not count:
+            continue
+        record = read_replica_record(victim.labels)
+        # A held service stays held: only `swarm-placement start` brings it back.
+        operation = HOLD if record is not None and record.operation == HOLD else PREEMPT
+        base = record.base if record is not None else victim.replicas
+        action = replace(
+            change_replicas(
+                victim,
+                replicas=(victim.replicas or 0) - count,
+                operation=operation,
+                now=ctx.now,
+                detail=f"{count} task(s) for {pending.name}",
+            ),
+            evicts_from=_taken_from(ctx, victim, count),
+        )
+        actions.append(action)
+        back = (
+            f"`swarm-placement start {victim.name}`"
+            if operation == HOLD
+            else "when capacity returns"
+        )
+        decisions.append(
+            Decision(
+                RULE,
+                f"service {victim.name}",
+                Outcome.PREEMPT,
+                f"{count} task(s) stopped (priority {ctx.settings(victim.id).priority}) to make "
+                f"room for {pending.name} (priority {priority}); its count {base} is recorded "
+                f"on the service and comes back {back}",
+                action=action,
+            )
+        )
+    names = ", ".join(f"{v.name} -{plan[v.id]}" for v in victims if plan.get(v.id))
+    over = _over_budget(ctx, actions)
+    if over is not None:
+        # Stopping only some of the victims would free room that helps no one.
+        return _Outcome(
+            decisions=(
+                Decision(
+                    RULE,
+                    f"service {pending.name}",
+                    Outcome.WAIT,
+                    f"{need} task(s) pending for resources: stopping {names} would make room, "
+                    f"but {over}; retried on the next cycle",
+                ),
+            )
+        )
+    decisions.insert(
+        0,
+        Decision(
+            RULE,
+            f"service {pending.name}",
+            Outcome.PREEMPT,
+            f"{need} task(s) pending for resources: stopping {names} makes room for {fit} "
+            "whichever tasks Swarm stops",
+        ),
+    )
+    return _Outcome(tuple(actions), tuple(decisions))
+
+
+def _ledger_limit(ctx: PlanContext, victim: Service) -> int:
+    """The most tasks the victim may give up in this cycle: each one Swarm's scale-down
+    stops while it runs is charged against its max-unavailable, like every other stop."""
+    ledger = ctx.budget()
+    left = ledger.stops_left(victim.id)
+    replicas = victim.replicas or 0
+    count = 0
+    while count < replicas:
+        _, stops = scale_down_stops(ctx.snapshot, victim, replicas - count - 1)
+        if stops > left:
+            break
+        count += 1
+    return count
+
+
+def _taken_from(ctx: PlanContext, victim: Service, count: int) -> tuple[str, ...]:
+    """Nodes Swarm may stop the victim's tasks on when it scales it down by `count`: the
+    nodes holding the most of its tasks (every tied candidate, as its pick is unknown)."""
+    down = scale_down(ctx.snapshot, victim, count)
+    return tuple(sorted({*down.certain, *(down.tied if down.picks else ())}))
+
+
+def _over_budget(ctx: PlanContext, actions: list[Action]) -> str | None:
+    """The disruption budget the scale-downs would exceed together, if any: they go out
+    all together or not at all."""
+    budget = ctx.budget()
+    for action in actions:
+        over = budget.refusal(action)
+        if over is not None:
+            return over
+        budget.spend(action)
+    return None

@@ -1,0 +1,163 @@
+"""Restore: preempted services get their tasks back as capacity returns.
+
+Capacity returns when a node comes back, or when a higher-priority service is scaled
+down or removed. Priority levels are served from the highest: at each level the tasks
+still pending claim free room first, then preempted services of that level take back
+what fits, so a restore never takes room a service of the same or higher priority is
+waiting for. A service gets back as many tasks as fit, never more than its recorded
+count; the write that reaches the recorded count removes the record with it, so the
+count is applied once and the record never outlives it.
+"""
+
+from __future__ import annotations
+
+from itertools import groupby
+
+from controller.core.actions import Action
+from controller.core.capacity import Room, demand, eligible_nodes, observe_room
+from controller.core.constraints import ConstraintError
+from controller.core.context import PlanContext, RuleOutput
+from controller.core.decisions import Decision, Outcome
+from controller.core.guards import rollout_reason
+from controller.core.model import Service
+from controller.core.replicas import (
+    PREEMPT,
+    ReplicaRecord,
+    ReplicaRecordError,
+    change_replicas,
+    operator_changed,
+    read_replica_record,
+    restore_replicas,
+)
+
+RULE = "restore"
+
+
+def _preempted(service: Service) -> ReplicaRecord | None:
+    try:
+        record = read_replica_record(service.labels)
+    except ReplicaRecordError:
+        return None  # reported by the failover rule
+    if record is None or record.operation != PREEMPT or operator_changed(service, record):
+        return None  # the failover rule forgets a record the operator overrode
+    return record
+
+
+def plan_restores(ctx: PlanContext) -> RuleOutput:
+    room: Room | None = None  # observed once some service claims or takes back room
+    actions: list[Action] = []
+    decisions: list[Decision] = []
+    updating: str | None = None  # a service at this level or above rolling an update
+    for _, level in groupby(
+        ctx.replicated_by_priority(), key=lambda s: ctx.settings(s.id).priority
+    ):
+        services: list[tuple[Service, tuple[str, ...]]] = []
+        for service in level:
+            if not (
+                service.updating or demand(ctx.snapshot, service) or _preempted(service) is not None
+            ):
+                continue  # claims no room, is not restored, holds up nothing
+            try:
+                services.append((service, eligible_nodes(ctx.snapshot, service)))
+            except ConstraintError as exc:
+                if _preempted(service) is not None:
+                    decisions.append(
+                        Decision(
+                            RULE, f"service {service.name}", Outcome.SKIP, f"{exc}: cannot plan"
+                        )
+                    )
+        for service, eligible in services:
+            wanted = demand(ctx.snapshot, service)
+            if wanted:
+                room = (room if room is not None else observe_room(ctx.snapshot)).place(
+                    service, eligible, wanted
+                )
+            if service.updating and updating is None:
+                updating = service.name
+        for service, eligible in services:
+            record = _preempted(service)
+            if record is None:
+                continue
+            if updating is not None:
+                # Its new tasks appear one by one (some not yet visible): room that looks
+                # free may be theirs.
+                decisions.append(
+                    Decision(
+                        RULE,
+                        f"service {service.name}",
+                        Outcome.WAIT,
+                        f"{record.base - (service.replicas or 0)} task(s) preempted: "
+                        f"{updating}, of the same or a higher priority, is rolling an update",
+                    )
+                )
+                continue
+            if service.in_rollout:
+                decisions.append(
+                    Decision(
+                        RULE,
+                        f"service {service.name}",
+                        Outcome.WAIT,
+                        f"{record.base - (service.replicas or 0)} task(s) preempted: "
+                        + rollout_reason(service),
+                    )
+                )
+                continue
+            if not ctx.is_managed(service.id):
+                decisions.append(
+                    Decision(
+                        RULE,
+                        f"service {service.name}",
+                        Outcome.KEEP,
+                        f"preempted from {record.base} to {record.written} but no longer "
+                        "managed: the release rule puts the recorded count back",
+                    )
+                )
+                continue
+            missing = record.base - (service.replicas or 0)
+            if room is None:
+                room = observe_room(ctx.snapshot)
+            back = min(missing, room.fit_count(service, eligible))
+            action, decision = _restore(ctx, service, record, missing=missing, back=back)
+            decisions.append(decision)
+            if action is not None:
+                actions.append(action)
+                room = room.place(service, eligible, back)
+    return RuleOutput(tuple(actions), tuple(decisions))
+
+
+def _restore(
+    ctx: PlanContext, service: Service, record: ReplicaRecord, *, missing: int, back: int
+) -> tuple[Action | None, Decision]:
+    subject = f"service {service.name}"
+    if missing <= 0 or back >= missing:
+        action = restore_replicas(service, record)
+        return action, Decision(
+            RULE,
+            subject,
+            Outcome.RESTORE,
+            f"room for its {max(missing, 0)} preempted task(s): back to its recorded count "
+            f"{record.base}, record removed",
+            action=action,
+        )
+    if back <= 0:
+        return None, Decision(
+            RULE,
+            subject,
+            Outcome.WAIT,
+            f"{missing} task(s) preempted (recorded count {record.base}): no room for them yet",
+        )
+    action = change_replicas(
+        service,
+        replicas=(service.replicas or 0) + back,
+        operation=PREEMPT,
+        now=ctx.now,
+        detail=record.detail,
+    )
+    return action, Decision(
+        RULE,
+        subject,
+        Outcome.RESTORE,
+        f"room for {back} of its {missing} preempted task(s); the rest wait, recorded count "
+        f"{record.base} kept",
+        action=action,
+    )

@@ -1,0 +1,207 @@
+"""Per-service resolution: built-in defaults < file defaults < matching rules < labels.
+
+Labels are read on every cycle and an operator can break them at any time, so resolution
+never raises: a service with bad labels keeps its last good labels (over the current
+file), and one that never had good labels is treated as unmanaged until they are fixed.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, replace
+
+from pydantic import ValidationError
+
+from controller.policy.policy_model import Policy
+from controller.policy.policy_model import frozen_mapping as _frozen
+from controller.policy.problems import problems_from, render_value
+from controller.policy.service_spec import (
+    SETTING_NAMES,
+    ServiceSettingsSpec,
+    format_setting,
+    merge_layers,
+    overrides_of,
+    resolved_fields,
+    setting_value,
+)
+from controller.policy.settings import ServiceSettings
+
+LABEL_PREFIX = "placement."
+LABEL_KEYS: tuple[str, ...] = tuple(LABEL_PREFIX + name for name in SETTING_NAMES)
+UNMANAGED_BY_ERRORS = "label errors, no earlier good labels: unmanaged until they are fixed"
+
+
+@dataclass(frozen=True, slots=True)
+class LabelProblem:
+    key: str
+    value: str
+    message: str
+
+    def describe(self, service_name: str) -> str:
+        return (
+            f"service {service_name}: label {self.key}={render_value(self.value)}: {self.message}"
+        )
+
+
+def placement_labels(labels: Mapping[str, str]) -> dict[str, str]:
+    """The `placement.*` labels; every other label is not ours and is ignored."""
+    return {key: value for key, value in labels.items() if key.startswith(LABEL_PREFIX)}
+
+
+def parse_placement_labels(
+    labels: Mapping[str, str], *, levels: Collection[str]
+) -> tuple[dict[str, object], tuple[LabelProblem, ...]]:
+    """Parse `placement.*` labels into setting overrides; any problem rejects them all."""
+    ours = placement_labels(labels)
+    problems: list[LabelProblem] = []
+    known: dict[str, object] = {}
+    for key, value in ours.items():
+        name = key.removeprefix(LABEL_PREFIX)
+        if name in SETTING_NAMES:
+            known[name] = value
+            continue
+        # Compare bare names: the shared prefix would make every key look close.
+        close = difflib.get_close_matches(name, SETTING_NAMES, n=1)
+        known_keys = (
+            f"did you mean {LABEL_PREFIX}{close[0]}?"
+            if close
+            else f"expected one of: {', '.join(LABEL_KEYS)}"
+        )
+        problems.append(LabelProblem(key, value, f"unknown label; {known_keys}"))
+    try:
+        spec = ServiceSettingsSpec.model_validate(known, context={"levels": tuple(levels)})
+    except ValidationError as exc:
+        for problem in problems_from(exc, ServiceSettingsSpec):
+            key = LABEL_PREFIX + str(problem.loc[0]) if problem.loc else LABEL_PREFIX
+            problems.append(LabelProblem(key, ours.get(key, ""), problem.message))
+        return {}, tuple(sorted(problems, key=lambda p: p.key))
+    if problems:
+        return {}, tuple(sorted(problems, key=lambda p: p.key))
+    return overrides_of(spec), ()
+
+
+@dataclass(frozen=True, slots=True)
+class ResolvedService:
+    """The effective settings of one service, where each came from, and label errors."""
+
+    service_id: str
+    service_name: str
+    settings: ServiceSettings
+    sources: Mapping[str, str]  # ServiceSettings field name -> "default", "file:…", "label …"
+    errors: tuple[str, ...] = ()
+    stale: bool = False  # True: labels are bad and the last good labels were kept
+    good_labels: Mapping[str, str] | None = None  # the placement.* labels last applied
+
+    def setting_rows(self) -> list[tuple[str, str, str]]:
+        """(setting, value in label syntax, source) for every setting, in catalogue order."""
+        return [
+            (
+                name,
+                format_setting(name, setting_value(name, self.settings)),
+                self.sources[resolved_fields(name)[0]],
+            )
+            for name in SETTING_NAMES
+        ]
+
+    @property
+    def error_summary(self) -> str | None:
+        """One line for the decision log, or None when the labels are good."""
+        if not self.errors:
+            return None
+        if self.stale:
+            outcome = "keeping the last good settings"
+        else:
+            outcome = "no earlier good labels, treated as unmanaged until fixed"
+        return f"service {self.service_name}: {len(self.errors)} label error(s), {outcome}: " + (
+            "; ".join(self.errors)
+        )
+
+
+def _label_layers(
+    overrides: Mapping[str, object], *, note: str = ""
+) -> list[tuple[str, Mapping[str, object]]]:
+    return [
+        (f"label {LABEL_PREFIX}{name}{note}", {name: value}) for name, value in overrides.items()
+    ]
+
+
+def _file_layers(
+    policy: Policy, *, service_name: str, labels: Mapping[str, str]
+) -> list[tuple[str, Mapping[str, object]]]:
+    layers: list[tuple[str, Mapping[str, object]]] = [("file:defaults", policy.defaults)]
+    for rule in policy.matching_rules(service_name=service_name, labels=labels):
+        layers.append((rule.source, rule.overrides))
+    return layers
+
+
+def resolve_service(
+    policy: Policy,
+    *,
+    service_name: str,
+    service_id: str,
+    labels: Mapping[str, str],
+    previous: ResolvedService | None = None,
+) -> ResolvedService:
+    """Merge policy and labels for one service. Never raises; see the module docstring."""
+    file_layers = _file_layers(policy, service_name=service_name, labels=labels)
+    levels = policy.fault_domain_levels
+    overrides, problems = parse_placement_labels(labels, levels=levels)
+    if not problems:
+        settings, sources = merge_layers(file_layers + _label_layers(overrides))
+        return ResolvedService(
+            service_id,
+            service_name,
+            settings,
+            _frozen(sources),
+            good_labels=_frozen(placement_labels(labels)),
+        )
+
+    errors = tuple(problem.describe(service_name) for problem in problems)
+    if (
+        previous is not None
+        and previous.service_id == service_id
+        and previous.good_labels is not None
+    ):
+        old, old_problems = parse_placement_labels(previous.good_labels, levels=levels)
+        if old_problems:
+            # The reloaded file made the old labels invalid too (a level removed, say).
+            settings, frozen_sources = previous.settings, previous.sources
+        else:
+            layers = file_layers + _label_layers(old, note=" (last good value)")
+            settings, sources = merge_layers(layers)
+            frozen_sources = _frozen(sources)
+        return ResolvedService(
+            service_id,
+            service_name,
+            settings,
+            frozen_sources,
+            errors=errors,
+            stale=True,
+            good_labels=previous.good_labels,
+        )
+
+    # No good labels to fall back on: the controller must not act on a half-read intent.
+    settings, sources = merge_layers(file_layers)
+    settings = replace(settings, managed=False)
+    sources["managed"] = UNMANAGED_BY_ERRORS
+    return ResolvedService(service_id, service_name, settings, _frozen(sources), errors=errors)
+
+
+def resolve_services(
+    policy: Policy,
+    services: Sequence[tuple[str, str, Mapping[str, str]]],
+    previous: Mapping[str, ResolvedService] | None = None,
+) -> dict[str, ResolvedService]:
+    """Resolve (id, name, labels) triples, keyed by service ID, carrying last good state."""
+    before = previous or {}
+    return {
+        service_id: resolve_service(
+            policy,
+            service_name=name,
+            service_id=service_id,
+            labels=labels,
+            previous=before.get(service_id),
+        )
+        for service_id, name, labels in services
+    }
