@@ -140,7 +140,8 @@ AGENTS_CASE = "speculative, agents"
 
 @contextlib.contextmanager
 def _agents(sandbox: Sandbox, secret: Path) -> Iterator[list[str]]:
-    """An agent process in every node's network namespace, on its address: their URLs."""
+    """An agent process in every node's network namespace, on its address: each listed
+    with its node (NODE=URL, as --agents wants)."""
     processes = []
     try:
         for host in sandbox.nodes:
@@ -157,7 +158,7 @@ def _agents(sandbox: Sandbox, secret: Path) -> Iterator[list[str]]:
                 )
             )
         time.sleep(3)  # listening, and a first usage sample taken
-        yield [f"http://{sandbox.state.node(h).ip}:{AGENT_PORT}" for h in sandbox.nodes]
+        yield [f"{h}=http://{sandbox.state.node(h).ip}:{AGENT_PORT}" for h in sandbox.nodes]
     finally:
         for process in processes:
             process.terminate()

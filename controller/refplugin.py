@@ -19,10 +19,14 @@ explicit veto. Score gives each node its `score` for every service. Health repor
 listed nodes (the others are not mentioned, which leaves them to other sources).
 `fault` injects failures for testing a controller: "garbage" (non-JSON answers), "hang"
 (answers after 30 s), "error" (`{"Err": ...}` with HTTP 500).
+
+It asks callers for no credential: on a unix socket the file's mode says who may call;
+`--listen` (TCP) takes loopback addresses only.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
 import socketserver
@@ -149,7 +153,13 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(body)
 
     def do_POST(self) -> None:
-        length = int(self.headers.get("Content-Length") or 0)
+        try:
+            length = int(self.headers.get("Content-Length") or 0)
+        except ValueError:
+            length = -1
+        if length < 0:  # rfile.read(-1) would read until the client closes
+            self._send(400, json.dumps({"Err": "Content-Length must be a length"}).encode())
+            return
         if length > MAX_REQUEST:
             self._send(413, json.dumps({"Err": "request too large"}).encode())
             return
@@ -170,11 +180,18 @@ class _Handler(BaseHTTPRequestHandler):
             return
         try:
             request = json.loads(raw) if raw.strip() else {}
-        except ValueError:
+        except (ValueError, RecursionError):  # json recurses per level of nesting
             self._send(400, json.dumps({"Err": "request is not JSON"}).encode())
             return
         body = route(topology, request if isinstance(request, dict) else {})
         self._send(200, json.dumps(body).encode())
+
+
+def _loopback(host: str) -> bool:
+    try:
+        return host == "localhost" or ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
 
 
 class _UnixServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
@@ -194,6 +211,12 @@ def make_server(
         return server
     if listen is None:
         raise ValueError("give a socket path or an address to listen on")
+    if not _loopback(listen[0]):
+        # It asks no credential: over TCP it answers this machine only.
+        raise ValueError(
+            f"--listen {listen[0]}: the reference plugin asks no credential, so over TCP it "
+            "listens on loopback only (127.0.0.1 or ::1); use --socket for a unix socket"
+        )
     threaded = ThreadingHTTPServer(listen, handler)
     threaded.daemon_threads = True
     return threaded

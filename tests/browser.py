@@ -19,7 +19,8 @@ CHROMIUM, DRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
 
 
 @contextlib.contextmanager
-def chromium(profile: Path) -> Iterator[webdriver.Chrome]:
+def chromium(profile: Path, *flags: str) -> Iterator[webdriver.Chrome]:
+    """Headless Chromium; `flags` are more command-line switches (e.g. a host mapping)."""
     if not (os.path.exists(CHROMIUM) and os.path.exists(DRIVER)):
         message = "Debian's chromium and chromium-driver are needed for the browser tests"
         if os.environ.get("CI", "").strip().lower() == "true":
@@ -33,6 +34,7 @@ def chromium(profile: Path) -> Iterator[webdriver.Chrome]:
         "--disable-dev-shm-usage",
         "--window-size=1400,1000",
         f"--user-data-dir={profile}",
+        *flags,
     ):
         options.add_argument(flag)
     driver = webdriver.Chrome(options=options, service=DriverService(DRIVER))

@@ -38,6 +38,11 @@ def fetch_report(
         )
     except HttpJsonError as exc:
         raise AgentError(str(exc)) from exc
+    return report_from(answer)
+
+
+def report_from(answer: dict[str, Any]) -> AgentReport:
+    """An agent's report from its answer's JSON object; AgentError names what is wrong."""
     try:
         return AgentReport.model_validate(answer)
     except ValidationError as exc:

@@ -24,7 +24,9 @@ from controller.core.outside_inputs import WorkloadEvent, WorkloadEventKind
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    # No NaN or infinity anywhere: `at` NaN would compare false with every window, and
+    # an event would never age out nor count.
+    model_config = ConfigDict(extra="ignore", allow_inf_nan=False)
 
 
 class AgentUsage(_Strict):

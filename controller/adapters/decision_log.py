@@ -2,21 +2,23 @@
 
 Both formats are read (logfmt, the default, and `--log-format json`), also with the
 prefix `docker service logs` puts before each line, so an operator can pipe the log of
-a deployed controller into `explain`. Lines that are not decisions are skipped.
+a deployed controller into `explain`. Lines that are not decisions, or whose JSON is
+too large, too deep or broken (bounded_json.py), are skipped.
 """
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterable
 
+from controller.adapters.bounded_json import JsonInputError, parse_json
 from controller.core.decisions import LoggedDecision
 from controller.core.explain import Past
 
 _LOGFMT = re.compile(r"(?:^|[\s|])decision (time=.*)$")
 _PAIR = re.compile(r'([a-z_]+)=("(?:[^"\\]|\\.)*"|\S*)')
 FIELDS = ("rule", "subject", "outcome", "reason")
+MAX_LINE_BYTES = 1 << 20  # a line longer than any decision: not one of ours
 
 
 def _from_fields(fields: dict[str, str]) -> Past | None:
@@ -40,8 +42,8 @@ def _logfmt(text: str) -> dict[str, str]:
     for key, raw in _PAIR.findall(text):
         if raw.startswith('"'):
             try:
-                fields[key] = json.loads(raw)
-            except json.JSONDecodeError:
+                fields[key] = parse_json(raw, max_bytes=MAX_LINE_BYTES)
+            except JsonInputError:
                 return {}
         else:
             fields[key] = raw
@@ -56,8 +58,8 @@ def parse_decision_line(line: str) -> Past | None:
     start = line.find('{"')
     if start >= 0:
         try:
-            data = json.loads(line[start:])
-        except json.JSONDecodeError:
+            data = parse_json(line[start:], max_bytes=MAX_LINE_BYTES)
+        except JsonInputError:
             return None
         if isinstance(data, dict) and data.get("event") == "decision":
             return _from_fields(data)

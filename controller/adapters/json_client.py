@@ -2,7 +2,8 @@
 TLS, bounded.
 
 Every call has a deadline for connecting and for each read, and a cap on the answer's
-size, so a plugin or agent that hangs or floods costs a bounded time and memory. Anything
+size and depth (bounded_json.py), so a plugin or agent that hangs, floods or nests costs
+a bounded time and memory, and never more than a refused answer. Anything
 other than a JSON object in a 2xx answer is an `HttpJsonError` naming what was wrong;
 Docker plugins put their error in `{"Err": "..."}`, which is reported as such.
 """
@@ -19,6 +20,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from controller.adapters.bounded_json import JsonInputError, parse_json
 from controller.adapters.errors import RetryableError
 
 MAX_ANSWER_BYTES = 1 << 20
@@ -96,16 +98,27 @@ def call_json(
         raise HttpJsonError(f"no answer within {timeout:g} s") from exc
     except (httpx.HTTPError, OSError) as exc:
         raise HttpJsonError(f"cannot reach {endpoint.address}: {_words(exc)}") from exc
+    return answer_from(raw, status, path)
+
+
+def answer_from(raw: bytes, status: int, path: str) -> dict[str, Any]:
+    """The JSON object of a 2xx answer; HttpJsonError for anything else, whatever the
+    bytes (too large, too deep, not JSON, not an object, an `Err`)."""
     if len(raw) > MAX_ANSWER_BYTES:
         raise HttpJsonError(f"answer larger than {MAX_ANSWER_BYTES} bytes")
+    problem = ""
     try:
-        answer = json.loads(raw) if raw.strip() else {}
-    except (UnicodeDecodeError, ValueError):
-        answer = None
+        answer = parse_json(raw, max_bytes=MAX_ANSWER_BYTES) if raw.strip() else {}
+    except JsonInputError as exc:
+        answer, problem = None, str(exc)
     err = answer.get("Err") if isinstance(answer, dict) else None
     if not 200 <= status < 300:
         why = err if isinstance(err, str) and err else _snippet(raw)
         raise HttpJsonError(f"HTTP {status} from {path}: {why}")
+    if problem:
+        raise HttpJsonError(
+            f"{path} answered something that is not a JSON object ({problem}): {_snippet(raw)}"
+        )
     if not isinstance(answer, dict):
         raise HttpJsonError(f"{path} answered something that is not a JSON object: {_snippet(raw)}")
     if isinstance(err, str) and err:

@@ -12,7 +12,6 @@ does not parse is the plugin failing, like a timeout or an `{"Err": "..."}`.
 
 from __future__ import annotations
 
-import json
 import math
 import re
 import stat
@@ -23,6 +22,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from controller.adapters.bounded_json import parse_json
 from controller.adapters.errors import RetryableError
 from controller.adapters.json_client import Endpoint, HttpJsonError, call_json
 from controller.core.model import ClusterSnapshot, Node, Service
@@ -33,6 +33,7 @@ INTERFACE = "PlacementDriver"
 CONTENT_TYPE = "application/vnd.docker.plugins.v1.2+json"
 MAX_TTL_SECONDS = 86_400.0
 DEFAULT_TTL_SECONDS = 30.0
+MAX_SPEC_BYTES = 64 * 1024  # a plugin's .json file: its name and address
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}")
 
 
@@ -119,7 +120,8 @@ def _from_spec(path: Path) -> Endpoint:
 
 
 def _from_json(path: Path) -> Endpoint:
-    data = json.loads(path.read_text(errors="replace"))
+    with path.open("rb") as file:
+        data = parse_json(file.read(MAX_SPEC_BYTES + 1), max_bytes=MAX_SPEC_BYTES)
     if not isinstance(data, dict) or not isinstance(data.get("Addr"), str):
         raise PluginError(f"{path}: expected a JSON object with Addr")
     if data.get("TLSConfig"):

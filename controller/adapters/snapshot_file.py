@@ -30,12 +30,14 @@ from controller.adapters.attrs import (
     task_from_attrs,
     timestamp_from_attrs,
 )
+from controller.adapters.bounded_json import nesting_depth
 from controller.adapters.engine import _call
 from controller.adapters.errors import TerminalError
 from controller.core.model import ClusterSnapshot
 
 FORMAT = "swarm-placement/snapshot-v1"
 MAX_BYTES = 512 << 20
+MAX_DEPTH = 64
 NS = 1e9
 
 
@@ -118,7 +120,11 @@ def load_snapshot(path: Path) -> LoadedSnapshot:
     try:
         if path.stat().st_size > MAX_BYTES:
             raise SnapshotFileError([f"{where}: larger than {MAX_BYTES >> 20} MiB"])
-        document = json.loads(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
+        # Docker's attrs nest about ten deep; the limit keeps a crafted file a clear error.
+        if nesting_depth(text.encode("utf-8", "surrogatepass")) > MAX_DEPTH:
+            raise SnapshotFileError([f"{where}: nested deeper than {MAX_DEPTH}: not a snapshot"])
+        document = json.loads(text)
     except OSError as exc:
         raise SnapshotFileError([f"{where}: cannot read: {exc.strerror or exc}"]) from None
     except UnicodeDecodeError as exc:

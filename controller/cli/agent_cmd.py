@@ -5,19 +5,24 @@ from __future__ import annotations
 import argparse
 import contextlib
 import logging
+import os
 import signal
 import ssl
+import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
-from controller.cli.env_options import option
+from controller.cli.env_options import option, switch
 from controller.cli.health_opts import read_secret
 from controller.cli.tls_opts import add_tls_options, tls_files
 from controller.runtime.http_server import parse_address
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+NOBODY = 65534
+PROXY_SOCKET = Path("/run/swarm-placement/docker-read.sock")
 
 
 def register(subparsers: Any) -> None:
@@ -84,6 +89,33 @@ def register(subparsers: Any) -> None:
         metavar="SECONDS",
         help="usage is averaged over this long (60)",
     )
+    option(
+        agent,
+        "--probe-socket",
+        env="PROBE_SOCKET",
+        type=Path,
+        metavar="FILE",
+        help="also answer /healthz on this unix socket, for the container healthcheck",
+    )
+    switch(
+        agent,
+        "--docker-proxy",
+        env="AGENT_DOCKER_PROXY",
+        help=(
+            "reach Docker only through a read-only proxy (a process of its own, the only "
+            "one holding the socket) and give up root once started (needs root)"
+        ),
+    )
+    option(
+        agent,
+        "--user",
+        env="AGENT_USER",
+        type=int,
+        what="a user ID",
+        default=NOBODY,
+        metavar="UID",
+        help=f"with --docker-proxy, the user (and group) the agent goes on as ({NOBODY})",
+    )
     add_tls_options(agent, client_ca=False)
     agent.set_defaults(handler=run_agent)
 
@@ -107,6 +139,29 @@ def _stop_on_signals(stop: Any) -> None:
         signal.signal(signum, handler)
 
 
+def _start_docker_proxy() -> subprocess.Popen[bytes]:
+    """The proxy, as root, in front of the socket DOCKER_HOST names; from now on this
+    process's Docker clients go through it (runtime/docker_proxy.py)."""
+    if os.geteuid() != 0:
+        raise ValueError("--docker-proxy needs root: it hands the socket over, then gives root up")
+    host = os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
+    if not host.startswith("unix://"):
+        raise ValueError(f"--docker-proxy works with a unix socket, not DOCKER_HOST={host}")
+    process = subprocess.Popen(
+        # The module alone (standard library only), not the whole command line: small.
+        [sys.executable, "-m", "controller.runtime.docker_proxy",
+         host.removeprefix("unix://"), str(PROXY_SOCKET)],
+        stdin=subprocess.PIPE,  # closed with this process: the proxy then stops
+    )  # fmt: skip
+    deadline = time.monotonic() + 10
+    while not PROXY_SOCKET.is_socket():
+        if process.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError("the agent's Docker proxy did not start")
+        time.sleep(0.05)
+    os.environ["DOCKER_HOST"] = f"unix://{PROXY_SOCKET}"
+    return process
+
+
 def run_agent(args: argparse.Namespace) -> int:
     logging.basicConfig(
         level=logging.WARNING, stream=sys.stderr, format="%(levelname)s %(message)s"
@@ -114,7 +169,9 @@ def run_agent(args: argparse.Namespace) -> int:
     from controller.adapters.agent_probe import ProbeError  # noqa: PLC0415
     from controller.adapters.engine import connect  # noqa: PLC0415
     from controller.runtime.agent import Agent, AgentConfig  # noqa: PLC0415
+    from controller.runtime.docker_proxy import give_up_root  # noqa: PLC0415
 
+    proxy = None
     try:
         if not args.secret_file:
             raise ValueError("--secret-file is required: the agent does not answer strangers")
@@ -128,8 +185,14 @@ def run_agent(args: argparse.Namespace) -> int:
             interval=args.interval,
             window=args.window,
             tls=tls_files(args),
+            probe_socket=args.probe_socket,
         )
+        if args.docker_proxy:
+            proxy = _start_docker_proxy()
+        # Secrets, certificate and ports are taken now, while the agent is still root.
         agent = Agent(config, connect)
+        if proxy is not None:
+            give_up_root(args.user, args.user)
     except ValueError as exc:
         print(f"agent: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -138,11 +201,14 @@ def run_agent(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     except (ProbeError, OSError, RuntimeError) as exc:
         print(f"agent: {exc}", file=sys.stderr)
+        if proxy is not None:
+            proxy.terminate()
         return EXIT_FAILED
     _stop_on_signals(agent.stop)
+    docker = f", Docker read-only as user {args.user}" if proxy is not None else ""
     print(
         f"agent: node {agent.node.hostname} ({agent.node.node_id[:12]}) on port {agent.port}, "
-        f"usage from {config.usage}",
+        f"usage from {config.usage}{docker}",
         file=sys.stderr,
         flush=True,
     )

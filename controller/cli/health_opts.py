@@ -47,6 +47,41 @@ def add_health_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="BYTES",
         help="largest webhook body accepted (16384)",
     )
+    option(
+        group,
+        "--health-escalations",
+        env="HEALTH_ESCALATIONS",
+        type=int,
+        what="a whole number",
+        default=3,
+        metavar="N",
+        help=(
+            "reports that make a node worse a caller may post in a burst, one more every "
+            "--health-escalation-seconds; beyond, 429 (3)"
+        ),
+    )
+    option(
+        group,
+        "--health-escalation-seconds",
+        env="HEALTH_ESCALATION_SECONDS",
+        type=float,
+        what="seconds",
+        default=60.0,
+        metavar="SECONDS",
+        help="how often a caller gets one more report that makes a node worse (60)",
+    )
+    option(
+        group,
+        "--health-replay-window",
+        env="HEALTH_REPLAY_WINDOW",
+        type=float,
+        what="seconds",
+        metavar="SECONDS",
+        help=(
+            "refuse replays: every post must carry `at` (epoch seconds) within this of the "
+            "controller's clock, later than the last taken for its node (off by default)"
+        ),
+    )
     switch(
         group,
         "--plugins",
@@ -103,8 +138,11 @@ def add_health_arguments(parser: argparse.ArgumentParser) -> None:
         group,
         "--agents",
         env="AGENTS",
-        metavar="URL,URL",
-        help="node agents to collect from, e.g. http://10.0.0.5:9810,...",
+        metavar="NODE=URL,...",
+        help=(
+            "node agents to collect from, each with the node it speaks for (hostname or "
+            "ID), e.g. node-2=https://10.0.0.5:9810,..."
+        ),
     )
     option(
         group,
@@ -151,6 +189,22 @@ def add_health_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _listed_agents(text: str) -> tuple[tuple[str, str], ...]:
+    """`NODE=URL,...`: each agent with the node it speaks for (ValueError otherwise)."""
+    listed = []
+    for entry in (e.strip() for e in text.split(",")):
+        if not entry:
+            continue
+        node, sep, url = entry.partition("=")
+        if not sep or not node.strip() or "://" not in url:
+            raise ValueError(
+                f"--agents: {entry!r} names no node: list each agent as NODE=URL, e.g. "
+                "node-2=https://10.0.0.5:9810 (a listed agent is believed for its node only)"
+            )
+        listed.append((node.strip(), url.strip()))
+    return tuple(listed)
+
+
 def _agent_ca(path: Path | None) -> Path | None:
     if path is not None and not Path(path).is_file():
         raise ValueError(f"the agents' CA file {path} does not exist")
@@ -178,11 +232,22 @@ def health_config(args: argparse.Namespace) -> HealthConfig | None:
         token = read_secret(args.health_token_file, "webhook token")
     if args.health_max_body < 1:
         raise ValueError("--health-max-body must be at least 1")
+    if args.health_escalations < 1 or args.health_escalation_seconds <= 0:
+        raise ValueError("--health-escalations must be at least 1, its seconds above 0")
+    if args.health_replay_window is not None and args.health_replay_window <= 0:
+        raise ValueError("--health-replay-window must be above 0")
     if args.plugin_timeout <= 0 or args.plugin_retry < 0 or args.agent_interval <= 0:
         raise ValueError("--plugin-timeout and --agent-interval must be above 0")
     if args.plugin_deadline <= 0:
         raise ValueError("--plugin-deadline must be above 0")
-    agents = tuple(a.strip() for a in (args.agents or "").split(",") if a.strip())
+    agents = _listed_agents(args.agents or "")
+    plain = [url for _, url in agents if not url.lower().startswith("https://")]
+    if args.agent_ca_file and plain:
+        # The CA says the agents speak TLS: one listed in the clear would get the secret.
+        raise ValueError(
+            f"--agent-ca-file is set, so every agent is reached over https://, but "
+            f"--agents lists {', '.join(plain)}: the agents' secret would go in clear"
+        )
     secret = ""
     if agents or args.agent_service:
         if not args.agent_secret_file:
@@ -200,6 +265,9 @@ def health_config(args: argparse.Namespace) -> HealthConfig | None:
         webhook=webhook,
         webhook_token=token,
         webhook_max_body=args.health_max_body,
+        webhook_escalations=args.health_escalations,
+        webhook_escalation_seconds=args.health_escalation_seconds,
+        webhook_replay_seconds=args.health_replay_window,
         plugin_dirs=tuple(d for d in args.plugin_dirs.split(":") if d) if args.plugins else (),
         plugin_timeout=args.plugin_timeout,
         plugin_deadline=args.plugin_deadline,

@@ -1,8 +1,11 @@
 """`swarm-placement-probe [healthz|readyz] [HOST:PORT]`: the container healthcheck.
 
-Asks the running controller's own endpoint (PLACEMENT_HTTP, or the address given: the
-agent's, say) and exits 0 on 200, 1 otherwise. Standard library only: it starts in a few
-milliseconds, every few seconds.
+Asks the running controller's (or agent's) own endpoint and exits 0 on 200, 1
+otherwise. Standard library only: it starts in a few milliseconds, every few seconds.
+
+Where it asks: the address given; else the unix socket PLACEMENT_PROBE_SOCKET names (the
+image sets it), a listener of the process's own that no network client can reach or
+crowd out (runtime/http_server.py); else PLACEMENT_HTTP over TCP.
 
 With PLACEMENT_TLS_CERT_FILE set the server speaks only TLS, so the probe does too. It
 asks its own process on loopback, whose name the certificate need not carry, so it does
@@ -12,7 +15,9 @@ presents the server's own certificate and key as its client certificate.
 
 from __future__ import annotations
 
+import http.client
 import os
+import socket
 import ssl
 import sys
 import urllib.error
@@ -21,6 +26,33 @@ from collections.abc import Mapping, Sequence
 
 DEFAULT_ADDRESS = ":9464"
 ANY_HOST = ("", "0.0.0.0", "::", "[::]")  # listen addresses: probe on loopback
+TIMEOUT_SECONDS = 3
+
+
+class _UnixConnection(http.client.HTTPConnection):
+    def __init__(self, path: str) -> None:
+        super().__init__("localhost", timeout=TIMEOUT_SECONDS)
+        self._path = path
+
+    def connect(self) -> None:
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.settimeout(self.timeout)
+        self.sock.connect(self._path)
+
+
+def probe_unix(path: str, what: str) -> int:
+    connection = _UnixConnection(path)
+    try:
+        connection.request("GET", f"/{what}")
+        reply = connection.getresponse()
+        body = reply.read().decode().strip()
+    except OSError as exc:
+        print(f"unix:{path}: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        connection.close()
+    print(body, file=sys.stdout if reply.status == 200 else sys.stderr)
+    return 0 if reply.status == 200 else 1
 
 
 def probe_url(address: str, path: str, *, tls: bool = False) -> str:
@@ -47,6 +79,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if path not in ("healthz", "readyz") or len(args) > 2:
         print("usage: swarm-placement-probe [healthz|readyz] [HOST:PORT]", file=sys.stderr)
         return 2
+    unix = os.environ.get("PLACEMENT_PROBE_SOCKET")
+    if len(args) < 2 and unix:
+        return probe_unix(unix, path)
     address = args[1] if len(args) > 1 else os.environ.get("PLACEMENT_HTTP") or DEFAULT_ADDRESS
     try:
         context = tls_context(os.environ)
@@ -55,7 +90,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     url = probe_url(address, path, tls=context is not None)
     try:
-        with urllib.request.urlopen(url, timeout=3, context=context) as reply:
+        with urllib.request.urlopen(url, timeout=TIMEOUT_SECONDS, context=context) as reply:
             print(reply.read().decode().strip())
             return 0
     except urllib.error.HTTPError as exc:

@@ -137,7 +137,7 @@ def register(subparsers: Any) -> None:
         metavar="HOST:PORT",
         help=(
             "serve /healthz, /readyz, /metrics and the web view /ui here (e.g. :9464); "
-            "off by default"
+            "off by default; the web view is served nowhere else"
         ),
     )
     option(
@@ -178,7 +178,40 @@ def register(subparsers: Any) -> None:
         metavar="FILE",
         help="require client certificates signed by this CA (PEM)",
     )
+    option(
+        web,
+        "--probe-socket",
+        env="PROBE_SOCKET",
+        type=Path,
+        metavar="FILE",
+        help=(
+            "also answer /healthz and /readyz on this unix socket, for the container "
+            "healthcheck: no network client can reach or crowd it (the image sets it)"
+        ),
+    )
     switch(web, "--no-ui", env="NO_UI", help="do not serve the web view at /ui")
+    option(
+        web,
+        "--ui-token-file",
+        env="UI_TOKEN_FILE",
+        type=Path,
+        metavar="FILE",
+        help=(
+            "a file (a Docker secret) whose token logs a browser in to the web view at "
+            "/ui/login; without it the controller makes one and prints the login link "
+            "(under mutual TLS the client certificate is enough)"
+        ),
+    )
+    option(
+        web,
+        "--ui-hosts",
+        env="UI_HOSTS",
+        metavar="NAME,NAME",
+        help=(
+            "host names the web view answers to, besides IP addresses and localhost "
+            "(e.g. placement.example.com); any other Host is refused (DNS rebinding)"
+        ),
+    )
     option(
         web,
         "--trace-url",
@@ -214,7 +247,11 @@ def _service_options(args: argparse.Namespace) -> dict[str, Any]:
     if args.http:
         out["http"] = parse_address(str(args.http))
     out["tls"] = tls_files(args)
+    out["probe_socket"] = args.probe_socket
     out["ui"] = not args.no_ui
+    if args.ui_token_file:
+        out["ui_token"] = read_secret(Path(args.ui_token_file), "web view token")
+    out["ui_hosts"] = tuple(h.strip() for h in (args.ui_hosts or "").split(",") if h.strip())
     if args.trace_url:
         if "{trace_id}" not in args.trace_url:
             raise ValueError(f"--trace-url {args.trace_url!r} has no {{trace_id}} in it")

@@ -70,6 +70,7 @@ class AgentConfig:
     window: float = 60.0  # usage is averaged over this long
     keep_events: float = 3600.0  # events are reported for this long
     tls: TlsFiles | None = None  # with it, the agent speaks only TLS
+    probe_socket: Path | None = None  # the container healthcheck's own listener
 
 
 class Agent:
@@ -90,6 +91,11 @@ class Agent:
         self._events: deque[ContainerEvent] = deque(maxlen=MAX_EVENTS)
         self._stop = threading.Event()
         self._server = HttpServer([config.listen], make_app(self.routes()), tls=config.tls)
+        self._probe_server = (
+            HttpServer([], make_app(self._health_routes()), unix=config.probe_socket)
+            if config.probe_socket is not None
+            else None
+        )
         self.last_problem: str | None = None
 
     @property
@@ -106,10 +112,14 @@ class Agent:
         finally:
             self._stop.set()
             self._server.close()
+            if self._probe_server is not None:
+                self._probe_server.close()
 
     async def _serve(self) -> None:
         async with anyio.create_task_group() as tg:
             tg.start_soon(self._server.run)
+            if self._probe_server is not None:
+                tg.start_soon(self._probe_server.run)
             # A flag, not a call into the loop: stop() may come from a signal handler
             # running on the loop's own thread.
             while not self._stop.is_set():
@@ -225,9 +235,12 @@ class Agent:
 
     # --- serving ------------------------------------------------------------------------
 
+    def _health_routes(self) -> list[Route]:
+        return [Route("/healthz", self._healthz, methods=["GET", "HEAD"])]
+
     def routes(self) -> list[Route]:
         return [
-            Route("/healthz", self._healthz, methods=["GET", "HEAD"]),
+            *self._health_routes(),
             Route("/v1/report", self._report, methods=["GET"]),
             Route("/v1/probe", self._probe, methods=["GET"]),
         ]

@@ -4,6 +4,10 @@ An agent that cannot be reached, answers badly or has not answered for `stale_af
 seconds contributes nothing: its node's load falls back to reservations, and a decision
 says the agent is unavailable. Nothing else follows from it: a lost agent is not a lost
 node (Swarm's heartbeat and the health sources say that).
+
+Every agent speaks for one node only: a discovered one for the node Swarm runs its task
+on, a listed one for the node it is listed with (`--agents node-2=https://...`, by
+hostname or ID). A report that names another node is not believed.
 """
 
 from __future__ import annotations
@@ -11,7 +15,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -20,7 +24,7 @@ import anyio.to_thread
 
 from controller.adapters.agent_client import AgentError, fetch_report
 from controller.adapters.agent_report import AgentReport
-from controller.core.model import ClusterSnapshot, NodeUsage
+from controller.core.model import ClusterSnapshot, NodeState, NodeUsage
 from controller.core.outside_inputs import SourceStatus, WorkloadEvent
 
 log = logging.getLogger(__name__)
@@ -45,7 +49,7 @@ class AgentCollector:
         self,
         *,
         secret: str,
-        addresses: Sequence[str] = (),
+        addresses: Mapping[str, str] | None = None,  # address -> the node it speaks for
         discover: Callable[[], Mapping[str, str]] | None = None,
         interval: float = 5.0,
         timeout: float = 2.0,
@@ -54,7 +58,9 @@ class AgentCollector:
     ) -> None:
         if not secret:
             raise ValueError("collecting from agents needs the shared secret")
-        self._secret, self._addresses, self._discover = secret, tuple(addresses), discover
+        self._secret, self._discover = secret, discover
+        self._addresses: dict[str, str] = dict(addresses or {})
+        self._node_ids: dict[str, str] = {}  # hostname or ID -> ID, as last observed
         self.ca = ca  # the agents speak TLS with certificates this CA signed
         self.interval, self.timeout, self._clock = interval, timeout, clock
         self.stale_after = 3 * interval + timeout
@@ -132,13 +138,22 @@ class AgentCollector:
 
     def _impostor(self, address: str, report: AgentReport) -> str | None:
         """Why a report is not believed: its agent's task runs on another node than the
-        one it names (a discovered agent; a listed address is the operator's word)."""
+        one it names (a discovered agent), or it was listed for another node."""
         runs_on = self._runs_on.get(address)
-        if runs_on is None or runs_on == report.node_id:
-            return None
-        return (
-            f"reports for node {report.node_id} but its task runs on node {runs_on}: not believed"
-        )
+        if runs_on is not None and runs_on != report.node_id:
+            return (
+                f"reports for node {report.node_id} but its task runs on node {runs_on}: "
+                "not believed"
+            )
+        listed = self._addresses.get(address)
+        if runs_on is None and listed is not None:
+            listed_id = self._node_ids.get(listed)
+            if listed_id != report.node_id:
+                return (
+                    f"reports for node {report.node_id} but is listed for node {listed}: "
+                    "not believed"
+                )
+        return None
 
     @property
     def secret(self) -> str:
@@ -158,6 +173,10 @@ class AgentCollector:
         known = snapshot.node_by_id
         with self._lock:
             seen = dict(self._seen)
+            # A node that left and rejoined is listed twice under its hostname: the one
+            # Swarm does not call down is meant (the live ones sort last and win).
+            nodes = sorted(snapshot.nodes, key=lambda n: n.state is not NodeState.DOWN)
+            self._node_ids = {n.hostname: n.id for n in nodes} | {n.id: n.id for n in nodes}
         for address, entry in sorted(seen.items()):
             report = entry.report
             fresh = report is not None and now - entry.at <= self.stale_after

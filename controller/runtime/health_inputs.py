@@ -71,11 +71,16 @@ class HealthConfig:
     webhook: tuple[str, int] | None = None  # where POST /v1/health listens
     webhook_token: str = ""
     webhook_max_body: int = 16 * 1024
+    # Reports that make a node worse: this many per caller, one more every so many seconds.
+    webhook_escalations: int = 3
+    webhook_escalation_seconds: float = 60.0
+    webhook_replay_seconds: float | None = None  # with it, posts carry `at` within this
     plugin_dirs: tuple[str, ...] = ()  # empty: no placement plugins
     plugin_timeout: float = 2.0
     plugin_deadline: float = 1.0  # for all plugins' answers together
     plugin_retry: float = 10.0
-    agents: tuple[str, ...] = ()  # agent addresses (http://HOST:PORT)
+    # Listed agents: (the node each speaks for, by hostname or ID; its https://HOST:PORT).
+    agents: tuple[tuple[str, str], ...] = ()
     agent_service: str | None = None  # or: the agents' global service, found by its tasks
     agent_port: int = 9810
     agent_secret: str = ""
@@ -116,7 +121,7 @@ def build_inputs(
         )
         agents = AgentCollector(
             secret=config.agent_secret,
-            addresses=config.agents,
+            addresses={url: node for node, url in config.agents},
             discover=finder,
             interval=config.agent_interval,
             timeout=config.agent_timeout,

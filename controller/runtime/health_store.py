@@ -20,6 +20,12 @@ class HealthStore:
         with self._lock:
             self._reports[(report.node_id, report.source)] = report
 
+    def current(self, node_id: str, source: str, now: float) -> HealthReport | None:
+        """The source's word in force on the node, if any."""
+        with self._lock:
+            report = self._reports.get((node_id, source))
+        return report if report is not None and report.expires_at > now else None
+
     def live(self, now: float) -> tuple[HealthReport, ...]:
         """The reports that have not lapsed (lapsed ones are forgotten)."""
         with self._lock:

@@ -1,13 +1,19 @@
-"""The process's one HTTP server: uvicorn serving one Starlette app, with TLS and limits.
+"""An HTTP server of the process: uvicorn serving one Starlette app, with TLS and limits.
 
 Sockets are bound, and certificate files read, at construction: a taken port or a bad
 key fails the start at once instead of a task later. The server runs as a task of the
 controller's own event loop (uvicorn's signal handling is left to the controller), so
 a request costs no thread, and a blocked loop fails /healthz as it should.
 
-Limits, so that no client can starve the probes or the loop: at most `max_connections`
-open at once (uvicorn answers 503 beyond), headers of at most 16 KiB, idle keep-alive
-connections closed after 5 s; bodies are capped and timed by the routes that read them.
+Limits, so that no client can hold the server (http_guard.py): a request must arrive
+whole within 10 s of the connection or of the previous answer, at most 16 connections
+per client address and 256 in all (more are closed at once), headers still arriving
+buffered up to 16 KiB, idle keep-alive connections closed after 5 s; bodies are capped
+and timed by the routes that read them. TLS offers only ciphers with forward secrecy.
+
+The container healthcheck does not queue behind network clients at all: it asks a
+server of its own on a unix socket (`unix`), which only processes in the container
+reach (cli/healthcheck.py).
 """
 
 from __future__ import annotations
@@ -23,10 +29,15 @@ import anyio
 import uvicorn
 from starlette.types import ASGIApp
 
-MAX_CONNECTIONS = 64
+from controller.runtime.http_guard import PER_PEER, REQUEST_SECONDS, guarded_protocol
+
+MAX_CONNECTIONS = 256
 MAX_HEADER_BYTES = 16 * 1024
 KEEP_ALIVE_SECONDS = 5
 SHUTDOWN_SECONDS = 2  # open event streams are cut after this
+# TLS 1.2 key exchanges with forward secrecy (TLS 1.3's suites all have it); no RSA key
+# transport, no CBC: a recorded session stays sealed if the key leaks later.
+CIPHERS = "ECDHE+AESGCM:ECDHE+CHACHA20"
 
 
 @dataclass(frozen=True)
@@ -58,6 +69,22 @@ def _bind(address: tuple[str, int]) -> socket.socket:
     return sock
 
 
+def _bind_unix(path: Path) -> socket.socket:
+    """A unix socket only its owner (root, in the container) may connect to."""
+    path.parent.mkdir(mode=0o755, parents=True, exist_ok=True)  # the socket's mode guards it
+    if path.is_socket():
+        path.unlink()  # left by a process that died
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.bind(str(path))
+        path.chmod(0o600)
+        sock.listen(16)
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
 class _Server(uvicorn.Server):
     @contextlib.contextmanager
     def capture_signals(self) -> Iterator[None]:
@@ -72,26 +99,39 @@ class HttpServer:
         app: ASGIApp,
         *,
         tls: TlsFiles | None = None,
+        unix: Path | None = None,
         max_connections: int = MAX_CONNECTIONS,
+        per_peer: int = PER_PEER,
+        request_seconds: float = REQUEST_SECONDS,
         on_stop: Callable[[], None] = lambda: None,
     ) -> None:
         self._on_stop = on_stop  # ends what streams (the web view's events) first
         # The same address twice (--http and --health-listen alike) is one socket.
         unique = [a for i, a in enumerate(addresses) if a[1] == 0 or a not in addresses[:i]]
         self._sockets: list[socket.socket] = []
+        self._unix = unix
         try:
             self._sockets.extend(_bind(a) for a in unique)
+            if unix is not None:
+                self._sockets.append(_bind_unix(unix))
         except OSError:
             self.close()
             raise
         config = uvicorn.Config(
             app,
+            # h11 always: the header limit below is h11's, and the guard extends its protocol.
+            http=guarded_protocol(
+                request_seconds=request_seconds,
+                per_peer=per_peer,
+                max_connections=max_connections,
+            ),
             log_config=None,
             access_log=False,
             lifespan="off",
             server_header=False,
             proxy_headers=False,
-            limit_concurrency=max_connections,
+            # Bounds the requests in progress; connections are bounded by the guard.
+            limit_concurrency=max_connections + 1,
             timeout_keep_alive=KEEP_ALIVE_SECONDS,
             timeout_graceful_shutdown=SHUTDOWN_SECONDS,
             h11_max_incomplete_event_size=MAX_HEADER_BYTES,
@@ -99,6 +139,7 @@ class HttpServer:
             ssl_keyfile=str(tls.key) if tls else None,
             ssl_ca_certs=str(tls.client_ca) if tls and tls.client_ca else None,
             ssl_cert_reqs=ssl.CERT_REQUIRED if tls and tls.client_ca else ssl.CERT_NONE,
+            ssl_ciphers=CIPHERS,
         )
         try:
             config.load()  # reads the certificate and key now
@@ -109,12 +150,16 @@ class HttpServer:
         self.tls = tls is not None
 
     @property
+    def _tcp(self) -> list[socket.socket]:
+        return [s for s in self._sockets if s.family != socket.AF_UNIX]
+
+    @property
     def addresses(self) -> tuple[tuple[str, int], ...]:
-        return tuple((str(s.getsockname()[0]), int(s.getsockname()[1])) for s in self._sockets)
+        return tuple((str(s.getsockname()[0]), int(s.getsockname()[1])) for s in self._tcp)
 
     @property
     def ports(self) -> tuple[int, ...]:
-        return tuple(int(s.getsockname()[1]) for s in self._sockets)
+        return tuple(int(s.getsockname()[1]) for s in self._tcp)
 
     @property
     def port(self) -> int:
@@ -123,6 +168,11 @@ class HttpServer:
     def close(self) -> None:
         for sock in self._sockets:
             sock.close()
+        if self._unix is not None and self._unix.is_socket():
+            # An agent that gave up root may not remove root's socket: it stays, and the
+            # next start replaces it.
+            with contextlib.suppress(OSError):
+                self._unix.unlink(missing_ok=True)
 
     async def run(self) -> None:
         """Serve until cancelled; then stop accepting, and close within a few seconds."""

@@ -52,14 +52,15 @@ from controller.core.decisions import Decision
 from controller.runtime.cycle_trigger import Trigger
 from controller.runtime.endpoints import Health, probe_routes
 from controller.runtime.health_inputs import HealthConfig, build_inputs
-from controller.runtime.http_app import make_app
-from controller.runtime.http_server import HttpServer, TlsFiles
+from controller.runtime.http_server import TlsFiles
 from controller.runtime.lease_keeper import LeaseConfig, LeaseKeeper, fenced
+from controller.runtime.listeners import login_url, make_listeners
 from controller.runtime.liveness import LivenessGatherer
 from controller.runtime.metrics import Metrics
-from controller.runtime.pause_hook import pausing
+from controller.runtime.plaintext import plaintext_secrets
 from controller.runtime.policy_source import PolicySource
 from controller.runtime.reconciler import CycleResult, Reconciler
+from controller.runtime.report_limits import ReportLimits
 from controller.runtime.tracing import (
     DecisionLog,
     Exporter,
@@ -67,6 +68,7 @@ from controller.runtime.tracing import (
     get_tracer,
     make_tracer_provider,
 )
+from controller.runtime.ui_access import UiAccess
 from controller.runtime.watcher import EventWatcher
 from controller.runtime.web_view import WebView, role_of
 from controller.runtime.webhook import HealthApi
@@ -95,6 +97,10 @@ class RunConfig:
     health: HealthConfig | None = None  # webhook, placement plugins, node agents
     tls: TlsFiles | None = None  # the HTTP server's certificate (and client CA)
     ui: bool = True  # the web view at /ui
+    ui_token: str | None = None  # None: one is made at start, and its login link said
+    ui_hosts: tuple[str, ...] = ()  # host names the view answers to, beyond IP addresses
+    # The container healthcheck's own listener (a unix socket no network client reaches).
+    probe_socket: Path | None = None
     trace_url: str | None = None  # a trace in the OTLP backend's UI, {trace_id} in it
 
 
@@ -156,28 +162,55 @@ class Controller:
             policy, self.lease, agents=self._agents_reporting, plugin_failures=self._plugin_failures
         )
         self.health = Health(started=time.monotonic(), loop_beat=time.monotonic(), lease=self.lease)
-        self.view = WebView(trace_url=config.trace_url, clock=clock) if config.ui else None
+        self.view = (
+            WebView(
+                UiAccess.configured(
+                    token=config.ui_token,
+                    hosts=config.ui_hosts,
+                    tls=config.tls is not None,
+                    mutual_tls=config.tls is not None and config.tls.client_ca is not None,
+                ),
+                trace_url=config.trace_url,
+                clock=clock,
+            )
+            if config.ui
+            else None
+        )
         # Bound now, so a taken port or a bad certificate fails the start at once.
-        self.server = self._make_server()
-
-    def _make_server(self) -> HttpServer | None:
-        """One server for everything HTTP, on the --http address and, for stacks that
-        post health to their own port, the webhook's (the same app on both)."""
-        health = self.config.health
-        addresses = [
-            a for a in (self.config.http, health.webhook if health else None) if a is not None
-        ]
-        if not addresses:
-            return None
-        routes = probe_routes(self.health, self.metrics, token=self.config.metrics_token)
         webhook = self._make_webhook()
-        if webhook is not None:
-            routes += webhook.routes()
-        if self.view is not None:
-            routes += self.view.routes()
-        app = make_app(routes, home="/ui" if self.view is not None else None)
-        on_stop = self.view.close if self.view is not None else lambda: None
-        return HttpServer(addresses, app, tls=self.config.tls, on_stop=on_stop)
+        self.listeners = make_listeners(
+            http=config.http,
+            webhook_address=config.health.webhook if config.health else None,
+            probe_socket=config.probe_socket,
+            probes=probe_routes(self.health, self.metrics, token=config.metrics_token),
+            webhook=webhook.routes() if webhook is not None else (),
+            view=self.view,
+            tls=config.tls,
+        )
+        self.server = self.listeners.main
+        self.probe_server = self.listeners.probe
+
+    def _warn_plaintext(self) -> None:
+        config = self.config
+        for sentence in plaintext_secrets(
+            http=config.http,
+            tls=config.tls is not None,
+            metrics_token=config.metrics_token is not None,
+            ui=config.ui,
+            mutual_tls=config.tls is not None and config.tls.client_ca is not None,
+            health=config.health,
+        ):
+            log.warning("%s", sentence)  # stderr, where a person looks for trouble
+            self.say(f"warning: {sentence}")
+
+    def _announce_login(self) -> None:
+        """A token the controller made itself is said once, as the link to log in with."""
+        view = self.view
+        if view is None or view.access.token is None or self.config.ui_token is not None:
+            return
+        url = login_url(self.listeners, token=view.access.token, tls=self.config.tls is not None)
+        if url is not None:
+            self.say(f"web view: no --ui-token-file given, log in at {url}")
 
     def _make_liveness(self) -> LivenessGatherer:
         health = self.config.health or HealthConfig()
@@ -231,6 +264,12 @@ class Controller:
             max_body=health.webhook_max_body,
             role=lambda: "leader" if self.lease is None or self.lease.holds() else "standby",
             on_result=lambda result: self.metrics.webhook_reports.labels(result).inc(),
+            limits=ReportLimits(
+                escalations=health.webhook_escalations,
+                escalation_seconds=health.webhook_escalation_seconds,
+                replay_seconds=health.webhook_replay_seconds,
+            ),
+            say=self.say,
         )
 
     def _discover_agents(self, service: str, port: int, scheme: str) -> dict[str, str]:
@@ -286,6 +325,10 @@ class Controller:
         executor = self._executor(client) if self._executor else docker_executor(client, fence)
         if lease is not None:
             executor = fenced(executor, lease.fence)
+        try:  # the production image leaves this test hook out (deploy/Dockerfile)
+            from controller.runtime.pause_hook import pausing  # noqa: PLC0415
+        except ImportError:
+            return executor
         return pausing(executor, self._planned, self.say)
 
     def _planned(self) -> tuple[Decision, ...]:
@@ -303,8 +346,10 @@ class Controller:
                     # Probes answer from the start, also while the engine is still away.
                     tg.start_soon(self._heartbeat)
                     # The webhook too: until the first observation it answers 503.
-                    if self.server is not None:
-                        tg.start_soon(self.server.run)
+                    for server in self.listeners.all():
+                        tg.start_soon(server.run)
+                    self._announce_login()
+                    self._warn_plaintext()
                     await self._run()
                     tg.cancel_scope.cancel()
         except BaseExceptionGroup as group:
@@ -332,7 +377,7 @@ class Controller:
         """One line of what runs, how and where, before the first cycle."""
         config, lease = self.config, self.config.lease
         scheme = "https" if config.tls is not None else "http"
-        listen = self.server.addresses if self.server is not None else ()
+        listen = self.listeners.addresses()
         self._decision_log.started(
             {
                 "version": __version__,

@@ -4,7 +4,8 @@
 executed an action whose decision outcome is `preempt` (likewise `restore`, `surge`,
 `trim`, ...). The process stays alive with the rest of the cycle unwritten, so a crash
 test can SIGKILL it exactly between two writes of one operation. Unset, the executor is
-returned as it is: production code has no pause in it.
+returned as it is. The production image does not carry this module at all
+(deploy/Dockerfile deletes it, and the loop goes without it).
 """
 
 from __future__ import annotations

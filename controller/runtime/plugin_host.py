@@ -222,6 +222,10 @@ class PluginHost:
             except PluginError as exc:
                 self._down(state, str(exc), unavailable)
                 continue
+            except Exception as exc:  # a plugin's answer must never end the controller
+                log.error("placement plugin %s: unexpected failure", name, exc_info=exc)
+                self._down(state, f"unexpected failure: {exc!r}", unavailable)
+                continue
             state.active, state.failed_at, state.problem = answer.implements, None, ""
             if answer.implements:
                 answers.append((name, answer))

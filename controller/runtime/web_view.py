@@ -4,7 +4,9 @@ The page (runtime/ui/) is plain HTML, CSS and JavaScript shipped in the package:
 and no build step, so it works on an air-gapped swarm. It reads `/ui/state` once, then
 `/ui/events` (server-sent events) pushes the new state after every cycle; the page never
 reloads. The document is built only when someone looks (view_document.py), once per
-cycle however many pages are open, and off the event loop.
+cycle however many pages are open, and off the event loop. Only a logged-in browser, at
+an allowed host name, gets the page and its data (ui_access.py); the script and style
+sheet, which hold no data, are served to the login page too.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from starlette.routing import Route
 from controller.policy import Policy
 from controller.runtime.http_replies import problem
 from controller.runtime.reconciler import CycleResult
+from controller.runtime.ui_access import UiAccess
 from controller.runtime.view_document import Logged, view_document
 
 TIMELINE = 500  # decisions the timeline keeps
@@ -55,7 +58,14 @@ class _Cycle:
 
 
 class WebView:
-    def __init__(self, *, trace_url: str | None = None, clock: Callable[[], float] = time.time):
+    def __init__(
+        self,
+        access: UiAccess,
+        *,
+        trace_url: str | None = None,
+        clock: Callable[[], float] = time.time,
+    ):
+        self.access = access
         self._trace_url = trace_url
         self._clock = clock
         self._timeline: deque[Logged] = deque(maxlen=TIMELINE)
@@ -112,20 +122,34 @@ class WebView:
             Route("/ui/", self._static, methods=["GET", "HEAD"]),
             Route("/ui/state", self._state, methods=["GET", "HEAD"]),
             Route("/ui/events", self._events, methods=["GET"]),
+            *self.access.routes(),
         ]
 
     async def _static(self, request: Request) -> Response:
-        name, media = STATIC.get(request.url.path.rstrip("/"), STATIC["/ui"])
+        path = request.url.path.rstrip("/")
+        if path == "/ui":
+            refused = self.access.refusal(request, page=True)
+        elif not self.access.host_allowed(request.headers.get("host")):
+            refused = self.access.refusal(request)
+        else:
+            refused = None  # the script and styles hold no data; the login page uses them
+        if refused is not None:
+            return refused
+        name, media = STATIC.get(path, STATIC["/ui"])
         body = resources.files("controller.runtime").joinpath("ui", name).read_bytes()
         return Response(body, media_type=media, headers=SECURITY_HEADERS)
 
     async def _state(self, request: Request) -> Response:
+        if (refused := self.access.refusal(request)) is not None:
+            return refused
         body = await self.state()
         if body is None:
             return problem(503, "no cycle has completed yet: try again in a moment")
         return Response(body, media_type="application/json", headers={"Cache-Control": "no-store"})
 
     async def _events(self, request: Request) -> Response:
+        if (refused := self.access.refusal(request)) is not None:
+            return refused
         if self._streams >= MAX_STREAMS:
             return problem(503, f"{MAX_STREAMS} views are open already")
         return StreamingResponse(

@@ -15,7 +15,12 @@ import anyio
 import pytest
 import requests
 
-from controller.adapters.agent_client import AgentError, addresses_from_tasks, discover_agents
+from controller.adapters.agent_client import (
+    AgentError,
+    addresses_from_tasks,
+    discover_agents,
+    report_from,
+)
 from controller.adapters.agent_probe import (
     ContainerUsage,
     EventReader,
@@ -202,7 +207,7 @@ SNAP = snapshot([node(1, manager=True), node(2)], [])
 
 
 def test_the_collector_reads_usage_and_events(fake: FakeAgent) -> None:
-    collector = AgentCollector(secret="s", addresses=[fake.url], clock=lambda: 1000.0)
+    collector = AgentCollector(secret="s", addresses={fake.url: "node-2"}, clock=lambda: 1000.0)
     collector.poll_once()
     got = collector.inputs(SNAP, 1001.0)
     assert got.usage == {"n2": NodeUsage(cpu=0.5, memory=0.25)}
@@ -213,7 +218,7 @@ def test_the_collector_reads_usage_and_events(fake: FakeAgent) -> None:
 def test_a_lost_agent_is_reported_once_its_report_is_stale(fake: FakeAgent) -> None:
     now = [1000.0]
     collector = AgentCollector(
-        secret="s", addresses=[fake.url], interval=1, timeout=1, clock=lambda: now[0]
+        secret="s", addresses={fake.url: "node-2"}, interval=1, timeout=1, clock=lambda: now[0]
     )
     collector.poll_once()
     fake.stop()
@@ -242,7 +247,9 @@ def test_a_lost_agent_is_reported_once_its_report_is_stale(fake: FakeAgent) -> N
 def test_bad_reports_make_an_agent_unavailable(answer: Any, secret: str, says: str) -> None:
     agent = FakeAgent(answer)
     try:
-        collector = AgentCollector(secret=secret, addresses=[agent.url], clock=lambda: 0.0)
+        collector = AgentCollector(
+            secret=secret, addresses={agent.url: "node-2"}, clock=lambda: 0.0
+        )
         collector.poll_once()
         got = collector.inputs(SNAP, 0.0)
         assert got.usage == {} and len(got.unavailable) == 1
@@ -254,7 +261,7 @@ def test_bad_reports_make_an_agent_unavailable(answer: Any, secret: str, says: s
 def test_reports_of_nodes_not_in_the_swarm_are_ignored() -> None:
     agent = FakeAgent({**REPORT, "node_id": "elsewhere"})
     try:
-        collector = AgentCollector(secret="s", addresses=[agent.url], clock=lambda: 0.0)
+        collector = AgentCollector(secret="s", addresses={agent.url: "node-2"}, clock=lambda: 0.0)
         collector.poll_once()
         assert collector.inputs(SNAP, 0.0).usage == {}
     finally:
@@ -276,6 +283,32 @@ def test_a_discovered_agent_is_believed_only_for_the_node_its_task_runs_on(
     if not believed:
         (status,) = got.unavailable
         assert "reports for node n2 but its task runs on node n1" in status.problem
+
+
+@pytest.mark.parametrize(
+    ("listed", "believed"), [("node-2", True), ("n2", True), ("node-1", False)]
+)
+def test_a_listed_agent_is_believed_only_for_the_node_it_is_listed_with(
+    fake: FakeAgent, listed: str, believed: bool
+) -> None:
+    # The report says node n2 (node-2); the operator listed the agent for `listed`.
+    collector = AgentCollector(secret="s", addresses={fake.url: listed}, clock=lambda: 1000.0)
+    collector.poll_once()
+    got = collector.inputs(SNAP, 1001.0)
+    assert bool(got.usage) is believed and bool(got.events) is believed
+    assert bool(collector.vantage_points()) is believed
+    if not believed:
+        (status,) = got.unavailable
+        assert "reports for node n2 but is listed for node node-1: not believed" in status.problem
+
+
+@pytest.mark.parametrize("at", [float("nan"), float("inf")])
+def test_a_report_whose_times_are_not_numbers_is_refused(at: float) -> None:
+    with pytest.raises(AgentError, match="at"):
+        report_from({**REPORT, "at": at})
+    event = {"task": "t", "service": "s", "kind": "died", "at": at}
+    with pytest.raises(AgentError, match=r"events\.0\.at"):
+        report_from({**REPORT, "events": [event]})
 
 
 class _ElectingManager:

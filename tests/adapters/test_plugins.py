@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import socket
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -206,3 +207,40 @@ def test_other_docker_plugins_are_left_alone(tmp_path: Path) -> None:
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_the_reference_plugin_listens_on_loopback_only(tmp_path: Path) -> None:
+    """It asks no credential: over TCP it answers this machine only."""
+    topology = tmp_path / "topology.json"
+    topology.write_text(json.dumps(TOPOLOGY))
+    with pytest.raises(ValueError, match="loopback only"):
+        make_server(topology, listen=("0.0.0.0", 0))
+    server = make_server(topology, listen=("127.0.0.1", 0))
+    server.server_close()
+
+
+@pytest.mark.parametrize(
+    ("headers", "body", "says"),
+    [
+        ("Content-Length: -1\r\n", b"", b"Content-Length must be a length"),
+        ("Content-Length: many\r\n", b"", b"Content-Length must be a length"),
+        ("Content-Length: 20000\r\n", b"[" * 10_000 + b"]" * 10_000, b"request is not JSON"),
+    ],
+)
+def test_the_reference_plugin_refuses_a_lying_length_or_a_deep_body(
+    tmp_path: Path, headers: str, body: bytes, says: bytes
+) -> None:
+    served = Served(tmp_path, TOPOLOGY)
+    try:
+        with socket.socket(socket.AF_UNIX) as sock:
+            sock.settimeout(5)  # a negative length read to the end: no answer, ever
+            sock.connect(str(served.socket))
+            sock.sendall(
+                f"POST /PlacementDriver.Filter HTTP/1.1\r\nHost: x\r\n{headers}\r\n".encode() + body
+            )
+            answer = b""
+            while chunk := sock.recv(4096):  # HTTP/1.0: the answer ends with the connection
+                answer += chunk
+        assert answer.startswith(b"HTTP/1.0 400") and says in answer
+    finally:
+        served.stop()

@@ -80,6 +80,10 @@ def _errors(tmp_path: Path, content: str) -> list[str]:
 
 def test_bad_files_name_the_entry_and_the_field(tmp_path: Path) -> None:
     assert _errors(tmp_path, '{"format": ') == ["FILE:1:12: not JSON: Expecting value"]
+    # Python's json recurses per level: a crafted file is an error, not a RecursionError.
+    assert _errors(tmp_path, '{"nodes": ' + "[" * 5000) == [
+        "FILE: nested deeper than 64: not a snapshot"
+    ]
     assert _errors(tmp_path, "[]") == ["FILE: expected a JSON object, found list"]
     wrong = _errors(tmp_path, json.dumps({"format": "x"}))
     assert wrong[0].startswith("FILE: format is 'x'; expected 'swarm-placement/snapshot-v1'")

@@ -30,14 +30,15 @@ def test_everything_asked(tmp_path: Path) -> None:
         "--plugin-dirs",
         f"{tmp_path}:/nowhere",
         "--agents",
-        "http://a:9810, http://b:9810",
+        "node-1=http://a:9810, n2=http://b:9810",
         "--agent-secret-file",
         str(tmp_path / "secret"),
     )
     assert config.webhook == ("127.0.0.1", 9465) and config.webhook_token == "tok"
     assert config.plugin_dirs == (str(tmp_path), "/nowhere")
     assert config.plugin_deadline == 1.0, "one deadline for all plugins, 1 s by default"
-    assert config.agents == ("http://a:9810", "http://b:9810") and config.agent_secret == "sec"
+    assert config.agents == (("node-1", "http://a:9810"), ("n2", "http://b:9810"))
+    assert config.agent_secret == "sec"
 
 
 @pytest.mark.parametrize(
@@ -46,7 +47,8 @@ def test_everything_asked(tmp_path: Path) -> None:
         (["--health-listen", ":9465"], "needs --health-token-file"),
         (["--health-listen", "nine", "--health-token-file", "/x"], "invalid address"),
         (["--health-listen", ":9465", "--health-token-file", "/nonexistent"], "cannot read"),
-        (["--agents", "http://a:1"], "needs --agent-secret-file"),
+        (["--agents", "node-1=http://a:1"], "needs --agent-secret-file"),
+        (["--agents", "http://a:1"], "names no node: list each agent as NODE=URL"),
         (["--agent-service", "agents"], "needs --agent-secret-file"),
         (["--plugins", "--plugin-timeout", "0"], "above 0"),
         (["--plugins", "--plugin-deadline", "0"], "--plugin-deadline must be above 0"),
@@ -55,6 +57,17 @@ def test_everything_asked(tmp_path: Path) -> None:
 def test_wrong_options_are_refused(argv: list[str], says: str) -> None:
     with pytest.raises(ValueError, match=says):
         _config(*argv)
+
+
+def test_a_plain_http_agent_is_refused_when_the_agents_have_a_ca(tmp_path: Path) -> None:
+    (tmp_path / "secret").write_text("sec")
+    (tmp_path / "ca.pem").write_text("a CA")
+    with pytest.raises(ValueError, match="lists http://b:9810: the agents' secret would go in"):
+        _config(
+            "--agents", "node-1=https://a:9810,node-2=http://b:9810",
+            "--agent-secret-file", str(tmp_path / "secret"),
+            "--agent-ca-file", str(tmp_path / "ca.pem"),
+        )  # fmt: skip
 
 
 def test_run_reports_them_as_usage_errors(capsys: pytest.CaptureFixture[str]) -> None:

@@ -16,6 +16,7 @@ from ruamel.yaml import YAML
 
 from controller.adapters.policy_file import load_policy_file
 from controller.cli.main import build_parser
+from controller.runtime.endpoints import LOOP_STALE_SECONDS
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -77,6 +78,7 @@ def test_every_variable_the_stack_sets_is_an_option_of_run(
     assert str(args.health_token_file) == env["PLACEMENT_HEALTH_TOKEN_FILE"]
     targets = {f"/run/secrets/{s['target']}" for s in controller["secrets"]}
     assert env["PLACEMENT_HEALTH_TOKEN_FILE"] in targets
+    assert str(args.ui_token_file) == env["PLACEMENT_UI_TOKEN_FILE"] in targets
 
 
 def test_an_agent_on_every_node_reachable_by_the_controllers(
@@ -89,8 +91,8 @@ def test_an_agent_on_every_node_reachable_by_the_controllers(
     assert set(agent["networks"]) & set(controller["networks"])
     env = agent["environment"]
     port = env["PLACEMENT_AGENT_LISTEN"].rsplit(":", 1)[1]
-    assert agent["healthcheck"]["test"][-1] == f":{port}"
-    (secret,) = agent["secrets"]
+    assert port == "9810"
+    [secret] = [s for s in agent["secrets"] if s["source"] == "agent-secret"]
     assert env["PLACEMENT_AGENT_SECRET_FILE"] == f"/run/secrets/{secret['target']}"
     assert secret["source"] in {s["source"] for s in controller["secrets"]}
     assert controller["environment"]["PLACEMENT_AGENT_SERVICE"].endswith("_agent")
@@ -100,6 +102,7 @@ def test_an_agent_on_every_node_reachable_by_the_controllers(
     assert args.listen == env["PLACEMENT_AGENT_LISTEN"]
     assert str(args.secret_file) == env["PLACEMENT_AGENT_SECRET_FILE"]
     assert args.usage == "host" and str(args.proc) == env["PLACEMENT_AGENT_PROC"]
+    assert args.docker_proxy, "the agent reaches Docker read-only, and not as root"
 
 
 def test_the_stacks_network_is_encrypted() -> None:
@@ -134,3 +137,56 @@ def test_the_dockerfile_takes_its_base_as_an_argument_and_probes_with_a_real_scr
     assert len(re.findall(r"^FROM \$\{BASE\}", text, re.MULTILINE)) == 2, "multi-stage"
     scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
     assert "swarm-placement-probe" in scripts and "swarm-placement-probe" in text
+
+
+def test_the_healthchecks_ask_a_unix_socket_no_network_client_reaches(
+    controller: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    text = (ROOT / "deploy" / "Dockerfile").read_text()
+    found = re.search(r"PLACEMENT_PROBE_SOCKET=(\S+)", text)
+    assert found is not None, "the image names the probe socket"
+    agent = _load("compose.yaml")["services"]["agent"]
+    for service in (controller, agent):
+        # No address given: the probe asks the socket the image names (cli/healthcheck.py).
+        assert service["healthcheck"]["test"] == ["CMD", "swarm-placement-probe", "healthz"]
+        # It fails when the process is stuck (no tick for LOOP_STALE_SECONDS), not when a
+        # loaded node is slow to start the check itself.
+        timeout = float(service["healthcheck"]["timeout"].removesuffix("s"))
+        assert timeout >= LOOP_STALE_SECONDS, service["healthcheck"]
+        monkeypatch.setenv("PLACEMENT_PROBE_SOCKET", found.group(1))
+        args = build_parser().parse_args(service["command"])
+        assert str(args.probe_socket) == found.group(1)
+
+
+def test_the_stack_speaks_only_tls_with_certificates_as_secrets(
+    controller: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every token and the agents' secret would otherwise cross the network in clear."""
+    stack = _load("compose.yaml")
+    agent = stack["services"]["agent"]
+    for service in (controller, agent):
+        env = {
+            k: re.sub(r"\$\{[A-Z_]+:-([^}]*)\}", r"\1", v)
+            for k, v in service["environment"].items()
+        }
+        mounted = {f"/run/secrets/{s['target']}": s["source"] for s in service["secrets"]}
+        for key in ("PLACEMENT_TLS_CERT_FILE", "PLACEMENT_TLS_KEY_FILE"):
+            assert mounted[env[key]] in stack["secrets"], (key, service["command"])
+        for key, value in env.items():
+            monkeypatch.setenv(key, value)
+        args = build_parser().parse_args(service["command"])
+        assert args.tls_cert_file is not None and args.tls_key_file is not None
+    env = controller["environment"]
+    assert env["PLACEMENT_AGENT_CA_FILE"] in {
+        f"/run/secrets/{s['target']}" for s in controller["secrets"]
+    }, "the controllers reach the agents over https:// and believe only the stack's CA"
+    collector = _load("deploy/otel-collector.yaml")["receivers"]["prometheus"]["config"]
+    assert collector["scrape_configs"][0]["scheme"] == "https"
+
+
+def test_nothing_without_a_credential_is_published_on_the_nodes() -> None:
+    """A published port answers on every node of the swarm (the routing mesh): Jaeger's
+    UI, which asks no credential and shows every decision, was one."""
+    for name in ("compose.yaml", "compose.otel.yaml"):
+        for service, spec in _load(name)["services"].items():
+            assert "ports" not in spec, (name, service)

@@ -46,6 +46,7 @@ class ControllerThread:
         lease_store: Callable[[], LeaseStore] | None = None,
         health: HealthConfig | None = None,
         http: tuple[str, int] | None = None,
+        ui_token: str | None = None,
     ) -> None:
         self.out = io.StringIO()
         self.docker_host = docker_host
@@ -66,6 +67,7 @@ class ControllerThread:
                 lease=lease,
                 health=health,
                 http=http,
+                ui_token=ui_token,
             ),
             PolicySource(policy),
             out=self.out,

@@ -29,6 +29,7 @@ from typing import Any
 
 import docker
 import pytest
+import trustme
 from prometheus_client.parser import text_string_to_metric_families
 from ruamel.yaml import YAML
 
@@ -45,6 +46,12 @@ CONTROLLER = f"{STACK}_controller"
 LEASE = f"{CONTROLLER}-lease"  # compose.yaml: PLACEMENT_LEASE_NAME
 TOKEN = "metrics-token-for-the-test"
 LIFETIME = 6
+# As docs/operations-deploy.md makes it: the names the stack's clients use.
+CERTIFICATE_NAMES = ("controller", "tasks.controller", "localhost", "127.0.0.1")
+# Inside a controller's container: the stack's CA, to speak TLS to its own ports.
+IN_CONTAINER_TLS = (
+    "import ssl\ncontext = ssl.create_default_context(cafile='/run/secrets/placement-tls-ca')\n"
+)
 POLICY = """\
 apiVersion: placement/v1
 defaults:
@@ -86,6 +93,13 @@ def stack(make_sandbox, tmp_path) -> Iterator[tuple[Sandbox, dict[str, str]]]:  
     client.secrets.create(name="placement-metrics-token", data=TOKEN.encode())
     client.secrets.create(name="placement-agent-secret", data=b"agent-secret-for-the-test")
     client.secrets.create(name="placement-health-token", data=b"health-token-for-the-test")
+    client.secrets.create(name="placement-ui-token", data=b"ui-token-for-the-test")
+    # The stack speaks only TLS: one certificate for the controllers and the agents.
+    ca = trustme.CA()
+    cert = ca.issue_cert(*CERTIFICATE_NAMES)
+    client.secrets.create(name="placement-tls-cert", data=cert.cert_chain_pems[0].bytes())
+    client.secrets.create(name="placement-tls-key", data=cert.private_key_pem.bytes())
+    client.secrets.create(name="placement-tls-ca", data=ca.cert_pem.bytes())
     client.close()
     yield sandbox, env
 
@@ -201,8 +215,10 @@ def _metrics(sandbox: Sandbox, lease: Lease) -> dict[str, float]:
         container = client.containers.get(task)
         code, out = container.exec_run(
             ["python3", "-c",
-             "import urllib.request as u; r = u.Request('http://127.0.0.1:9464/metrics', "
-             f"headers={{'Authorization': 'Bearer {TOKEN}'}}); print(u.urlopen(r).read().decode())"]
+             IN_CONTAINER_TLS +
+             "import urllib.request as u; r = u.Request('https://127.0.0.1:9464/metrics', "
+             f"headers={{'Authorization': 'Bearer {TOKEN}'}}); "
+             "print(u.urlopen(r, context=context).read().decode())"]
         )  # fmt: skip
     finally:
         client.close()
@@ -222,11 +238,12 @@ def _post_health(sandbox: Sandbox, lease: Lease, body: dict[str, object]) -> dic
     try:
         code, out = client.containers.get(task).exec_run(
             ["python3", "-c",
+             IN_CONTAINER_TLS +
              "import json, sys, urllib.request as u\n"
              "token = open('/run/secrets/placement-health-token').read().strip()\n"
-             "r = u.Request('http://127.0.0.1:9465/v1/health', data=sys.argv[1].encode(), "
+             "r = u.Request('https://127.0.0.1:9465/v1/health', data=sys.argv[1].encode(), "
              "headers={'Authorization': 'Bearer ' + token, 'Content-Type': 'application/json'})\n"
-             "print(u.urlopen(r).read().decode())",
+             "print(u.urlopen(r, context=context).read().decode())",
              json.dumps(body)]
         )  # fmt: skip
     finally:
@@ -300,6 +317,56 @@ def _holder_log(
 def _lease_notes(sandbox: Sandbox, lease: Lease) -> list[str]:
     """What the holder's container said about the lease and the engine."""
     return _holder_log(sandbox, lease, ("lease:", "unreachable"))
+
+
+# As the agent's own user: the socket itself, then a write through the agent's proxy.
+AS_THE_AGENT = """
+import socket, sys
+try:
+    socket.socket(socket.AF_UNIX).connect("/var/run/docker.sock")
+    sys.exit("the agent's user opened the Docker socket")
+except PermissionError:
+    pass
+s = socket.socket(socket.AF_UNIX)
+s.connect("/run/swarm-placement/docker-read.sock")
+s.sendall(b"POST /v1.41/containers/create HTTP/1.1\\r\\nHost: x\\r\\n"
+          b"Content-Length: 2\\r\\n\\r\\n{}")
+print(s.recv(200).decode().splitlines()[0])
+"""
+
+
+def _agent_reads_docker_only(sandbox: Sandbox) -> None:
+    """The agent's process runs as user 65534, which can neither open the Docker socket
+    nor write through the agent's proxy (docs/operations-deploy.md)."""
+    client = sandbox.client()
+    try:
+        [task] = client.api.tasks(
+            filters={"service": f"{STACK}_agent", "desired-state": "running", "node": "node-4"}
+        )
+        node = next(n["Description"]["Hostname"] for n in client.api.nodes()
+                    if n["ID"] == task["NodeID"])  # fmt: skip
+    finally:
+        client.close()
+    engine = sandbox.client(node)
+    try:
+        container = engine.containers.get(task["Status"]["ContainerStatus"]["ContainerID"])
+        code, out = container.exec_run(["sh", "-c", "grep '^Uid:' /proc/1/status"])
+        assert code == 0 and out.decode().split()[1:3] == ["65534", "65534"], out
+        code, out = container.exec_run(["python3", "-c", AS_THE_AGENT], user="65534")
+    finally:
+        engine.close()
+    assert code == 0 and out.decode().strip() == "HTTP/1.1 403 Forbidden", out.decode()
+
+
+def _exec(sandbox: Sandbox, lease: Lease, command: list[str]) -> tuple[int, str]:
+    """Run a command in the holder's container: its exit code and output."""
+    task, node = lease.holder.rsplit("@", 1)
+    client = sandbox.client(node)
+    try:
+        code, out = client.containers.get(task).exec_run(command)
+    finally:
+        client.close()
+    return int(code), out.decode(errors="replace")
 
 
 def _signal_holder(sandbox: Sandbox, lease: Lease, signal: str) -> None:
@@ -408,13 +475,20 @@ def test_the_stack_places_fails_over_and_survives_its_leader(stack) -> None:  # 
     _service_stays_put_while_the_lease_renews(sandbox)
     nodes = {t["NodeID"] for t in tasks}
     assert len(tasks) == 2 and len(nodes) == 2, "two replicas on two managers"
-    # An agent on every node, and the leader collects from each of them.
-    wait_until(
-        lambda: _total(_metrics(sandbox, first), "placement_agents_reporting") == 4,
-        90,
-        "the leader to hear from the four agents",
-        interval=1.0,
-    )
+    with _explained(sandbox, first):
+        # An agent on every node, and the leader collects from each of them.
+        wait_until(
+            lambda: _total(_metrics(sandbox, first), "placement_agents_reporting") == 4,
+            90,
+            "the leader to hear from the four agents",
+            interval=1.0,
+        )
+        # The stack's defaults carry no secret in clear (the agents over https:// too).
+        assert not _holder_log(sandbox, first, ("in clear",)), _holder_log(sandbox, first)
+        # The crash tests' pause hook is not in the production image.
+        code, _ = _exec(sandbox, first, ["python3", "-c", "import controller.runtime.pause_hook"])
+        assert code != 0
+        _agent_reads_docker_only(sandbox)
 
     # Fillers make Swarm itself put db anywhere but on node-4, its preferred node.
     for i in range(2):

@@ -194,7 +194,7 @@ def test_losing_an_agent_is_not_a_node_failure(four, client, policy, tmp_path) -
     hosts = {n: four.docker_host(n) for n in four.nodes}
     with agents(hosts, secret, tmp_path) as running:
         health = HealthConfig(
-            agents=tuple(url for _, url in running.values()),
+            agents=tuple((host, url) for host, (_, url) in running.items()),
             agent_secret=SECRET,
             agent_interval=1.0,
             agent_timeout=1.0,

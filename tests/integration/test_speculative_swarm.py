@@ -333,7 +333,7 @@ def agents_and_controller(sandbox: Sandbox, tmp_path, on: str = "node-1") -> Ite
             str(policy),
             "--liveness",
             "--agents",
-            ",".join(agents.values()),
+            ",".join(f"{host}={url}" for host, url in agents.items()),
             "--agent-secret-file",
             str(secret),
             "--agent-interval",

@@ -111,9 +111,12 @@ def test_the_page_shows_a_node_going_down_and_its_task_moving_without_a_reload(
         "uiweb", replicas=3, labels={"placement.managed": "true", "placement.spread": "rack"}
     )
     port = _free_port()
-    with ControllerThread(swarm.manager_host, policy=policy, http=("127.0.0.1", port)) as ctl:
+    token = "web-view-token"
+    with ControllerThread(
+        swarm.manager_host, policy=policy, http=("127.0.0.1", port), ui_token=token
+    ) as ctl:
         wait_until(lambda: running_by_node(client, db) == {"node-3": 1}, 60, "db on node-3")
-        browser.get(f"http://127.0.0.1:{port}/ui")
+        browser.get(f"http://127.0.0.1:{port}/ui/login?token={token}")  # on to /ui
         # The page re-renders on every pushed cycle: an element read mid-render is gone,
         # or there but not laid out yet (not interactable).
         wait = WebDriverWait(

@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import http.client
 import json
+import socket
+import tomllib
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from importlib.metadata import version
+from pathlib import Path
 
 import pytest
+from packaging.requirements import Requirement
 
 from controller.runtime.endpoints import CYCLE_STUCK_SECONDS, Health, probe_routes
 from controller.runtime.http_app import make_app
@@ -101,3 +107,24 @@ def test_addresses(text: str, expected: tuple[str, int]) -> None:
 def test_a_bad_address_says_what_is_expected() -> None:
     with pytest.raises(ValueError, match="HOST:PORT"):
         parse_address("localhost")
+
+
+def test_headers_past_16_kib_are_refused_by_h11_at_a_version_that_is_pinned(served) -> None:  # type: ignore[no-untyped-def]
+    """The header limit is h11's (uvicorn's h11 protocol, always): headers still arriving
+    are buffered up to 16 KiB. The project pins an h11 with the chunked-body leniency of
+    versions before 0.16 fixed (request smuggling)."""
+    url, _, _ = served
+    port = int(url.rsplit(":", 1)[1])
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+    try:
+        conn.request("GET", "/healthz", headers={"X-Filler": "x" * 8 * 1024})
+        assert conn.getresponse().status == 200
+    finally:
+        conn.close()
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+        sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Filler: " + b"x" * 20 * 1024)
+        assert sock.recv(64).startswith(b"HTTP/1.1 400 ")  # h11's "too long", 431 meant
+    project = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())
+    [h11] = [Requirement(r) for r in project["project"]["dependencies"] if r.startswith("h11")]
+    assert "0.15.0" not in h11.specifier and "0.16.0" in h11.specifier
+    assert version("h11") in h11.specifier

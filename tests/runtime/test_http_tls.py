@@ -124,3 +124,36 @@ def test_the_container_probe_speaks_tls_when_the_server_does(
         if mutual:
             monkeypatch.setenv("PLACEMENT_TLS_CLIENT_CA_FILE", str(files.client_ca))
         assert probe.main(["healthz", address]) == 0
+
+
+def _handshake(port: int, ca: trustme.CA, ciphers: str) -> str:
+    """The cipher a TLS 1.2 client offering only `ciphers` gets, or the refusal."""
+    client = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ca.configure_trust(client)
+    client.maximum_version = ssl.TLSVersion.TLSv1_2
+    client.set_ciphers(ciphers)
+    try:
+        conn = http.client.HTTPSConnection("127.0.0.1", port, timeout=5, context=client)
+        conn.connect()
+    except ssl.SSLError as exc:
+        return f"refused: {exc.reason}"
+    cipher = conn.sock.cipher()  # type: ignore[union-attr]
+    conn.close()
+    return str(cipher[0])
+
+
+def test_tls_offers_only_key_exchanges_with_forward_secrecy(tmp_path: Path) -> None:
+    """With an RSA key, OpenSSL's defaults would also take RSA key transport, where a key
+    that leaks later opens every recorded session."""
+    rsa = trustme.CA(key_type=trustme.KeyType.RSA)
+    cert = rsa.issue_cert("127.0.0.1", key_type=trustme.KeyType.RSA)
+    cert.private_key_pem.write_to_path(str(tmp_path / "key.pem"))
+    cert.cert_chain_pems[0].write_to_path(str(tmp_path / "cert.pem"))
+    files = TlsFiles(tmp_path / "cert.pem", tmp_path / "key.pem")
+    server = HttpServer([("127.0.0.1", 0)], _app(), tls=files)  # type: ignore[arg-type]
+    with serving(server):
+        assert _handshake(server.port, rsa, "AES128-GCM-SHA256").startswith("refused")
+        assert _handshake(server.port, rsa, "AES256-SHA").startswith("refused")
+        assert _handshake(server.port, rsa, "ECDHE-RSA-AES128-GCM-SHA256") == (
+            "ECDHE-RSA-AES128-GCM-SHA256"
+        )

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 
-from controller.core.actions import SetReplicas
+from controller.core.actions import Action, SetReplicas
 from controller.core.decisions import Decision, Outcome
 from controller.runtime import pause_hook
+from controller.runtime.loop import Controller, RunConfig
+from controller.runtime.policy_source import PolicySource
 
 LOW = SetReplicas("s1", "low", 7, 4)
 HIGH = SetReplicas("s2", "high", 9, 2)
@@ -60,3 +64,16 @@ def test_unset_it_is_the_executor_itself(monkeypatch: pytest.MonkeyPatch) -> Non
     monkeypatch.delenv(pause_hook.PAUSE_ENV, raising=False)
     written: list[object] = []
     assert pause_hook.pausing(written.append, lambda: DECISIONS, print) == written.append
+
+
+def test_without_the_module_the_variable_does_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The production image leaves the hook out (deploy/Dockerfile): the controller then
+    writes through its executor as it is, whatever the environment says."""
+    monkeypatch.setenv(pause_hook.PAUSE_ENV, "preempt")
+    monkeypatch.setitem(sys.modules, "controller.runtime.pause_hook", None)  # not importable
+    written: list[Action] = []
+    controller = Controller(
+        RunConfig(), PolicySource(None), executor=lambda client: written.append,
+        handle_signals=False,
+    )  # fmt: skip
+    assert controller._writer(None) == written.append  # type: ignore[arg-type]

@@ -166,3 +166,51 @@ def test_a_cycle_never_waits_even_for_a_round_held_up_by_its_deadline(
     first, during, also = seen
     assert first.advice.answered == ("fast", "slow") and first.unavailable == ()
     assert during == first and also == first, "the last round's answers, at once"
+
+
+class Nesting:
+    """A PlacementDriver that answers the handshake, then every call with `[[[[...]]]]`."""
+
+    def __init__(self, path: Path, depth: int) -> None:
+        answer = b"[" * depth + b"]" * depth
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def address_string(self) -> str:
+                return "local"
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def do_POST(self) -> None:
+                self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                activate = json.dumps({"Implements": ["PlacementDriver"]}).encode()
+                body = activate if "Activate" in self.path else answer
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+        self.server = _Threaded(str(path), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_a_plugin_that_nests_its_answer_deep_is_down_and_the_others_are_heard(
+    tmp_path: Path,
+) -> None:
+    """Python's json recurses per level: 100 000 levels raised RecursionError, which went
+    past every `except ValueError` and ended the controller from the background round."""
+    fast = Served(tmp_path, TOPOLOGY, name="fast")
+    deep = Nesting(tmp_path / "deep.sock", 100_000)
+    (tmp_path / "spec.json").write_text('{"Addr": ' + "[" * 5000 + "]" * 5000 + "}")
+    try:
+        got = PluginHost([tmp_path], timeout=10, deadline=10, retry_after=0).ask(SNAP, now=0)
+    finally:
+        deep.stop()
+        fast.stop()
+    assert got.advice.answered == ("fast",) and len(got.advice.vetoes) == 3
+    [down] = got.unavailable
+    assert down.name == "deep" and "nested 100000 deep, over the 32 limit" in down.problem

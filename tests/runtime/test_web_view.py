@@ -1,4 +1,5 @@
-"""The web view's document, and /ui, /ui/state and /ui/events over real HTTP."""
+"""The web view's document, and /ui, /ui/state and /ui/events over real HTTP, logged in
+(tests/runtime/test_ui_access.py has the login and the refusals)."""
 
 from __future__ import annotations
 
@@ -22,11 +23,14 @@ from controller.policy import policy_from_data
 from controller.runtime.http_app import make_app
 from controller.runtime.http_server import HttpServer
 from controller.runtime.reconciler import CycleResult
+from controller.runtime.ui_access import UiAccess
 from controller.runtime.view_document import Logged, view_document
 from controller.runtime.web_view import WebView
 from tests.core.builders import MANAGED, node, running, service, snapshot
 
 NOW = 1_800_000_000.0
+TOKEN = "view-token"
+ACCESS = UiAccess(token=TOKEN, clock=lambda: NOW)
 POLICY = policy_from_data(
     {"apiVersion": "placement/v1", "nodes": {"fault-domains": {"rack": "rack"}}}
 )
@@ -140,10 +144,14 @@ class Served:
     def __init__(self, view: WebView, server: HttpServer, portal: Any) -> None:
         self.view, self.server, self.portal = view, server, portal
 
-    def get(self, path: str) -> tuple[int, dict[str, str], bytes]:
+    def get(
+        self, path: str, headers: dict[str, str] | None = None
+    ) -> tuple[int, dict[str, str], bytes]:
         conn = http.client.HTTPConnection("127.0.0.1", self.server.port, timeout=5)
         try:
-            conn.request("GET", path)
+            conn.request(
+                "GET", path, headers={"Authorization": f"Bearer {TOKEN}", **(headers or {})}
+            )
             reply = conn.getresponse()
             return reply.status, {k.lower(): v for k, v in reply.getheaders()}, reply.read()
         finally:
@@ -155,7 +163,7 @@ class Served:
 
 @pytest.fixture
 def served() -> Iterator[Served]:
-    view = WebView(clock=lambda: NOW)
+    view = WebView(ACCESS, clock=lambda: NOW)
     server = HttpServer([("127.0.0.1", 0)], make_app(view.routes(), home="/ui"))
     with anyio.from_thread.start_blocking_portal() as portal:
         running_ = portal.start_task_soon(server.run)
@@ -185,7 +193,7 @@ def test_the_state_waits_for_a_cycle_then_the_stream_pushes_every_cycle(served: 
     assert status == 200 and json.loads(body)["role"] == "leader"
 
     conn = http.client.HTTPConnection("127.0.0.1", served.server.port, timeout=10)
-    conn.request("GET", "/ui/events")
+    conn.request("GET", "/ui/events", headers={"Authorization": f"Bearer {TOKEN}"})
     reply = conn.getresponse()
     assert reply.status == 200 and reply.getheader("content-type", "").startswith(
         "text/event-stream"
@@ -217,7 +225,7 @@ def test_the_state_waits_for_a_cycle_then_the_stream_pushes_every_cycle(served: 
 
 
 def test_views_waking_on_the_same_cycle_share_one_build(monkeypatch: pytest.MonkeyPatch) -> None:
-    view = WebView(clock=lambda: NOW)
+    view = WebView(ACCESS, clock=lambda: NOW)
     built = []
     build = view._build
     monkeypatch.setattr(view, "_build", lambda *a: built.append(1) or build(*a))

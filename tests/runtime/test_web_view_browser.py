@@ -22,6 +22,7 @@ from selenium.webdriver.support.ui import Select, WebDriverWait
 
 from controller.runtime.http_app import make_app
 from controller.runtime.http_server import HttpServer
+from controller.runtime.ui_access import UiAccess
 from controller.runtime.web_view import WebView
 from tests.browser import chromium
 from tests.runtime.test_web_view import POLICY, _cycle
@@ -60,7 +61,7 @@ return worst.slice(0, 3);
 
 @pytest.fixture
 def page(tmp_path: Path) -> Iterator[Any]:
-    view = WebView()
+    view = WebView(UiAccess(token="browser-token"))
     server = HttpServer([("127.0.0.1", 0)], make_app(view.routes(), home="/ui"), on_stop=view.close)
     with anyio.from_thread.start_blocking_portal() as portal:
         serving = portal.start_task_soon(server.run)
@@ -68,6 +69,7 @@ def page(tmp_path: Path) -> Iterator[Any]:
         try:
             with chromium(tmp_path / "profile") as driver:
                 driver.execute_cdp_cmd("Emulation.setTimezoneOverride", {"timezoneId": VIEWER_ZONE})
+                driver.get(f"http://127.0.0.1:{server.port}/ui/login?token=browser-token")
                 driver.get(f"http://127.0.0.1:{server.port}/")  # / leads to /ui
                 WebDriverWait(driver, 30).until(
                     lambda d: d.find_elements(By.CSS_SELECTOR, 'article[data-node="node-3"]')

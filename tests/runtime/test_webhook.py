@@ -9,13 +9,15 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
 
 from controller.core.model import ClusterSnapshot, NodeState
 from controller.core.outside_inputs import HealthReport, HealthState
 from controller.runtime.health_store import HealthStore
 from controller.runtime.http_app import make_app
 from controller.runtime.http_server import HttpServer
-from controller.runtime.webhook import HealthApi
+from controller.runtime.webhook import HealthApi, _RequestError
+from tests.adapters.test_bounded_json import OUTSIDE_BYTES
 from tests.core.builders import node, snapshot
 from tests.runtime.serving import serving
 
@@ -24,7 +26,7 @@ NOW = 1000.0
 
 
 class Harness:
-    def __init__(self) -> None:
+    def __init__(self, max_body: int = 256) -> None:
         self.store = HealthStore()
         self.role = "leader"
         self.seen: list[HealthReport] = []
@@ -36,7 +38,7 @@ class Harness:
             latest=lambda: self.snapshot,
             on_report=self.seen.append,
             clock=lambda: NOW,
-            max_body=256,
+            max_body=max_body,
             role=lambda: self.role,
             on_result=self.results.append,
         )
@@ -212,3 +214,30 @@ def test_every_post_counts_once_by_its_result(hook: Harness) -> None:
     hook.snapshot = None
     hook.request("POST", GOOD)
     assert hook.results == ["accepted", "unauthorized", "unknown-node", "invalid", "not-ready"]
+
+
+def test_a_body_nested_thousands_deep_is_refused_not_a_server_error() -> None:
+    harness = Harness(max_body=16 * 1024)
+    with serving(harness.server):
+        status, answer, _ = harness.request("POST", raw=b"[" * 8000 + b"]" * 8000)
+    assert status == 400 and "nested 8000 deep, over the 32 limit" in answer["error"]
+    assert harness.results == ["invalid"] and not harness.seen
+
+
+FUZZED = HealthApi(
+    token=TOKEN,
+    store=HealthStore(),
+    latest=lambda: snapshot([node(1, manager=True), node(2)], []),
+    on_report=lambda report: None,
+    clock=lambda: NOW,
+    max_body=1 << 20,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(OUTSIDE_BYTES)
+def test_any_body_is_taken_or_refused_with_a_reason(raw: bytes) -> None:
+    try:
+        FUZZED.accept(raw)
+    except _RequestError as refused:
+        assert 400 <= refused.status < 500

@@ -306,9 +306,24 @@ function connect() {
     render(JSON.parse(event.data));
   });
   events.addEventListener("error", () => {
-    view.connected = false; // EventSource reconnects by itself
+    view.connected = false; // EventSource reconnects by itself, unless refused
     renderStatus(view.state);
+    if (events.readyState === EventSource.CLOSED) setTimeout(reconnect, 2000);
   });
+}
+
+// Refused, not cut: a session that ended goes back to the login, anything else retries.
+async function reconnect() {
+  try {
+    const reply = await fetch("/ui/state", { credentials: "same-origin" });
+    if (reply.status === 401) {
+      location.assign("/ui/login");
+      return;
+    }
+  } catch (_) {
+    // the controller is away: try again below
+  }
+  connect();
 }
 
 for (const kind of ["input", "change"])

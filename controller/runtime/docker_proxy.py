@@ -1,0 +1,167 @@
+"""The node agent's read-only window on the Docker socket: an allow-listed proxy.
+
+The agent needs the engine only to read: who the node is (`/info`), its containers
+(`/containers/json`, a container's `/stats`) and their events (`/events`). The socket
+itself lets whoever holds it start a privileged container, which is root on the node.
+With `swarm-placement agent --docker-proxy`, the agent starts this proxy as a process of
+its own, still root, and then gives up root itself: the network-facing process can then
+reach the engine only through the proxy, which forwards nothing but those reads.
+
+One request per connection, `GET` or `HEAD`, no body, a path from the list (with or
+without an API version); anything else is answered 403 and never reaches the engine.
+The request head is forwarded as received (with `Connection: close`), the engine's
+answer piped back until it ends: event streams included, nothing is parsed on the way
+back. Standard library only: a small process beside the agent.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import socket
+import socketserver
+import sys
+import threading
+from pathlib import Path
+
+MAX_HEAD = 16 * 1024
+HEAD_SECONDS = 10.0
+_ID = r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}"
+ALLOWED = re.compile(
+    rf"^(?:/v[0-9]{{1,2}}\.[0-9]{{1,3}})?"
+    rf"/(?:_ping|version|info|events|containers/json|containers/{_ID}/stats)"
+    r"(?:\?[A-Za-z0-9_.~%=&+\-]*)?$"
+)
+_METHODS = (b"GET", b"HEAD")
+
+
+def allowed(method: bytes, target: bytes) -> bool:
+    """Whether a request line's method and target are on the read-only list."""
+    try:
+        text = target.decode("ascii")
+    except UnicodeDecodeError:
+        return False
+    return method in _METHODS and ALLOWED.fullmatch(text) is not None
+
+
+def _refuse(conn: socket.socket, why: str) -> None:
+    body = f'{{"message": "refused by the agent\'s Docker proxy: {why}"}}\n'.encode()
+    head = (
+        "HTTP/1.1 403 Forbidden\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+    ).encode()
+    with contextlib.suppress(OSError):
+        conn.sendall(head + body)
+
+
+def _head(conn: socket.socket) -> bytes | None:
+    conn.settimeout(HEAD_SECONDS)
+    data = b""
+    while b"\r\n\r\n" not in data:
+        if len(data) > MAX_HEAD:
+            return None
+        chunk = conn.recv(4096)
+        if not chunk:
+            return None
+        data += chunk
+    return data
+
+
+def _checked(data: bytes) -> tuple[bytes | None, str]:
+    """The head to forward, or None and why not. Anything after the head is dropped:
+    a GET has no body, and one request is all a connection carries."""
+    head = data.split(b"\r\n\r\n", 1)[0]
+    lines = head.split(b"\r\n")
+    parts = lines[0].split(b" ")
+    if len(parts) != 3 or not parts[2].startswith(b"HTTP/1."):
+        return None, "not an HTTP/1 request"
+    if not allowed(parts[0], parts[1]):
+        return None, f"{parts[0].decode('latin-1')} {parts[1].decode('latin-1')[:100]}"
+    kept = [lines[0]]
+    for line in lines[1:]:
+        name = line.split(b":", 1)[0].strip().lower()
+        if name == b"content-length" and line.split(b":", 1)[1].strip() != b"0":
+            return None, "a request with a body"
+        if name == b"transfer-encoding":
+            return None, "a request with a body"
+        if name not in (b"connection", b"keep-alive"):
+            kept.append(line)
+    kept.append(b"Connection: close")
+    return b"\r\n".join(kept) + b"\r\n\r\n", ""
+
+
+class _Handler(socketserver.BaseRequestHandler):
+    upstream: str
+
+    def handle(self) -> None:
+        conn: socket.socket = self.request
+        try:
+            data = _head(conn)
+        except OSError:
+            return
+        if data is None:
+            _refuse(conn, "no whole request head")
+            return
+        head, why = _checked(data)
+        if head is None:
+            _refuse(conn, why)
+            return
+        conn.settimeout(None)
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as engine:
+            try:
+                engine.connect(self.upstream)
+                engine.sendall(head)
+                while chunk := engine.recv(65536):
+                    conn.sendall(chunk)
+            except OSError:
+                return
+
+
+class _Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+    daemon_threads = True
+
+
+def make_proxy(upstream: str, listen: Path) -> socketserver.BaseServer:
+    """Bound now; anyone who may open `listen` may read through it (mode 0666 in a
+    directory of its own): the agent, once it has given up root."""
+    listen.parent.mkdir(mode=0o755, parents=True, exist_ok=True)
+    if listen.is_socket():
+        listen.unlink()
+    handler = type("Handler", (_Handler,), {"upstream": upstream})
+    server = _Server(str(listen), handler)
+    listen.chmod(0o666)
+    return server
+
+
+def serve_until_stdin_closes(server: socketserver.BaseServer) -> None:
+    """Serve until the agent that started this process is gone (its end of our stdin
+    closes with it): a proxy never outlives its agent."""
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    with contextlib.suppress(OSError):
+        while os.read(sys.stdin.fileno(), 1):
+            pass
+    server.shutdown()
+    server.server_close()
+
+
+def give_up_root(uid: int, gid: int) -> None:
+    """From now on this process is `uid`: the Docker socket and the secrets (root's, mode
+    0400 or 0660) are out of its reach; what it opened before stays open."""
+    os.setgroups([])
+    os.setgid(gid)
+    os.setuid(uid)
+    if os.geteuid() == 0 or os.getuid() == 0:
+        raise RuntimeError("could not give up root")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m controller.runtime.docker_proxy UPSTREAM LISTEN`: the standard library
+    only, so that the process beside the agent stays small."""
+    upstream, listen = argv if argv is not None else sys.argv[1:]
+    serve_until_stdin_closes(make_proxy(upstream, Path(listen)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

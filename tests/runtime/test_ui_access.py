@@ -1,0 +1,140 @@
+"""The web view wants a login, answers only to allowed host names, and is served only on
+--http: over real HTTP on loopback (the browser tests show the same to a person)."""
+
+from __future__ import annotations
+
+import http.client
+import io
+from collections.abc import Iterator
+from pathlib import Path
+
+import anyio.from_thread
+import pytest
+
+from controller.runtime.health_inputs import HealthConfig
+from controller.runtime.http_app import make_app
+from controller.runtime.http_server import HttpServer
+from controller.runtime.loop import Controller, RunConfig
+from controller.runtime.policy_source import PolicySource
+from controller.runtime.ui_access import COOKIE, SESSION_SECONDS, UiAccess, host_of
+from controller.runtime.web_view import WebView
+from tests.runtime.serving import serving
+
+TOKEN = "the-view-token"
+
+
+class Clock:
+    now = 1_800_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _request(
+    port: int, method: str, path: str, headers: dict[str, str] | None = None, body: str = ""
+) -> tuple[int, dict[str, str], str]:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+    try:
+        conn.request(method, path, body=body or None, headers=headers or {})
+        reply = conn.getresponse()
+        found = {k.lower(): v for k, v in reply.getheaders()}
+        if found.get("content-type", "").startswith("text/event-stream"):
+            return reply.status, found, ""  # a stream open for good: its status is enough
+        return reply.status, found, reply.read().decode()
+    finally:
+        conn.close()
+
+
+@pytest.fixture
+def view() -> Iterator[tuple[int, Clock]]:
+    clock = Clock()
+    access = UiAccess(token=TOKEN, hosts=frozenset({"placement.example.com"}), clock=clock)
+    web = WebView(access)
+    with serving(HttpServer([("127.0.0.1", 0)], make_app(web.routes(), home="/ui"))) as server:
+        yield server.port, clock
+
+
+def test_without_a_login_the_view_gives_nothing_away(view: tuple[int, Clock]) -> None:
+    port, _ = view
+    status, headers, _ = _request(port, "GET", "/ui")
+    assert (status, headers["location"]) == (303, "/ui/login")
+    for path in ("/ui/state", "/ui/events"):
+        status, _, body = _request(port, "GET", path)
+        assert status == 401 and "log in at /ui/login" in body, path
+    assert _request(port, "GET", "/ui/state", {"Authorization": "Bearer guess"})[0] == 401
+    # The script and the styles hold no data: the login page uses them.
+    assert _request(port, "GET", "/ui/app.css")[0] == 200
+
+
+def test_the_token_is_exchanged_once_for_a_strict_session_cookie(view: tuple[int, Clock]) -> None:
+    port, clock = view
+    form = {"Content-Type": "application/x-www-form-urlencoded"}
+    status, _, body = _request(port, "POST", "/ui/login", form, "token=guess")
+    assert status == 401 and "Wrong token" in body
+    status, headers, _ = _request(port, "POST", "/ui/login", form, f"token={TOKEN}")
+    assert (status, headers["location"]) == (303, "/ui")
+    cookie = headers["set-cookie"]
+    for part in ("HttpOnly", "SameSite=strict", "Path=/ui", f"Max-Age={SESSION_SECONDS}"):
+        assert part in cookie, part
+    assert "Secure" not in cookie, "plain HTTP: a Secure cookie would never come back"
+    session = cookie.split(";")[0]
+    assert TOKEN not in session, "the cookie is a signed expiry, not the token"
+    status, _, body = _request(port, "GET", "/ui/state", {"Cookie": session})
+    assert status == 503 and "no cycle has completed yet" in body  # in, and nothing yet
+    assert _request(port, "GET", "/ui", {"Cookie": session})[0] == 200
+    # The link with the token logs in too, by a page that moves on to /ui by itself.
+    status, headers, body = _request(port, "GET", f"/ui/login?token={TOKEN}")
+    assert status == 200 and 'url=/ui"' in body and COOKIE in headers["set-cookie"]
+    # A session ends after its time, and one signed with another token is worth nothing.
+    clock.now += SESSION_SECONDS + 1
+    assert _request(port, "GET", "/ui/state", {"Cookie": session})[0] == 401
+    other = UiAccess(token="another", clock=clock).session()
+    assert _request(port, "GET", "/ui/state", {"Cookie": f"{COOKIE}={other}"})[0] == 401
+
+
+@pytest.mark.parametrize("path", ["/ui", "/ui/state", "/ui/events", "/ui/login", "/ui/app.js"])
+def test_a_host_name_not_allowed_is_refused_421(view: tuple[int, Clock], path: str) -> None:
+    port, _ = view
+    bearer = {"Authorization": f"Bearer {TOKEN}"}
+    status, _, body = _request(port, "GET", path, {**bearer, "Host": f"rebound.example:{port}"})
+    assert status == 421 and "--ui-hosts" in body
+    for allowed in ("placement.example.com", "localhost", f"127.0.0.1:{port}", "[::1]:9464"):
+        assert _request(port, "GET", path, {**bearer, "Host": allowed})[0] != 421, allowed
+
+
+def test_host_names_are_read_without_their_port() -> None:
+    assert host_of("Placement.Example.com:9464") == "placement.example.com"
+    assert host_of("[::1]:9464") == "::1"
+    assert host_of("10.0.0.5") == "10.0.0.5"
+
+
+def test_the_view_is_served_on_http_only_and_a_made_token_is_said(tmp_path: Path) -> None:
+    out = io.StringIO()
+    controller = Controller(
+        RunConfig(
+            http=("127.0.0.1", 0),
+            health=HealthConfig(webhook=("127.0.0.1", 0), webhook_token="hook"),
+        ),
+        PolicySource(None),
+        out=out,
+        handle_signals=False,
+    )
+    listeners = controller.listeners
+    assert listeners.main is not None and listeners.webhook is not None
+    with anyio.from_thread.start_blocking_portal() as portal:
+        tasks = [portal.start_task_soon(s.run) for s in listeners.all()]
+        try:
+            http_port, hook_port = listeners.main.port, listeners.webhook.port
+            assert _request(hook_port, "GET", "/ui")[0] == 404
+            assert _request(hook_port, "GET", "/ui/state")[0] == 404
+            assert _request(hook_port, "GET", "/healthz")[0] == 200
+            assert _request(hook_port, "GET", "/v1/health")[0] == 401, "the webhook is there"
+            assert _request(http_port, "GET", "/ui")[0] == 303
+            assert _request(http_port, "GET", "/v1/health")[0] == 401
+            controller._announce_login()
+        finally:
+            for task in tasks:
+                task.cancel()
+    assert controller.view is not None and controller.view.access.token
+    said = f"log in at http://127.0.0.1:{http_port}/ui/login?token={controller.view.access.token}"
+    assert said in out.getvalue()
