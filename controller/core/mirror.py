@@ -72,7 +72,8 @@ class ServiceCopy:
             body = json.loads(raw)
             labels = body["labels"]
             constraints = body["constraints"]
-        except (ValueError, TypeError, KeyError) as exc:
+        except (ValueError, TypeError, KeyError, RecursionError) as exc:
+            # RecursionError: a label nested deep enough to exhaust the parser's stack.
             raise MirrorError(f"unreadable copy in the mirror: {exc}") from exc
         if not (
             isinstance(labels, dict)
@@ -182,8 +183,8 @@ def _time(value: object, raw: str) -> float:
 def decode_move(raw: str) -> Move:
     try:
         body = json.loads(raw)
-    except ValueError as exc:
-        raise MirrorError(f"unreadable move {raw!r}: {exc}") from exc
+    except (ValueError, RecursionError) as exc:
+        raise MirrorError(f"unreadable move {raw[:80]!r}: {exc}") from exc
     if not isinstance(body, dict):
         raise MirrorError(f"unreadable move {raw!r}: not an object")
     at = _time(body.get("at"), raw)

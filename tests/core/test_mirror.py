@@ -5,11 +5,13 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import pytest
+
 from controller.core.actions import SetMirror, SetReplicas, SetServiceConstraints
 from controller.core.apply import apply_actions
 from controller.core.labels import EXCLUDED_LABEL, steering_constraint
 from controller.core.memory import Memory
-from controller.core.mirror import Mirror, ServiceCopy, copy_of
+from controller.core.mirror import Mirror, MirrorError, ServiceCopy, copy_of, decode_move
 from controller.core.model import ClusterSnapshot, Service
 from controller.core.plan import Plan, plan
 from controller.core.replicas import BASE_LABEL, OPERATION_LABEL, SET_LABEL
@@ -185,3 +187,13 @@ def test_a_trimmed_surge_is_not_taken_for_a_deploy_and_is_not_mirrored() -> None
     after = replace(snap, services=(trimmed,), mirror=mirror_of(trimmed))
     result = planned(after)
     assert not [d for d in result.decisions if d.rule == "mirror"]
+
+
+def test_a_copy_or_move_nested_past_the_parser_is_unreadable_not_a_crash() -> None:
+    """Anyone who may write the mirror config could nest a label deep enough to exhaust
+    the JSON parser's stack: that is an unreadable entry, never an error that ends a cycle."""
+    deep = "[" * 100_000 + "]" * 100_000
+    with pytest.raises(MirrorError):
+        ServiceCopy.decode(deep)
+    with pytest.raises(MirrorError):
+        decode_move(deep)
