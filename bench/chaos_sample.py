@@ -78,6 +78,10 @@ class Tally:
     started: dict[str, set[str]] = field(default_factory=dict)  # task IDs that ever ran
     stops: dict[str, int] = field(default_factory=dict)  # stopped on a sound node, no edit
     overruns: dict[str, list[tuple[float, int]]] = field(default_factory=dict)
+    # service -> per overrun, the stops it is made of: [when, hostname], so that each can
+    # be set beside the controller's writes (bench/chaos_audit.py)
+    overrun_stops: dict[str, list[list[list[object]]]] = field(default_factory=dict)
+    stop_log: dict[str, list[list[object]]] = field(default_factory=dict)  # [when, hostname]
     failed_samples: int = 0
     write_log: list[tuple[float, str, str]] = field(default_factory=list)  # when, what, how
     waiting: dict[str, dict[str, int]] = field(default_factory=dict)  # service -> why -> samples
@@ -115,6 +119,7 @@ class Recorder:
         self._nodes: dict[str, str] = {}
         self._running: dict[str, set[str]] = {}  # service -> task IDs counted last sample
         self._outstanding: dict[str, int] = {}
+        self._owing_since: dict[str, float] = {}  # service -> when its count last left 0
         self._edited: dict[str, float] = {}  # service -> when the schedule last edited it
         self.edit_grace = 20.0
         self._pending: set[str] = set()  # services the schedule is writing right now
@@ -134,6 +139,7 @@ class Recorder:
             self.tally = Tally(started={k: set(v) for k, v in started.items()})
             self.baseline = {k: set(v) for k, v in started.items()}
             self._outstanding = {}
+            self._owing_since = {}
 
     def close(self) -> None:
         self._stop.set()
@@ -353,14 +359,21 @@ class Recorder:
             ]
             if stopped and not edited:
                 self.tally.stops[service] = self.tally.stops.get(service, 0) + len(stopped)
+                log = self.tally.stop_log.setdefault(service, [])
+                log += [[round(t, 1), self._host_of.get(task_id, "")] for task_id in stopped]
             deficit = max(0, desired.get(service, 0) - len(now))
             if edited:
                 stopped = []
             out = self._outstanding.get(service, 0) + len(stopped) - len(now - before)
             out = max(0, min(out, deficit))
             budget = self._budgets.get(service, 1)
+            if out and not self._outstanding.get(service, 0):
+                self._owing_since[service] = round(t, 1)
             if out > budget and self._outstanding.get(service, 0) <= budget:
                 self.tally.overruns.setdefault(service, []).append((round(t, 1), out))
+                since = self._owing_since.get(service, 0.0)
+                made_of = [s for s in self.tally.stop_log.get(service, []) if s[0] >= since]
+                self.tally.overrun_stops.setdefault(service, []).append(made_of)
             self._outstanding[service] = out
         self._running = running
         counted = {s: len(ids) for s, ids in running.items()}

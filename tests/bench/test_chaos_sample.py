@@ -58,6 +58,10 @@ def test_tasks_stopped_on_a_sound_node_are_stops_and_past_the_budget_an_overrun(
     recorder._observe()
     assert recorder.tally.stops == {"web": 2}
     assert [out for _, out in recorder.tally.overruns["web"]] == [2]
+    # Each overrun keeps the stops it is made of, where they were: what the audit sets
+    # beside the controller's writes.
+    [made_of] = recorder.tally.overrun_stops["web"]
+    assert sorted(host for _, host in made_of) == ["node-2", "node-2"]
 
 
 def test_tasks_a_restarted_node_reports_stopped_are_the_fault_s_not_stops() -> None:
