@@ -134,7 +134,12 @@ class Recorder:
     def reset(self) -> None:
         """Measure from now on: the set-up (deploy, the controller's adoption) is not counted."""
         with self._lock:
-            self.start = time.monotonic()
+            # Times kept so far move to the new clock: an edit 15 s before t = 0 still
+            # excuses the stops of its grace, and no more of them.
+            shift = time.monotonic() - self.start
+            self._edited = {k: v - shift for k, v in self._edited.items()}
+            self._faulted_at = {k: v - shift for k, v in self._faulted_at.items()}
+            self.start += shift
             started = self.tally.started
             self.tally = Tally(started={k: set(v) for k, v in started.items()})
             self.baseline = {k: set(v) for k, v in started.items()}

@@ -6,8 +6,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 
+import chaos_sample
 from chaos_sample import Recorder
 
 
@@ -193,3 +196,24 @@ def test_a_node_marked_down_between_two_reads_is_no_stop_on_a_sound_node() -> No
     recorder._observe()
     assert recorder.tally.stops == {}
     assert recorder.tally.overruns == {}
+
+
+def test_an_edit_before_the_reset_excuses_stops_for_its_grace_only(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The warm-up's last deploy at 20 s, t = 0 at 35 s: a stop 30 s after t = 0 is 45 s
+    # after that edit, long past its 20 s grace, and counts (as it would in every arm).
+    clock = [0.0]
+    monkeypatch.setattr(chaos_sample.time, "monotonic", lambda: clock[0])
+    nodes = [_node("node-1"), _node("node-2")]
+    seen_by_edit = [(nodes, [SERVICE], []), [SERVICE]]  # before the edit, and after it
+    recorder = _recorder([*seen_by_edit, *_both_stopped(nodes)], [set()] * 3)
+    clock[0] = 20.0
+    recorder.edit(["web"], lambda: (True, "ok"))
+    clock[0] = 35.0
+    recorder.reset()
+    clock[0] = 64.5
+    recorder._observe()
+    clock[0] = 65.0
+    recorder._observe()
+    assert recorder.tally.stops == {"web": 2}
