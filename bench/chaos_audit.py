@@ -13,7 +13,8 @@ The decision log says what the controller meant to write. Read together:
 - an overrun is "after a controller write" when one of its stops follows, within
   ATTRIBUTION seconds, a write (decided, or observed and unexplained) that could stop
   that service's task on that node: a write to that node, a replica count of that
-  service, or constraints of that service that the node no longer meets. In the
+  service, or constraints of that service that the node no longer meets (its labels
+  as the observer last saw them). In the
   dry-run arm the same reading against writes never made measures how often a stop
   meets a write by chance.
 
@@ -33,7 +34,9 @@ from typing import Any
 from chaos_app import STACK, UNMANAGED
 
 LAG = 15.0  # seconds between a decision and the write the observer sees
-ATTRIBUTION = 20.0  # seconds a write may precede the stop it caused
+# Seconds a write may precede the stop it caused: Swarm stops a task a refused
+# constraint or a lower count leaves within a second or two, more on a loaded machine.
+ATTRIBUTION = 10.0
 HELD_BACK = {"refuse", "wait", "defer", "failed", "backoff"}
 _NODE_LABELS = re.compile(r": labels set (\{.*?\}) remove (\[.*?\])$")
 _CONSTRAINTS = re.compile(r"constraints = (\[.*?\])(?:, evicting from (\[.*?\]))?$")
@@ -84,8 +87,9 @@ def _near(write: Write, others: list[Write], before: float, after: float) -> Wri
     return None
 
 
-def _may_stop(write: Write, service: str, host: str, node_ids: dict[str, str]) -> bool:
-    """Whether this write could stop `service`'s task on `host`."""
+def _may_stop(write: Write, service: str, host: str, facts: dict[str, str]) -> bool:
+    """Whether this write could stop `service`'s task on `host` (`facts`: that node's
+    ID and labels when it stopped)."""
     if write.subject == f"node {host}":
         return _node_write_may_stop(write.action, service)
     if write.subject != f"service {service}":
@@ -95,9 +99,9 @@ def _may_stop(write: Write, service: str, host: str, node_ids: dict[str, str]) -
     match = _CONSTRAINTS.search(write.action)
     if match is None:
         return True  # a replica count: Swarm picks which tasks stop
-    if match.group(2) and node_ids.get(host) in ast.literal_eval(match.group(2)):
+    if match.group(2) and facts.get("node.id") in ast.literal_eval(match.group(2)):
         return True
-    return not _meets(ast.literal_eval(match.group(1)), host, node_ids)
+    return not _meets(ast.literal_eval(match.group(1)), facts)
 
 
 def _node_write_may_stop(action: str, service: str) -> bool:
@@ -113,18 +117,38 @@ def _node_write_may_stop(action: str, service: str) -> bool:
     return len(named) < len(keys) or any(k.endswith(f".{STACK}_{service}") for k in named)
 
 
-def _meets(constraints: list[str], host: str, node_ids: dict[str, str]) -> bool:
-    """Whether `host` meets the constraints, as far as they name nodes; one on labels
-    or anything else is taken as not met (the stop is then charged to the write)."""
-    facts = {"node.id": node_ids.get(host, ""), "node.hostname": host}
+def _meets(constraints: list[str], facts: dict[str, str]) -> bool:
+    """Whether a node meets the constraints, as Swarm reads them: a label the node does
+    not have compares as the empty string. A constraint on anything not in `facts`
+    (node.role, a label when the run kept none) is taken as not met: the stop is then
+    charged to the write."""
     for text in constraints:
         op = "!=" if "!=" in text else "=="
         key, _, value = (part.strip() for part in text.partition(op))
-        if key not in facts:
+        if key.startswith("node.labels.") and "labels" in facts:
+            have = facts.get(key, "")
+        elif key in facts:
+            have = facts[key]
+        else:
             return False
-        if (facts[key] == value) != (op == "=="):
+        if (have == value) != (op == "=="):
             return False
     return True
+
+
+def _facts(run: dict[str, Any], host: str, t: float) -> dict[str, str]:
+    """What constraints read of `host` at `t`: its ID, its hostname and, if the run kept
+    them, its labels then (the last change at or before t)."""
+    facts = {"node.id": str(run.get("node_ids", {}).get(host, "")), "node.hostname": host}
+    changes = run.get("node_labels", {}).get(host)
+    if changes:
+        labels = changes[0][1]
+        for when, seen in changes:
+            if float(when) <= t:
+                labels = seen
+        facts["labels"] = "kept"
+        facts.update({f"node.labels.{k}": str(v) for k, v in labels.items()})
+    return facts
 
 
 def audit(run: dict[str, Any]) -> dict[str, Any]:
@@ -135,14 +159,13 @@ def audit(run: dict[str, Any]) -> dict[str, Any]:
     unexplained = [w for w in seen if _near(w, decided, LAG, 1.0) is None]
     unseen = [w for w in decided if _near(w, seen, 1.0, LAG) is None]
     causes = decided + unexplained
-    node_ids = run.get("node_ids", {})
     after_write: list[dict[str, Any]] = []
     overruns = 0
     for service, figures in run["services"].items():
         for i, (t, out) in enumerate(figures.get("overrun_at", [])):
             overruns += 1
             stops = figures.get("overrun_stops", [[]] * (i + 1))[i]
-            cause = _cause(service, stops, causes, node_ids)
+            cause = _cause(run, service, stops, causes)
             if cause is not None:
                 after_write.append({"service": service, "t": t, "out": out, **cause})
     unmanaged_subjects = {f"service {u}" for u in UNMANAGED}
@@ -159,12 +182,13 @@ def audit(run: dict[str, Any]) -> dict[str, Any]:
 
 
 def _cause(
-    service: str, stops: list[list[Any]], writes: list[Write], node_ids: dict[str, str]
+    run: dict[str, Any], service: str, stops: list[list[Any]], writes: list[Write]
 ) -> dict[str, Any] | None:
     for stop_t, host in stops:
+        facts = _facts(run, str(host), float(stop_t))
         for w in writes:
             if float(stop_t) - ATTRIBUTION <= w.t <= float(stop_t) + 0.5 and _may_stop(
-                w, service, str(host), node_ids
+                w, service, str(host), facts
             ):
                 return {"stop": [stop_t, host], "write": [w.t, w.subject, w.action]}
     return None

@@ -244,6 +244,7 @@ def summarize(
             for x in tally.samples
         ],
         "unprompted_downs": unprompted_downs(tally.samples),
+        "node_labels": tally.node_labels,
         "load": load_of(tally.samples),
     }
 

@@ -90,6 +90,9 @@ class Tally:
     # service -> samples in which a slot ran two tasks Swarm wants running (a rollout's
     # leftover: more tasks than replicas, which no scale-down takes away)
     doubled_at: dict[str, list[float]] = field(default_factory=dict)
+    # hostname -> [when, its labels] at the first sample and at each change: what a
+    # constraint on node labels meant at a given moment (bench/chaos_audit.py)
+    node_labels: dict[str, list[list[object]]] = field(default_factory=dict)
 
 
 class Recorder:
@@ -265,6 +268,10 @@ class Recorder:
             if n["ID"] in self._nodes and self._nodes[n["ID"]] != spec:
                 self._wrote(f"node {hostname[n['ID']]}", "spec")
             self._nodes[n["ID"]] = spec
+            labels = dict(n["Spec"].get("Labels") or {})
+            seen = self.tally.node_labels.setdefault(hostname[n["ID"]], [])
+            if not seen or seen[-1][1] != labels:
+                seen.append([round(t, 1), labels])
         names = {}
         quiet_moves: dict[int, list[str]] = {}  # new version -> services it moved alone
         for svc in services:

@@ -109,3 +109,22 @@ def test_a_write_only_the_observer_saw_counts_as_a_cause() -> None:
     # Swarm alone: no decisions, no writes seen; its overruns are its own.
     alone = audit(_run(overruns={"legacy": [(12.0, 1, [[12.0, "node-3"]])]}))
     assert (alone["overruns"], alone["overruns_after_write"]) == (1, [])
+
+
+def test_label_constraints_are_read_with_the_labels_the_node_had() -> None:
+    # A steer that keeps every task where it runs: node-4 has no deny mark, so it still
+    # meets `deny!=true`, and a stop there 8 s later is not the write's doing.
+    steer = "service app_api: constraints = ['node.labels.swarm-placement.deny.app_api!=true']"
+    decisions = [_d(59.0, "owners", "steer", steer)]
+    labels = {"node-4": [[0.0, {"rack": "r2"}]]}
+    run = _run(decisions=decisions, overruns={"api": [(67.0, 2, [[67.0, "node-4"]])]})
+    assert audit({**run, "node_labels": labels})["overruns_after_write"] == []
+    # Marked denied a moment before the stop: now the write refuses node-4.
+    labels["node-4"].append([60.0, {"rack": "r2", "swarm-placement.deny.app_api": "true"}])
+    assert len(audit({**run, "node_labels": labels})["overruns_after_write"]) == 1
+
+
+def test_a_stop_long_after_a_write_is_not_its_doing() -> None:
+    scale = [_d(52.0, "failover", "trim", "service app_web: replicas = 3")]
+    assert _after(scale, "web", "node-3", t=53.5) == 1
+    assert _after(scale, "web", "node-3", t=67.1) == 0

@@ -217,3 +217,20 @@ def test_an_edit_before_the_reset_excuses_stops_for_its_grace_only(
     clock[0] = 65.0
     recorder._observe()
     assert recorder.tally.stops == {"web": 2}
+
+
+def test_each_node_s_labels_are_kept_when_first_seen_and_when_they_change() -> None:
+    marked = {**_node("node-2"), "Spec": {"Labels": {"swarm-placement.deny.app_web": "true"}}}
+    answers = [
+        ([_node("node-1"), _node("node-2")], [SERVICE], []),
+        ([_node("node-1"), marked], [SERVICE], []),
+        ([_node("node-1"), marked], [SERVICE], []),
+    ]
+    recorder = _recorder(answers, [set()] * 3)
+    for t in (1.0, 1.5, 2.0):
+        recorder.now = lambda t=t: t  # type: ignore[method-assign]
+        recorder._observe()
+    assert recorder.tally.node_labels == {
+        "node-1": [[1.0, {}]],
+        "node-2": [[1.0, {}], [1.5, {"swarm-placement.deny.app_web": "true"}]],
+    }
