@@ -28,6 +28,11 @@ def compact(result: dict[str, Any]) -> dict[str, Any]:
         name: {k: v for k, v in figures.items() if k != "waiting_at"}
         for name, figures in result["services"].items()
     }
+    # A decision's `msg` and `level` repeat its subject and outcome; `t` is its time.
+    out["decisions"] = [
+        {k: v for k, v in d.items() if k not in ("msg", "level", "time")}
+        for d in result.get("decisions", [])
+    ]
     return out
 
 

@@ -15,6 +15,7 @@ def test_an_arm_is_kept_with_its_samples_reduced_to_what_a_loss_is_scored_from()
     result = {
         "services": {"db": {"lost": 1.0, "waiting_at": {"x": [1.0]}}},
         "samples": 1,
+        "decisions": [{"t": 1.0, "msg": "m", "level": "info", "time": "x", "rule": "owners"}],
         "samples_seen": [[0.5, True, {"db": 0}, {"db": {"node-1": 0}}, {"node-1": "ready"},
                           ["node-2"], {"db": 1}]],
     }  # fmt: skip
@@ -23,6 +24,7 @@ def test_an_arm_is_kept_with_its_samples_reduced_to_what_a_loss_is_scored_from()
                                      ["node-2"]]]  # fmt: skip
     assert kept["services"] == {"db": {"lost": 1.0}}
     assert kept["samples"] == 1
+    assert kept["decisions"] == [{"t": 1.0, "rule": "owners"}]
 
 
 def test_a_document_is_written_aside_then_moved_into_place(tmp_path: Path) -> None:
