@@ -147,3 +147,9 @@ def test_a_trial_of_shorter_pairs_is_scored_only_when_asked_and_says_so(tmp_path
     trial = score(tmp_path, minutes=2.0)
     assert [p["pair"] for p in trial["ab"]] == ["ab-101"]
     assert trial["verdict"].endswith("(a trial of 2-minute pairs)")
+
+
+def test_the_chaos_page_has_the_block_the_verdict_is_written_into() -> None:
+    page = (Path(__file__).resolve().parents[2] / "docs" / "chaos.md").read_text()
+    assert page.count(BEGIN) == page.count(END) == 1
+    assert page.index(BEGIN) < page.index(END)
