@@ -154,7 +154,11 @@ class Chaos:
         """Node faults in one lane, everything else in another, so a slow edit (retried
         through a Raft election) never delays a node's restore."""
         nodes = [e for e in events if e.kind in NODE_LANE]
-        other = threading.Thread(target=self._lane, args=([e for e in events if e not in nodes],))
+        # A daemon, so that a runner stopped (Ctrl-C) between pairs' events exits at once
+        # rather than when this lane's last event is due.
+        other = threading.Thread(
+            target=self._lane, args=([e for e in events if e not in nodes],), daemon=True
+        )
         other.start()
         self._lane(nodes)
         other.join()

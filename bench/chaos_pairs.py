@@ -26,6 +26,7 @@ import contextlib
 import fcntl
 import json
 import os
+import signal
 import sys
 import tempfile
 import time
@@ -127,7 +128,16 @@ def claimed(results: Path, only: str | None, skip: set[str]) -> Iterator[protoco
     yield None
 
 
+def _stop(signum: int, _frame: object) -> None:
+    raise KeyboardInterrupt(signal.Signals(signum).name)
+
+
 def main() -> int:
+    # `kill PID` (or Ctrl-C, even when started in the background) stops the runner the
+    # way an exception would: the arm's sandbox and controller are taken down, and the
+    # pair under way leaves no file, to be run again whole.
+    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGINT, _stop)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--all", action="store_true", help="every pair left, not only the next")
     parser.add_argument("--only", help="this pair only (its id, e.g. ab-101)")
