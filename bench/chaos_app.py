@@ -10,6 +10,7 @@ controller must never write it.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 STACK = "app"
@@ -115,8 +116,15 @@ def replicas_of(variant: str) -> dict[str, int]:
     return {s.name: VARIANT_REPLICAS[variant].get(s.name, s.replicas) for s in SERVICES}
 
 
-def stack_file(image_id: str, variant: str = "A") -> str:
-    """The compose file of the stack (JSON is YAML, and needs no YAML writer here)."""
+def stack_file(
+    image_id: str, variant: str = "A", pins: Mapping[str, Iterable[str]] | None = None
+) -> str:
+    """The compose file of the stack (JSON is YAML, and needs no YAML writer here).
+
+    `pins` (service -> hostnames) keeps each service off every other node: how the
+    warm-up gives every arm one starting placement. The stack deployed again without
+    them leaves every task where it is (a constraint its node still meets moves
+    nothing), so the arms start from that placement with the stack's own spec."""
     import json  # noqa: PLC0415
 
     services = {}
@@ -130,6 +138,10 @@ def stack_file(image_id: str, variant: str = "A") -> str:
             deploy["update_config"] = {"order": "start-first"}
         if s.cpus or s.memory:
             deploy["resources"] = {"reservations": {"cpus": s.cpus, "memory": s.memory}}
+        if pins is not None and s.name in pins:
+            allowed = set(pins[s.name])
+            away = [f"node.hostname!={n}" for n in sorted(set(RACKS) - allowed)]
+            deploy["placement"] = {"constraints": away}
         services[s.name] = {
             "image": image_id,
             "command": COMMAND,

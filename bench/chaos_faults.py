@@ -21,6 +21,7 @@ import socket
 import subprocess
 import threading
 import time
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from chaos_app import BY_NAME, POLICY, STACK, replicas_of, stack_file
@@ -31,7 +32,7 @@ from controller_process import ControllerProcess
 from controller.sandbox import Sandbox, SandboxError
 
 TOKEN = "chaos-token"
-NODE_LANE = ("crash", "cut", "crash-leader", "restore", "heal")
+NODE_LANE = ("crash", "cut", "crash-manager", "restore", "heal")
 EDIT_PATIENCE = 40.0  # seconds an operator retries an edit the swarm refuses
 STORM_TTL = 60
 CLI_TIMEOUT = 60.0
@@ -68,8 +69,8 @@ class HangingPlugin:
 class Controller:
     """The controller process: started, SIGKILLed and moved as the schedule says."""
 
-    def __init__(self, sandbox: Sandbox, work: Path) -> None:
-        self.sandbox, self.work = sandbox, work
+    def __init__(self, sandbox: Sandbox, work: Path, *, dry_run: bool = False) -> None:
+        self.sandbox, self.work, self.dry_run = sandbox, work, dry_run
         self.log = work / "controller.log"
         self.port = _free_port()
         self.plugin_dir = work / "plugins"
@@ -84,6 +85,8 @@ class Controller:
         args += ["--health-listen", f"127.0.0.1:{self.port}"]
         args += ["--health-token-file", str(self.work / "token")]
         args += ["--plugins", "--plugin-dirs", str(self.plugin_dir)]
+        if self.dry_run:  # observes and plans as the other arm does, and writes nothing
+            args += ["--dry-run"]
         self.process = ControllerProcess(host, self.log, *args, append=self.starts > 0)
         self.starts += 1
 
@@ -129,7 +132,8 @@ class Chaos:
         self.plugin_dir = controller.plugin_dir if controller else work / "plugins"
         self.plugin_dir.mkdir(exist_ok=True)
         self.port = controller.port if controller else _free_port()
-        self._leader_victim = ""
+        # Each fault of a manager, with the manager that led just before it.
+        self.manager_faults: list[dict[str, object]] = []
         self._back_at: dict[str, float] = {}  # hostname -> when the schedule restored it
         self._ctl_lock = threading.Lock()  # the two lanes may both start or kill it
 
@@ -144,20 +148,17 @@ class Chaos:
         live.sort(key=lambda m: self._back_at.get(m, 0.0))
         return [self.sandbox.docker_host(m) for m in live]
 
-    def _leader(self) -> str:
-        with contextlib.suppress(Exception):
-            for node in self.sandbox.node_info():
-                if node.get("leader"):
-                    return str(node["hostname"])
-        return ""
-
     # --- the schedule -------------------------------------------------------------------
 
     def run(self, events: list[Event]) -> None:
         """Node faults in one lane, everything else in another, so a slow edit (retried
         through a Raft election) never delays a node's restore."""
         nodes = [e for e in events if e.kind in NODE_LANE]
-        other = threading.Thread(target=self._lane, args=([e for e in events if e not in nodes],))
+        # A daemon, so that a runner stopped (Ctrl-C) between pairs' events exits at once
+        # rather than when this lane's last event is due.
+        other = threading.Thread(
+            target=self._lane, args=([e for e in events if e not in nodes],), daemon=True
+        )
         other.start()
         self._lane(nodes)
         other.join()
@@ -180,12 +181,10 @@ class Chaos:
 
     def do(self, event: Event) -> str:
         kind = event.kind
-        if kind in ("crash", "cut", "crash-leader"):
+        if kind in ("crash", "cut", "crash-manager"):
             return self._fail(event)
         if kind in ("restore", "heal"):
-            node = event.node or self._leader_victim
-            if not node:  # the leader crash before it found no leader: nothing is down
-                return "nothing to restore: the leader crash found no leader"
+            node = event.node
             for attempt in range(3):
                 try:
                     self.sandbox.restore(node)
@@ -230,19 +229,14 @@ class Chaos:
         return self._edit(event)
 
     def _fail(self, event: Event) -> str:
-        if event.kind == "crash-leader":
-            self._leader_victim = ""  # until one is crashed: its restore must not guess
-        node = event.node or self._leader()
-        deadline = time.monotonic() + 30
-        while not node and time.monotonic() < deadline:  # an election is under way
-            time.sleep(1)
-            node = self._leader()
-        if not node:
-            return "no leader found"
+        node = event.node
+        leader = ""
         if self.sandbox.state.node(node).manager:
-            self._wait_quorum()
-        if event.kind == "crash-leader":
-            self._leader_victim = node
+            leader = self._wait_quorum()
+            # Which manager led is recorded, not chosen: it may differ between arms.
+            self.manager_faults.append(
+                {"planned": event.at, "event": event.kind, "node": node, "leader": leader}
+            )
         mode = "partition" if event.kind == "cut" else "crash"
         self.faulted[node] = event.kind
         self.sandbox.fail(node, mode)
@@ -253,18 +247,23 @@ class Chaos:
                 ctl.kill()  # it ran on that node: it dies with it
                 ctl.start(self.managers()[0])
                 moved = ", controller moved"
-        return node + moved
+        led = " (the leader)" if leader == node else ""
+        return node + led + moved
 
-    def _wait_quorum(self, timeout: float = 30.0) -> None:
-        """Before failing a manager: every manager reachable (the last one has rejoined)."""
+    def _wait_quorum(self, timeout: float = 30.0) -> str:
+        """Before failing a manager: every manager reachable (the last one has rejoined).
+        Returns the leader's hostname as last read ("" if none was read)."""
+        leader = ""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             with contextlib.suppress(Exception):
                 info = self.sandbox.node_info()
                 managers = [n for n in info if n.get("role") == "manager"]
+                leader = next((str(n["hostname"]) for n in managers if n.get("leader")), "")
                 if all(n.get("reachability") == "reachable" for n in managers):
-                    return
+                    return leader
             time.sleep(0.5)
+        return leader
 
     def _storm(self, state: str) -> str:
         delivered = 0
@@ -276,9 +275,10 @@ class Chaos:
 
     # --- operator edits -----------------------------------------------------------------
 
-    def deploy(self) -> tuple[bool, str]:
-        path = self.work / f"stack-{self.variant}.json"
-        path.write_text(stack_file(self.sandbox.image_id, self.variant))
+    def deploy(self, pins: Mapping[str, Iterable[str]] | None = None) -> tuple[bool, str]:
+        """`docker stack deploy` of the current variant (with `pins`: the warm-up's)."""
+        path = self.work / f"stack-{self.variant}{'-pinned' if pins else ''}.json"
+        path.write_text(stack_file(self.sandbox.image_id, self.variant, pins))
         argv = ["stack", "deploy", "--resolve-image", "never", "-c", str(path), STACK]
         before = dict(self.desired)
         ok, said = self.recorder.edit(list(BY_NAME), lambda: self._cli(argv))

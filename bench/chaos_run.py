@@ -1,11 +1,13 @@
-"""One run of the chaos benchmark: a fresh sandbox swarm, the stack, the schedule, the
-measurements. `run_once` is what bench/chaos.py and the real-swarm test call."""
+"""One arm of the chaos benchmark: a fresh sandbox swarm, the stack, the schedule, the
+measurements. `run_once` is what bench/chaos.py, bench/chaos_pairs.py and the real-swarm
+test call."""
 
 from __future__ import annotations
 
 import contextlib
 import json
 import time
+from collections.abc import Iterable, Mapping
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -27,18 +29,36 @@ DOWN_GRACE = 30.0
 BEFORE_DOWN = 10.0  # how far back the load before an unprompted down is read
 
 
+ARMS = ("alone", "controller", "dry-run")
+
+
 def run_once(
-    name: str, events: list[Event], *, controller: bool, work: Path, heartbeat: float = 1.0
+    name: str,
+    events: list[Event],
+    *,
+    arm: str,
+    work: Path,
+    heartbeat: float = 1.0,
+    start: Mapping[str, Iterable[str]] | None = None,
 ) -> dict[str, Any]:
-    """Bring a sandbox up, run the schedule on it with or without the controller, measure,
-    take the sandbox down. Returns the run's figures (see `summarize`)."""
+    """Bring a sandbox up, run the schedule on it in one arm (Swarm alone, with the
+    controller, or with the controller in --dry-run), measure, take the sandbox down.
+    Returns the run's figures (see `summarize`).
+
+    Every arm warms up alike: the stack deployed with each service kept to its `start`
+    nodes (chaos_schedule.start_placement), deployed again as the stack file says (no
+    task moves), and quiet for 10 s. t = 0 then, and only then the controller starts:
+    its adoption of the stack is measured, and no arm starts from a placement another
+    arm's controller made."""
+    if arm not in ARMS:
+        raise ValueError(f"unknown arm {arm!r}: use one of {', '.join(ARMS)}")
     work.mkdir(parents=True, exist_ok=True)
     spec = SandboxSpec(
         name=name, nodes=4, managers=3, node_labels=RACKS, heartbeat_seconds=heartbeat
     )
     with Sandbox.up(spec) as sandbox:
         desired = replicas_of("A")
-        ctl = Controller(sandbox, work) if controller else None
+        ctl = Controller(sandbox, work, dry_run=arm == "dry-run") if arm != "alone" else None
         recorder = Recorder(
             desired=desired,
             budgets={s.name: s.max_unavailable for s in SERVICES},
@@ -52,16 +72,14 @@ def run_once(
         node_ids = {str(n["hostname"]): str(n["id"]) for n in sandbox.node_info()}
         recorder.begin()
         try:
-            deployed, said = chaos.deploy()
-            if not deployed:
-                raise RuntimeError(f"the stack did not deploy: {said}")
-            _wait_quiet(recorder, since=0.0, limit=SETUP_LIMIT, what="the stack to run")
-            if ctl is not None:
-                ctl.start(chaos.managers()[0])
-                # The controller adopts the services first (steering constraints, owners).
-                _wait_quiet(recorder, since=recorder.now(), limit=SETUP_LIMIT, what="adoption")
+            warm = _warm_up(chaos, recorder, start)
+            warm["leader"] = next(
+                (str(n["hostname"]) for n in sandbox.node_info() if n.get("leader")), ""
+            )
             recorder.reset()
             wall_start = time.time()
+            if ctl is not None:
+                ctl.start(chaos.managers()[0])
             chaos.run(events)
             last = recorder.now()
             converged = _wait_converged(recorder, last)
@@ -73,9 +91,42 @@ def run_once(
                 ctl.stop()
     decisions = _decisions(ctl.log, wall_start) if ctl is not None else []
     result = summarize(recorder.tally, recorder.baseline, chaos, last, converged, decisions)
-    result["node_ids"] = node_ids
+    result.update(arm=arm, node_ids=node_ids, warm_up=warm)
+    result["manager_faults"] = chaos.manager_faults
     (work / "result.json").write_text(json.dumps(result, indent=2, default=list))
     return result
+
+
+def _warm_up(
+    chaos: Chaos, recorder: Recorder, start: Mapping[str, Iterable[str]] | None
+) -> dict[str, Any]:
+    """Deploy the stack (pinned to `start` first, if given) and wait until it is quiet.
+    Returns how long that took and where each service's tasks then ran."""
+    began = recorder.now()
+    steps = [start, None] if start is not None else [None]
+    for pins in steps:
+        since = recorder.now()
+        deployed, said = chaos.deploy(pins)
+        if not deployed:
+            raise RuntimeError(f"the stack did not deploy: {said}")
+        what = "the stack to run" + (" where the warm-up pins it" if pins else "")
+        _wait_quiet(recorder, since=since, limit=SETUP_LIMIT, what=what)
+    placement = recorder.tally.samples[-1].where
+    wanted = {k: sorted(v) for k, v in start.items()} if start is not None else None
+    return {
+        "seconds": round(recorder.now() - began, 1),
+        "placement": placement,  # service -> hostname -> tasks, at t = 0
+        "as_planned": wanted is None or _spread_over(placement, wanted),
+    }
+
+
+def _spread_over(placement: dict[str, dict[str, int]], wanted: dict[str, list[str]]) -> bool:
+    """Whether every service runs on exactly its wanted nodes, evenly."""
+    for service, hosts in wanted.items():
+        where = {h: n for h, n in placement.get(service, {}).items() if n}
+        if sorted(where) != hosts or len(set(where.values())) > 1:
+            return False
+    return True
 
 
 def _converged_at(tally: Tally, since: float) -> float:
@@ -162,6 +213,8 @@ def summarize(
             "stops": tally.stops.get(s, 0),
             "overruns": len(tally.overruns.get(s, [])),
             "overrun_at": tally.overruns.get(s, []),
+            "overrun_stops": tally.overrun_stops.get(s, []),  # per overrun: [when, host]
+            "stop_log": tally.stop_log.get(s, []),  # every stop counted: [when, host]
             "max_unavailable": svc.max_unavailable,
             "lost_by_event": by_event,
             "task_seconds_on": {h: round(v, 1) for h, v in sorted(on_node.items())},
@@ -191,6 +244,7 @@ def summarize(
             for x in tally.samples
         ],
         "unprompted_downs": unprompted_downs(tally.samples),
+        "node_labels": tally.node_labels,
         "load": load_of(tally.samples),
     }
 
@@ -255,7 +309,7 @@ def _charged_to(done: list[dict[str, Any]], t: float) -> str:
             break
         latest = f"{d.get('planned', d['at'])}s {d['event']}"
         kind = str(d["event"]).split()[0]
-        if kind in ("crash", "cut", "crash-leader"):
+        if kind in ("crash", "cut", "crash-manager"):
             node_fault = latest
         elif kind in ("restore", "heal"):
             node_fault = ""

@@ -78,6 +78,10 @@ class Tally:
     started: dict[str, set[str]] = field(default_factory=dict)  # task IDs that ever ran
     stops: dict[str, int] = field(default_factory=dict)  # stopped on a sound node, no edit
     overruns: dict[str, list[tuple[float, int]]] = field(default_factory=dict)
+    # service -> per overrun, the stops it is made of: [when, hostname], so that each can
+    # be set beside the controller's writes (bench/chaos_audit.py)
+    overrun_stops: dict[str, list[list[list[object]]]] = field(default_factory=dict)
+    stop_log: dict[str, list[list[object]]] = field(default_factory=dict)  # [when, hostname]
     failed_samples: int = 0
     write_log: list[tuple[float, str, str]] = field(default_factory=list)  # when, what, how
     waiting: dict[str, dict[str, int]] = field(default_factory=dict)  # service -> why -> samples
@@ -86,6 +90,9 @@ class Tally:
     # service -> samples in which a slot ran two tasks Swarm wants running (a rollout's
     # leftover: more tasks than replicas, which no scale-down takes away)
     doubled_at: dict[str, list[float]] = field(default_factory=dict)
+    # hostname -> [when, its labels] at the first sample and at each change: what a
+    # constraint on node labels meant at a given moment (bench/chaos_audit.py)
+    node_labels: dict[str, list[list[object]]] = field(default_factory=dict)
 
 
 class Recorder:
@@ -115,6 +122,7 @@ class Recorder:
         self._nodes: dict[str, str] = {}
         self._running: dict[str, set[str]] = {}  # service -> task IDs counted last sample
         self._outstanding: dict[str, int] = {}
+        self._owing_since: dict[str, float] = {}  # service -> when its count last left 0
         self._edited: dict[str, float] = {}  # service -> when the schedule last edited it
         self.edit_grace = 20.0
         self._pending: set[str] = set()  # services the schedule is writing right now
@@ -129,11 +137,17 @@ class Recorder:
     def reset(self) -> None:
         """Measure from now on: the set-up (deploy, the controller's adoption) is not counted."""
         with self._lock:
-            self.start = time.monotonic()
+            # Times kept so far move to the new clock: an edit 15 s before t = 0 still
+            # excuses the stops of its grace, and no more of them.
+            shift = time.monotonic() - self.start
+            self._edited = {k: v - shift for k, v in self._edited.items()}
+            self._faulted_at = {k: v - shift for k, v in self._faulted_at.items()}
+            self.start += shift
             started = self.tally.started
             self.tally = Tally(started={k: set(v) for k, v in started.items()})
             self.baseline = {k: set(v) for k, v in started.items()}
             self._outstanding = {}
+            self._owing_since = {}
 
     def close(self) -> None:
         self._stop.set()
@@ -254,6 +268,10 @@ class Recorder:
             if n["ID"] in self._nodes and self._nodes[n["ID"]] != spec:
                 self._wrote(f"node {hostname[n['ID']]}", "spec")
             self._nodes[n["ID"]] = spec
+            labels = dict(n["Spec"].get("Labels") or {})
+            seen = self.tally.node_labels.setdefault(hostname[n["ID"]], [])
+            if not seen or seen[-1][1] != labels:
+                seen.append([round(t, 1), labels])
         names = {}
         quiet_moves: dict[int, list[str]] = {}  # new version -> services it moved alone
         for svc in services:
@@ -353,14 +371,21 @@ class Recorder:
             ]
             if stopped and not edited:
                 self.tally.stops[service] = self.tally.stops.get(service, 0) + len(stopped)
+                log = self.tally.stop_log.setdefault(service, [])
+                log += [[round(t, 1), self._host_of.get(task_id, "")] for task_id in stopped]
             deficit = max(0, desired.get(service, 0) - len(now))
             if edited:
                 stopped = []
             out = self._outstanding.get(service, 0) + len(stopped) - len(now - before)
             out = max(0, min(out, deficit))
             budget = self._budgets.get(service, 1)
+            if out and not self._outstanding.get(service, 0):
+                self._owing_since[service] = round(t, 1)
             if out > budget and self._outstanding.get(service, 0) <= budget:
                 self.tally.overruns.setdefault(service, []).append((round(t, 1), out))
+                since = self._owing_since.get(service, 0.0)
+                made_of = [s for s in self.tally.stop_log.get(service, []) if s[0] >= since]
+                self.tally.overrun_stops.setdefault(service, []).append(made_of)
             self._outstanding[service] = out
         self._running = running
         counted = {s: len(ids) for s, ids in running.items()}

@@ -1,10 +1,9 @@
-"""The schedule's own bookkeeping. A leader crash that finds no leader leaves its restore
-nothing to do: the restore must not bring back an earlier crash's node, nor fail on an
-empty name. A replica edit Swarm took after refusals changes the count the run wants."""
+"""The schedule's own bookkeeping. A fault of a manager is addressed by the schedule
+and records which manager led just before it (arms may differ there; the node may not).
+A replica edit Swarm took after refusals changes the count the run wants."""
 
 from __future__ import annotations
 
-import itertools
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -14,37 +13,68 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 
-import chaos_faults
 from chaos_faults import Chaos
 from chaos_schedule import Event
 
 
+class _Node:
+    def __init__(self, manager: bool) -> None:
+        self.manager = manager
+
+
+class _State:
+    def node(self, name: str) -> _Node:
+        return _Node(name != "node-4")
+
+
 class _Sandbox:
     managers = ("node-1", "node-2", "node-3")
+    state = _State()
 
-    def __init__(self) -> None:
+    def __init__(self, leader: str = "node-2") -> None:
         self.restored: list[str] = []
+        self.failed: list[tuple[str, str]] = []
+        self.leader = leader
 
     def node_info(self) -> list[dict[str, Any]]:
-        return [{"hostname": m, "role": "manager", "leader": False} for m in self.managers]
+        return [
+            {"hostname": m, "role": "manager", "leader": m == self.leader,
+             "reachability": "reachable"}
+            for m in self.managers
+        ]  # fmt: skip
+
+    def fail(self, node: str, mode: str) -> None:
+        self.failed.append((node, mode))
 
     def restore(self, node: str) -> None:
         self.restored.append(node)
 
+    def docker_host(self, node: str) -> str:
+        return f"unix:///{node}"
 
-def test_a_restore_after_a_leader_crash_that_found_no_leader_restores_nothing(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+
+@pytest.mark.parametrize("node", ["node-2", "node-3"])
+def test_a_manager_crash_hits_the_schedule_s_node_and_records_who_led(
+    tmp_path: Path, node: str
 ) -> None:
-    clock = itertools.count(step=10.0)  # the 30 s wait for an election passes at once
-    monkeypatch.setattr(chaos_faults.time, "monotonic", lambda: next(clock))
-    monkeypatch.setattr(chaos_faults.time, "sleep", lambda seconds: None)
+    sandbox = _Sandbox(leader="node-2")
+    chaos = Chaos(sandbox, None, None, tmp_path, {})  # type: ignore[arg-type]
+    said = chaos.do(Event(100.0, "crash-manager", node=node))
+    assert sandbox.failed == [(node, "crash")]
+    assert chaos.manager_faults == [
+        {"planned": 100.0, "event": "crash-manager", "node": node, "leader": "node-2"}
+    ]
+    assert said == node + (" (the leader)" if node == "node-2" else "")
+    chaos.do(Event(115.0, "restore", node=node))
+    assert sandbox.restored == [node]
+
+
+def test_a_worker_s_fault_records_no_leader(tmp_path: Path) -> None:
     sandbox = _Sandbox()
     chaos = Chaos(sandbox, None, None, tmp_path, {})  # type: ignore[arg-type]
-    chaos._leader_victim = "node-2"  # an earlier leader crash, restored since
-    assert chaos.do(Event(100.0, "crash-leader")) == "no leader found"
-    said = chaos.do(Event(115.0, "restore"))
-    assert sandbox.restored == []
-    assert not said.startswith("failed") and "found no leader" in said
+    assert chaos.do(Event(10.0, "cut", node="node-4")) == "node-4"
+    assert sandbox.failed == [("node-4", "partition")]
+    assert chaos.manager_faults == []
 
 
 class _Recorder:

@@ -16,11 +16,11 @@ def _done(at: float, planned: float, event: str, detail: str = "") -> dict[str, 
 
 
 def test_both_runs_charge_a_loss_to_the_event_as_the_schedule_names_it() -> None:
-    # The same schedule, done a second apart and with another leader crashed in each run.
-    swarm = [_done(339.1, 339.0, "cut node-1"), _done(362.4, 362.0, "crash-leader", "node-2")]
-    ctl = [_done(340.0, 339.0, "cut node-1"), _done(363.5, 362.0, "crash-leader", "node-3")]
+    # The same schedule, each event done a second apart in the two runs.
+    swarm = [_done(339.1, 339.0, "cut node-1"), _done(362.4, 362.0, "crash-manager node-2")]
+    ctl = [_done(340.0, 339.0, "cut node-1"), _done(363.5, 362.0, "crash-manager node-2")]
     assert _charged_to(swarm, 345.0) == _charged_to(ctl, 345.0) == "339.0s cut node-1"
-    assert _charged_to(swarm, 370.0) == _charged_to(ctl, 370.0) == "362.0s crash-leader"
+    assert _charged_to(swarm, 370.0) == _charged_to(ctl, 370.0) == "362.0s crash-manager node-2"
     assert _charged_to(ctl, 339.5) == "before the first fault"
 
 

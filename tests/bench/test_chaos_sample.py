@@ -6,8 +6,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 
+import chaos_sample
 from chaos_sample import Recorder
 
 
@@ -58,6 +61,10 @@ def test_tasks_stopped_on_a_sound_node_are_stops_and_past_the_budget_an_overrun(
     recorder._observe()
     assert recorder.tally.stops == {"web": 2}
     assert [out for _, out in recorder.tally.overruns["web"]] == [2]
+    # Each overrun keeps the stops it is made of, where they were: what the audit sets
+    # beside the controller's writes.
+    [made_of] = recorder.tally.overrun_stops["web"]
+    assert sorted(host for _, host in made_of) == ["node-2", "node-2"]
 
 
 def test_tasks_a_restarted_node_reports_stopped_are_the_fault_s_not_stops() -> None:
@@ -189,3 +196,41 @@ def test_a_node_marked_down_between_two_reads_is_no_stop_on_a_sound_node() -> No
     recorder._observe()
     assert recorder.tally.stops == {}
     assert recorder.tally.overruns == {}
+
+
+def test_an_edit_before_the_reset_excuses_stops_for_its_grace_only(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The warm-up's last deploy at 20 s, t = 0 at 35 s: a stop 30 s after t = 0 is 45 s
+    # after that edit, long past its 20 s grace, and counts (as it would in every arm).
+    clock = [0.0]
+    monkeypatch.setattr(chaos_sample.time, "monotonic", lambda: clock[0])
+    nodes = [_node("node-1"), _node("node-2")]
+    seen_by_edit = [(nodes, [SERVICE], []), [SERVICE]]  # before the edit, and after it
+    recorder = _recorder([*seen_by_edit, *_both_stopped(nodes)], [set()] * 3)
+    clock[0] = 20.0
+    recorder.edit(["web"], lambda: (True, "ok"))
+    clock[0] = 35.0
+    recorder.reset()
+    clock[0] = 64.5
+    recorder._observe()
+    clock[0] = 65.0
+    recorder._observe()
+    assert recorder.tally.stops == {"web": 2}
+
+
+def test_each_node_s_labels_are_kept_when_first_seen_and_when_they_change() -> None:
+    marked = {**_node("node-2"), "Spec": {"Labels": {"swarm-placement.deny.app_web": "true"}}}
+    answers = [
+        ([_node("node-1"), _node("node-2")], [SERVICE], []),
+        ([_node("node-1"), marked], [SERVICE], []),
+        ([_node("node-1"), marked], [SERVICE], []),
+    ]
+    recorder = _recorder(answers, [set()] * 3)
+    for t in (1.0, 1.5, 2.0):
+        recorder.now = lambda t=t: t  # type: ignore[method-assign]
+        recorder._observe()
+    assert recorder.tally.node_labels == {
+        "node-1": [[1.0, {}]],
+        "node-2": [[1.0, {}], [1.5, {"swarm-placement.deny.app_web": "true"}]],
+    }

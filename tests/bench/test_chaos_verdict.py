@@ -1,0 +1,155 @@
+"""The chaos verdict: scored from the kept samples by the pre-registered rule, with
+nothing left out, and written into the page's marked block only."""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+
+import chaos_protocol as protocol
+from chaos_app import SERVICES
+from chaos_verdict import BEGIN, END, judge, losses_of, report, score, verdict_of, write_docs
+
+NAMES = [s.name for s in SERVICES]
+
+
+def _arm(lost: dict[str, int], overruns: dict[str, Any] | None = None) -> dict[str, Any]:
+    """An arm whose samples lose exactly `lost` replica-seconds per service."""
+    wanted = [100] * len(NAMES)
+    short = [100 - lost.get(n, 0) for n in NAMES]
+    services: dict[str, Any] = {n: {"lost": float(lost.get(n, 0))} for n in NAMES}
+    for name, found in (overruns or {}).items():
+        services[name].update(found)
+    return {
+        "samples_seen": [[0.0, True, short, wanted, []], [1.0, True, wanted, wanted, []]],
+        "samples": 2, "failed_samples": 0, "services": services, "decisions": [],
+        "writes_seen": [], "node_ids": {}, "events": [], "manager_faults": [],
+        "load": {"busy": 0.5, "controller_cpu": 0.0}, "warm_up": {"as_planned": True},
+    }  # fmt: skip
+
+
+def _pair(pair: protocol.Pair, arms: dict[str, dict[str, Any]], **extra: Any) -> dict[str, Any]:
+    return {
+        "protocol": protocol.NAME, "pair": pair.id, "kind": pair.kind, "seed": pair.seed,
+        "minutes": protocol.MINUTES, "order": list(pair.order), "arms": arms,
+        "code": {"commit": "c0ffee", "controller": "t", "bench": "b", "changed": []},
+        "seconds": {"pair": 900.0}, "load_before": [1.0, 1.0, 1.0], **extra,
+    }  # fmt: skip
+
+
+def test_losses_are_scored_again_from_the_samples() -> None:
+    arm = _arm({"db": 7, "legacy": 3})
+    assert losses_of(arm) == {"db": 7.0, "api": 0.0, "web": 0.0, "cache": 0.0, "batch": 0.0,
+                              "legacy": 3.0}  # fmt: skip
+
+
+def _judged(diffs: list[float], faults: list[str] | None = None) -> str:
+    return str(judge({"db": diffs}, {"db": faults or []})["db"]["verdict"])
+
+
+def test_the_rule_fails_harm_passes_a_gain_and_leaves_noise_open() -> None:
+    assert _judged([0.3, 0.5, 0.2, 0.4, 0.6, 0.3, 0.25, 0.35] * 2) == "FAIL"
+    assert _judged([-0.3, -0.5, -0.2, -0.4, -0.1, -0.3, -0.25, -0.35] * 2) == "PASS"
+    assert _judged([0.4, -0.4, 0.3, -0.35, 0.2, -0.25, 0.1, -0.05] * 2) == "INCONCLUSIVE"
+    # Equal losses everywhere: not shown worse, and shown within 10 %.
+    assert _judged([0.0] * 16) == "PASS"
+    # Too few pairs to show anything.
+    assert _judged([-0.3, -0.5]) == "INCONCLUSIVE"
+
+
+def test_a_hard_fault_fails_a_service_whatever_its_losses() -> None:
+    assert _judged([-0.3] * 16, ["ab-101: 1 write(s) to unmanaged legacy"]) == "FAIL"
+
+
+def test_holm_weighs_each_service_against_all_six() -> None:
+    # One service alone would pass at 0.05 with five pairs (p = 1/32); among six, not.
+    gain = [-0.5] * 5
+    alone = judge({"db": gain}, {})
+    among = judge({n: gain if n == "db" else [0.0] * 5 for n in NAMES}, {})
+    assert alone["db"]["verdict"] == "PASS"
+    assert among["db"]["verdict"] == "INCONCLUSIVE"
+    assert among["db"]["p_within"] == pytest.approx(6 / 32)
+
+
+def test_the_verdict_is_provisional_until_every_pair_is_in() -> None:
+    judged = {n: {"verdict": "PASS"} for n in NAMES}
+    assert verdict_of(judged, 16, 16) == "PASS"
+    assert verdict_of(judged, 5, 16) == "PASS (provisional: 5 of 16 A/B pairs)"
+    judged["legacy"] = {"verdict": "FAIL"}
+    assert verdict_of(judged, 16, 16) == "FAIL"
+
+
+def _write(results: Path, doc: dict[str, Any], name: str | None = None) -> None:
+    (results / (name or f"{doc['pair']}.json")).write_text(json.dumps(doc))
+
+
+def test_every_file_is_scored_or_named_and_the_page_gets_the_tables(tmp_path: Path) -> None:
+    pairs = protocol.by_id()
+    gain = {n: 10 for n in NAMES}
+    more = {n: 30 for n in NAMES}
+    _write(tmp_path, _pair(pairs["ab-101"], {
+        "alone": _arm(more), "controller": _arm(gain), "dry-run": _arm(more)}))  # fmt: skip
+    _write(tmp_path, _pair(pairs["aa-101"], {"first": _arm(gain), "second": _arm(gain)}))
+    short = _pair(pairs["ab-102"], {"alone": _arm(gain), "controller": _arm(gain),
+                                    "dry-run": _arm(gain)}, minutes=1.5)  # fmt: skip
+    _write(tmp_path, short)
+    _write(tmp_path, {"pair": "ab-103", "error": "RuntimeError('no deploy')"},
+           "ab-103.failed-1.json")  # fmt: skip
+    scored = score(tmp_path)
+    assert [p["pair"] for p in scored["ab"]] == ["ab-101"]
+    assert [p["pair"] for p in scored["aa"]] == ["aa-101"]
+    assert scored["other"] == [
+        {"file": "ab-102.json", "why": f"1.5 min, not the registered {protocol.MINUTES:g}"}
+    ]
+    assert [f["file"] for f in scored["failed"]] == ["ab-103.failed-1.json"]
+    assert scored["main"]["db"]["diffs"] == [pytest.approx(math.log(20 / 40))]
+    assert scored["verdict"].endswith("(provisional: 1 of 16 A/B pairs)")
+    text = report(scored)
+    assert text.startswith(f"**Verdict: {scored['verdict']}.**")
+    assert "| db | 1 | 30.0 | 10.0 | 0.33 | 0.50 | 0 of 1 |" in text
+    assert f"Not scored: ab-102.json (1.5 min, not the registered {protocol.MINUTES:g})" in text
+    assert "Failed attempt: ab-103.failed-1.json: RuntimeError('no deploy')" in text
+
+    page = tmp_path / "chaos.md"
+    page.write_text(f"# Chaos\n\nbefore\n\n{BEGIN}\nold figures\n{END}\n\nafter\n")
+    write_docs(page, "NEW TABLES")
+    assert page.read_text() == f"# Chaos\n\nbefore\n\n{BEGIN}\nNEW TABLES\n{END}\n\nafter\n"
+
+
+def test_an_overrun_after_a_controller_write_fails_its_service(tmp_path: Path) -> None:
+    pairs = protocol.by_id()
+    overrun = {"api": {"overrun_at": [[12.0, 2]], "overrun_stops": [[[12.0, "node-2"]]]}}
+    controller = _arm({}, overrun)
+    controller["decisions"] = [
+        {"t": 10.0, "rule": "owners", "outcome": "move",
+         "action": "service app_api: constraints = ['node.hostname!=node-2']"}
+    ]  # fmt: skip
+    _write(tmp_path, _pair(pairs["ab-101"], {
+        "alone": _arm({}), "controller": controller, "dry-run": _arm({})}))  # fmt: skip
+    scored = score(tmp_path)
+    assert scored["main"]["api"]["verdict"] == "FAIL"
+    assert scored["main"]["web"]["verdict"] == "INCONCLUSIVE"  # one pair shows nothing
+    assert scored["verdict"].startswith("FAIL")
+
+
+def test_a_trial_of_shorter_pairs_is_scored_only_when_asked_and_says_so(tmp_path: Path) -> None:
+    pair = protocol.by_id()["ab-101"]
+    arms = {"alone": _arm({"db": 5}), "controller": _arm({}), "dry-run": _arm({})}
+    _write(tmp_path, _pair(pair, arms, minutes=2.0))
+    assert score(tmp_path)["ab"] == []
+    trial = score(tmp_path, minutes=2.0)
+    assert [p["pair"] for p in trial["ab"]] == ["ab-101"]
+    assert trial["verdict"].endswith("(a trial of 2-minute pairs)")
+
+
+def test_the_chaos_page_has_the_block_the_verdict_is_written_into() -> None:
+    page = (Path(__file__).resolve().parents[2] / "docs" / "chaos.md").read_text()
+    assert page.count(BEGIN) == page.count(END) == 1
+    assert page.index(BEGIN) < page.index(END)
