@@ -39,6 +39,10 @@ class SetReplicas:
     # those a surge-and-trim trims (the surge stops nothing itself, but it starts a move).
     # Either counts against the disruption budget and starts the service's cooldown.
     evicts_from: tuple[str, ...] = ()
+    # Back from a failover surge: what it stops is a copy the surge added, no move. The
+    # ledger is charged as for any stop, but no cooldown and no "never straight back"
+    # starts, so a returning node is rebalanced as soon as it settles.
+    ends_surge: bool = False
 
     kind = "set-replicas"
 

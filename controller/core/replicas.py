@@ -112,7 +112,11 @@ def change_replicas(
 
 
 def restore_replicas(
-    service: Service, record: ReplicaRecord, *, evicts_from: tuple[str, ...] = ()
+    service: Service,
+    record: ReplicaRecord,
+    *,
+    evicts_from: tuple[str, ...] = (),
+    ends_surge: bool = False,
 ) -> SetReplicas:
     """Back to the operator's count, and the record gone, in one write."""
     return SetReplicas(
@@ -122,6 +126,7 @@ def restore_replicas(
         replicas=record.base,
         remove_labels=REPLICA_RECORD_LABELS,
         evicts_from=evicts_from,
+        ends_surge=ends_surge,
     )
 
 

@@ -28,7 +28,7 @@ from controller.adapters.writes import Executor, Rehearsal, WriteRefusedError
 from controller.core.actions import Action, describe, subject_of, target_of
 from controller.core.clock import utc_time
 from controller.core.decisions import Decision, Outcome
-from controller.core.guards import disrupted_nodes
+from controller.core.kernel.ledger import moved_from
 from controller.core.memory import Memory
 from controller.core.model import ClusterSnapshot
 from controller.core.plan import Plan, plan
@@ -228,7 +228,7 @@ class Reconciler:
             return True
         self.backoff.succeeded(action)
         cycle.executed.append(action)
-        left = disrupted_nodes(action)
+        left = moved_from(action)
         if left and hasattr(action, "service_id"):
             self.memory = self.memory.note_move(action.service_id, self._clock(), left)
         return True

@@ -6,6 +6,7 @@ from dataclasses import replace
 
 from controller.core.actions import SetReplicas
 from controller.core.counts import active_counts
+from controller.core.kernel.ledger import disrupted_nodes, moved_from
 from controller.core.memory import Memory
 from controller.core.model import NodeState
 from controller.core.replicas import REPLICA_RECORD_LABELS, read_replica_record
@@ -284,3 +285,34 @@ def test_nothing_moves_while_a_new_raft_leader_has_not_heard_from_every_node() -
     ns[3] = replace(ns[3], state=NodeState.READY)
     reported = run(snapshot(ns, [WEB], SKEWED), mem)
     assert _surge(reported).evicts_from == ("n1", "n2")
+
+
+def test_a_failover_trim_of_spare_copies_starts_no_cooldown() -> None:
+    """node-3 is lost: failover surges 6 -> 8 and, once every task runs (4/4 on node-1 and
+    node-2), trims back, stopping two spare copies there. That is no move: when node-3
+    returns, rebalance moves two tasks onto it at once, not after a cooldown. Memory is
+    kept as the reconciler keeps it after each write."""
+    ns = nodes()
+    lost = (ns[0], ns[1], replace(ns[2], state=NodeState.DOWN))
+    web = replace(WEB, labels={**WEB.labels, "placement.managed": "true"})
+    calm = layout(web, [2, 2, 2])
+    two_each = [t for t in calm if t.node_id != "n3"]
+    mem = run(snapshot(ns, [web], calm), memory(ns), now=NOW - 5).memory
+    surge = run(snapshot(lost, [web], two_each), mem, now=NOW)
+    (raise_,) = [a for a in surge.actions if isinstance(a, SetReplicas)]
+    web8 = replace(web, replicas=8, version=101, labels={**web.labels, **raise_.set_labels})
+    four_each = [*two_each, *(running(web8, n, slot) for n, slot in ((1, 7), (1, 8)))]
+    four_each += [running(web8, 2, 9), running(web8, 2, 10)]
+    trimmed = run(snapshot(lost, [web8], four_each), surge.memory, now=NOW + 10)
+    (trim,) = [a for a in trimmed.actions if isinstance(a, SetReplicas)]
+    assert trim.replicas == 6 and disrupted_nodes(trim), "the ledger is charged for the stops"
+    after_write = trimmed.memory
+    if left := moved_from(trim):
+        after_write = after_write.note_move(trim.service_id, NOW + 10, left)
+
+    # Swarm stopped one spare copy on each node; node-3 is back and has settled.
+    web6 = replace(web, version=102)
+    back = [t for t in four_each if t.slot not in (8, 10)]
+    ready = replace(after_write, node_ready_since={**after_write.node_ready_since, "n3": NOW + 20})
+    later = run(snapshot(ns, [web6], back), ready, now=NOW + 80, pol=policy(aggressiveness=3))
+    assert "wait" not in outcomes(later) or "cooldown" not in reasons(later), reasons(later)

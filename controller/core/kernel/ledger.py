@@ -69,6 +69,14 @@ def disrupted_nodes(action: Action) -> tuple[str, ...]:
     return ()
 
 
+def moved_from(action: Action) -> tuple[str, ...]:
+    """Nodes a write moves the service's tasks off: they start its cooldown and are not
+    taken straight back. A failover surge's trim stops tasks but moves none."""
+    if isinstance(action, SetReplicas) and action.ends_surge:
+        return ()
+    return disrupted_nodes(action)
+
+
 def _allows(service: Service) -> Callable[[Node], bool]:
     """The service's constraints as a node test (one Swarm refuses: every node passes,
     for Swarm keeps the tasks that run)."""

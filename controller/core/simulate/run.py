@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from controller.core.actions import Action, describe
 from controller.core.decisions import LoggedDecision
-from controller.core.guards import disrupted_nodes
+from controller.core.kernel.ledger import moved_from
 from controller.core.memory import Memory
 from controller.core.model import Availability, ClusterSnapshot
 from controller.core.plan import plan
@@ -105,7 +105,7 @@ class _Run:
         for action in result.actions:
             rule = next((d.rule for d in result.decisions if d.action == action), "")
             self.entry("write", describe(action), rule, action)
-            left = disrupted_nodes(action)
+            left = moved_from(action)
             if left and hasattr(action, "service_id"):
                 self.memory = self.memory.note_move(action.service_id, self.now, left)
         self.writes += len(result.actions)

@@ -185,7 +185,9 @@ def _trim(
     # replacements (assigned a node, not running) included: a trim may stop a running
     # original. Where it may, the trim names the node and is charged to the ledger.
     evicts, stops = scale_down_stops(ctx.snapshot, service, base)
-    trim = restore_replicas(service, record, evicts_from=evicts)
+    trim = restore_replicas(
+        service, record, evicts_from=evicts, ends_surge=record.operation == SURGE
+    )
     if record.operation == SURGE:
         if not free_nodes(ctx, service)[0]:
             return trim, Decision(
@@ -200,12 +202,13 @@ def _trim(
         # second copy goes before a delayed replacement alone on its node), wait until
         # every task runs: the trim then stops only spare ones, never going below base.
         if stops > max(0, running - base) and not aged:
+            where = f"on {_hostnames(ctx, evicts)}" if evicts else "where its tie-break picks"
             return None, Decision(
                 RULE,
                 subject,
                 Outcome.WAIT,
                 f"surge: {running} of {written} running; back to {base} now Swarm would stop "
-                f"a running task on {_hostnames(ctx, evicts)} (a node's second copy goes "
+                f"a running task {where} (a node's second copy goes "
                 "before a delayed replacement alone on its node), so the trim waits until "
                 "every task runs",
             )

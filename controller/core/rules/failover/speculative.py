@@ -223,7 +223,7 @@ def _follow(
         if evicts
         else ""
     )
-    return restore_replicas(service, record, evicts_from=evicts), Decision(
+    return restore_replicas(service, record, evicts_from=evicts, ends_surge=True), Decision(
         RULE,
         subject,
         Outcome.TRIM,
