@@ -109,3 +109,60 @@ def test_mixed_inputs_together_keep_a_service_off_no_more_than_the_one_share() -
     assert any("3 task failure(s) on node-5" in r for r in held), reasons
     assert any("plugin topo" in r and "node-4" in r for r in held), reasons
     assert any("node-2 degraded" in r and "node-3 quarantined" in r for r in held), reasons
+
+
+def test_a_services_move_offs_in_force_count_against_a_new_report() -> None:
+    """web was moved off node-2 and node-3 for failing there (in force, 2 of 6: the
+    cap): a report of node-4 failed would keep it off a third node, so it is a panic."""
+    marks = {deny_label("web"): "true", "swarm-placement.unhealthy.web": f"{NOW - 60:.3f}"}
+    snap = mixed()
+    snap = replace(
+        snap,
+        nodes=tuple(replace(n, labels=marks) if n.id in ("n2", "n3") else n for n in snap.nodes),
+        health=(HealthReport("n4", HealthState.FAILED, "webhook", NOW + 600, "gone"),),
+        workload=(),
+        plugins=PluginAdvice(),
+    )
+    result = run(snap)
+    [panic] = [d for d in result.decisions if d.outcome == "panic"]
+    assert "3 of 6 ready and active node(s)" in panic.reason
+    assert "service web also moved off node-2, node-3" in panic.reason
+    assert not [a for a in node_writes(result) if a.node_id == "n4"]
+
+
+def test_a_quarantine_waits_for_room_under_the_cap() -> None:
+    """node-2 and node-4 reported degraded fill the cap of 2 of 6: batch failing on
+    node-3 would make a third node taken, so node-3 stays in service, and a decision
+    says what fills the cap."""
+    snap = replace(
+        mixed(),
+        health=tuple(
+            HealthReport(n, HealthState.DEGRADED, "webhook", NOW + 600, "slow")
+            for n in ("n2", "n4")
+        ),
+        plugins=PluginAdvice(),
+    )
+    result = run(snap)
+    assert not [d for d in result.decisions if d.outcome == "quarantine"]
+    [kept] = [d for d in result.decisions if d.subject == "node node-3" and d.outcome == "keep"]
+    assert "a quarantine would make 3 of the 6 ready and active node(s)" in kept.reason
+    assert "node-2 degraded, node-4 degraded already" in kept.reason
+
+
+def test_nodes_an_operator_drained_are_not_in_the_base() -> None:
+    """Three of six nodes drained for maintenance: the base is the three ready and
+    active ones, of which the share allows one; two reports are a panic (counted over
+    all six, as before, they were within the share and both acted on)."""
+    base = mixed()
+    drained = tuple(
+        replace(n, availability=Availability.DRAIN) if n.id in ("n4", "n5", "n6") else n
+        for n in base.nodes
+    )
+    reports = tuple(
+        HealthReport(n, HealthState.FAILED, "webhook", NOW + 600, "gone") for n in ("n2", "n3")
+    )
+    snap = replace(base, nodes=drained, health=reports, workload=(), plugins=PluginAdvice())
+    result = run(snap)
+    [panic] = [d for d in result.decisions if d.outcome == "panic"]
+    assert "2 of 3 ready and active node(s)" in panic.reason
+    assert node_writes(result) == ()
