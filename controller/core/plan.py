@@ -54,7 +54,9 @@ def plan(
 ) -> Plan:
     resolved, decisions = resolve_settings(snapshot, policy, memory.resolved)
     # Health first: every rule then sees a failed node as down and a held node as paused.
-    health = assess_nodes(snapshot=snapshot, policy=policy, memory=memory, now=now)
+    health = assess_nodes(
+        snapshot=snapshot, policy=policy, memory=memory, now=now, resolved=resolved
+    )
     decisions.extend(health.decisions)
     effective = health.effective(snapshot)
     memory = memory.observe(effective, now).with_resolved(resolved).with_health(health.memory)

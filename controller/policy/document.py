@@ -171,11 +171,13 @@ class ControllerSpec(StrictSpec):
     health_panic_threshold: t.Fraction = Field(
         _CONTROLLER.health_panic_threshold,
         description=(
-            "Most of the nodes not down that health reports may take out of service at once "
-            "(rounded down: 0.34 is 1 node of 3 or 4, 2 of 6); when more are reported failed "
-            "or degraded, no new report is acted on until they fall back (docs/health.md). "
-            "The same share caps one plugin's vetoes of a service and the nodes one service "
-            "is moved off for failing there. 1: no limit."
+            "The one blast-radius cap: most of the ready and active nodes that every input "
+            "from outside Swarm together may keep one service off (rounded down: 0.34 is 1 "
+            "node of 3 or 4, 2 of 6). Counted together: nodes reported failed or degraded, "
+            "suspected, quarantined, and the service's move-offs and plugin vetoes. When the "
+            "reports, suspicions and quarantines would take more, no new one is acted on "
+            "until they fall back; a move-off or veto that would is held back "
+            "(docs/health.md). 1: no limit."
         ),
     )
     suspect_after: t.Duration = Field(

@@ -162,9 +162,10 @@ class ControllerSettings:
     # A service may preempt only services whose priority is lower by at least this much;
     # one named level by default, so finer numeric priorities order without evicting.
     preemption_gap: int = 1000
-    # Most of the ready nodes that health reports, a plugin's vetoes of one service or
-    # one service's failures may take away at once; more is a storm, not acted on. A
-    # third, rounded up so that one node of three is within it.
+    # The one blast-radius cap (core/kernel/blast_radius.py): most of the ready and
+    # active nodes that every outside input together (health reports, suspicions,
+    # quarantine, move-offs, plugin vetoes) may keep one service off; more is held back.
+    # A third, rounded up so that one node of three is within it.
     health_panic_threshold: float = 0.34
     # How long at least two independent signals must agree that a node is gone before
     # it is suspected (core/health/suspicion.py).

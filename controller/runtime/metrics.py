@@ -181,7 +181,8 @@ class Metrics:
         }
         self.health_panic = Gauge(
             "placement_health_panic",
-            "1 while more of the ready nodes are reported failed or degraded than "
+            "1 while the nodes reported failed or degraded, suspected or quarantined (with "
+            "a service's move-offs) are more of the ready and active nodes than "
             "controller.health-panic-threshold allows: no new report is acted on.",
             registry=r,
         )

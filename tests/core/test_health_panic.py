@@ -10,7 +10,7 @@ from controller.core.actions import SetNodeAvailability, SetNodeLabels, SetRepli
 from controller.core.apply import apply_actions
 from controller.core.decisions import Decision
 from controller.core.health.node_marks import PAUSED, health_key
-from controller.core.health.panic import allowed
+from controller.core.kernel.blast_radius import allowed
 from controller.core.labels import DENY_LABEL_PREFIX, deny_label, steering_constraint
 from controller.core.memory import Memory
 from controller.core.model import Availability, ClusterSnapshot, NodeState
@@ -115,7 +115,10 @@ def test_every_node_reported_failed_changes_nothing_and_a_decision_says_why() ->
     assert result.actions == (), "no deny, pause, record or failover surge"
     decision = panic(result)
     assert decision is not None and decision.subject == "swarm"
-    assert "4 of 4 node(s) not down (100%) reported failed or degraded" in decision.reason
+    assert (
+        "4 of 4 ready and active node(s) (100%) taken by outside inputs: "
+        "4 reported failed or degraded" in decision.reason
+    )
     assert "node-1, node-2, node-3, node-4" in decision.reason
     assert "by webhook" in decision.reason
     assert "controller.health-panic-threshold 34% (at most 1 node(s))" in decision.reason
@@ -252,7 +255,7 @@ def test_a_node_swarm_marks_down_is_failed_over_during_a_storm() -> None:
     result = plan(snapshot=snap, policy=policy, memory=memory, now=NOW)
     decision = panic(result)
     assert decision is not None
-    assert "3 of 3 node(s) not down" in decision.reason
+    assert "3 of 3 ready and active node(s)" in decision.reason
     assert "1 node(s) Swarm marks down are no reports and fail over as usual" in decision.reason
     assert node_writes(result) == ()
     replicas = {a.service_name: a.replicas for a in surges(result)}
@@ -269,13 +272,19 @@ def test_a_plugin_vetoing_a_service_on_more_than_the_share_is_ignored() -> None:
     two = run(vetoes(("a", 2), ("a", 3)))
     assert node_writes(two) == ()
     assert any(
-        d.rule == "plugins" and d.outcome == "ignore" and "plugin a vetoes 2 of the 4" in d.reason
+        d.rule == "plugins"
+        and d.outcome == "ignore"
+        and "plugin a vetoes 2 of the 4 ready and active" in d.reason
         for d in two.decisions
     )
     # Two plugins within the share each, over it together: set aside as well.
     both = run(vetoes(("a", 2), ("b", 3)))
     assert node_writes(both) == ()
-    assert any("the placement plugins veto 2 of the 4" in d.reason for d in both.decisions)
+    assert any(
+        "the placement plugins veto it on 2 node(s)" in d.reason
+        and "kept off 2 of the 4 ready and active node(s)" in d.reason
+        for d in both.decisions
+    )
     # A plugin over the share is set aside; another one within it still counts.
     mixed = run(vetoes(("a", 1), ("a", 2), ("b", 4)))
     assert [a.node_id for a in node_writes(mixed)] == ["n4"]
@@ -322,6 +331,7 @@ def test_a_storm_while_a_new_leader_calls_every_node_unknown_is_still_a_panic() 
         snapshot=replace(snap, health=storm), policy=Policy.default(), memory=Memory(), now=NOW
     )
     assert any(
-        d.outcome == "panic" and "4 of 4 node(s) not down" in d.reason for d in result.decisions
+        d.outcome == "panic" and "4 of 4 ready and active node(s)" in d.reason
+        for d in result.decisions
     )
     assert not [a for a in result.actions if isinstance(a, SetNodeLabels | SetNodeAvailability)]

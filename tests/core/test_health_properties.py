@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from controller.core.actions import SetNodeAvailability, SetNodeLabels
 from controller.core.apply import apply_actions
 from controller.core.health.node_marks import QUARANTINE_UNTIL, read_float, read_health_marks
-from controller.core.health.panic import allowed
+from controller.core.kernel.blast_radius import allowed
 from controller.core.labels import DENY_LABEL_PREFIX, steering_constraint
 from controller.core.memory import Memory
 from controller.core.model import Availability, ClusterSnapshot, NodeRole, NodeState

@@ -190,6 +190,10 @@ def test_a_crash_the_controller_did_not_see_is_dated_from_swarm_s_last_update() 
 def test_a_quarantined_manager_is_no_manager_to_fall_back_on_for_a_health_pause() -> None:
     # node-2, the other manager, is quarantined: the rules see it paused, so pausing
     # degraded node-1 would leave no manager taking tasks; it is not planned at all.
+    # (A threshold of a half: the quarantine and the report together are 2 of 4 nodes.)
+    half = policy_from_data(
+        {"apiVersion": "placement/v1", "controller": {"health-panic-threshold": "50%"}}
+    )
     memory, now = crash_loop({3})
     held = cluster(4, labels={2: {QUARANTINE_UNTIL: f"{now + 7200:.3f}"}})
     held = replace(
@@ -197,7 +201,7 @@ def test_a_quarantined_manager_is_no_manager_to_fall_back_on_for_a_health_pause(
         nodes=tuple(replace(n, role=held.nodes[0].role) if n.id == "n2" else n for n in held.nodes),
         health=(HealthReport("n1", HealthState.DEGRADED, "webhook", now + 60, reason="disk"),),
     )
-    result = cycle(held, memory, now + 1)
+    result = cycle(held, memory, now + 1, half)
     assert not [d for d in result.decisions if d.rule == "guard" and d.outcome == "refuse"]
     assert not [
         a

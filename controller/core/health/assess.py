@@ -8,15 +8,20 @@ Swarm's task history, the node exits remembered, the policy and `now`.
   the node as down (so failover surges at once), `degraded` as paused.
 - Quarantine (`nodes.quarantine`): a node with at least `failures` incidents within
   `period` is kept from the managed services for `duration`, never more than
-  `max-fraction` of the nodes at once. The rules see it paused; Swarm does not: the node
+  `max-fraction` of the nodes at once, and only within the room the blast-radius cap
+  (core/kernel/blast_radius.py) leaves beside the nodes reported, suspected, quarantined
+  and each service's move-offs. The rules see it paused; Swarm does not: the node
   stays active, so services the controller does not manage keep it as Swarm alone would.
   An incident is an ungraceful exit (ready, then down, while not drained by an operator) or
   a task failure there. Failures in the first RETURN_GRACE seconds after a node turns ready
   are its return's (Swarm reports the tasks a crash killed only then), and a service that
   also fails on other nodes is failing by itself, not because of the node: neither counts.
-- Panic (panic.py): when more than `controller.health-panic-threshold` of the ready nodes
-  are reported failed or degraded, no new report is taken and no new quarantine starts;
-  what is in force stays and releases go on.
+- Panic (panic.py): when the outside inputs together would take more than
+  `controller.health-panic-threshold` of the ready and active nodes, no new report is
+  taken, no suspicion acted on and no new quarantine starts; what is in force stays and
+  releases go on.
+- The node-wide inputs acted on make the cycle's `BlastRadius`: a service's own inputs
+  (move-offs, plugin vetoes) get only the room it leaves.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ from controller.core.health.node_marks import (
     paused_for,
     read_float,
     read_health_marks,
+    unhealthy_marks,
 )
 from controller.core.health.panic import Panic, detect_panic, held_in_panic, ignored
 from controller.core.health.suspicion import (
@@ -43,10 +49,24 @@ from controller.core.health.suspicion import (
     dropped_in_panic,
     suspect_nodes,
 )
+from controller.core.kernel.blast_radius import (
+    SETTING,
+    BlastRadius,
+    named,
+    not_down,
+    ready_and_active,
+)
 from controller.core.memory import Memory
-from controller.core.model import Availability, ClusterSnapshot, Node, NodeRole, NodeState
+from controller.core.model import (
+    Availability,
+    ClusterSnapshot,
+    Node,
+    NodeRole,
+    NodeState,
+    ServiceMode,
+)
 from controller.core.outside_inputs import HealthState, WorkloadEvent
-from controller.policy import ControllerSettings, Policy
+from controller.policy import ControllerSettings, Policy, ResolvedService
 
 RULE = "health"
 # Task failures this soon after a node turns ready belong to its return, not to it.
@@ -75,8 +95,11 @@ class Assessment:
     decisions: tuple[Decision, ...] = ()
     memory: HealthMemory = field(default_factory=HealthMemory)
     panic: Panic | None = None  # set while too many nodes are reported (panic.py)
-    # controller.health-panic-threshold, which also caps plugin vetoes and move-offs.
-    share: float = ControllerSettings().health_panic_threshold
+    # The one cap, with the nodes the node-wide inputs acted on take: plugin vetoes and
+    # move-offs get only the room it leaves (core/kernel/blast_radius.py).
+    radius: BlastRadius = field(
+        default_factory=lambda: BlastRadius(ControllerSettings().health_panic_threshold)
+    )
     # Ready nodes faster signals agree are gone (suspicion.py); empty in a panic.
     suspected: Mapping[str, Suspicion] = field(default_factory=dict)
 
@@ -222,11 +245,43 @@ def _live_reports(snapshot: ClusterSnapshot) -> dict[str, dict[str, HealthMark |
     return out
 
 
+def moves_in_force(
+    snapshot: ClusterSnapshot, resolved: Mapping[str, ResolvedService], now: float
+) -> dict[str, frozenset[str]]:
+    """Service name -> the nodes a managed service is kept off for failing there, in
+    force: its mark younger than its failover-threshold period (rules/nodes/workload.py)."""
+    periods: dict[str, float] = {}
+    for service in snapshot.services:
+        found = resolved.get(service.id)
+        if found is None or not found.settings.managed or service.mode is ServiceMode.OTHER:
+            continue
+        threshold = found.settings.failover_threshold
+        periods[service.name] = threshold.period_seconds if threshold else 0.0
+    out: dict[str, set[str]] = {}
+    for node in snapshot.nodes:
+        for name, since in unhealthy_marks(node.labels).items():
+            if name in periods and now - since < periods[name]:
+                out.setdefault(name, set()).add(node.id)
+    return {name: frozenset(nodes) for name, nodes in out.items()}
+
+
 def assess_nodes(
-    *, snapshot: ClusterSnapshot, policy: Policy, memory: Memory, now: float
+    *,
+    snapshot: ClusterSnapshot,
+    policy: Policy,
+    memory: Memory,
+    now: float,
+    resolved: Mapping[str, ResolvedService] | None = None,
 ) -> Assessment:
+    """`resolved`: each service's settings, for the move-offs in force that count
+    against the blast-radius cap (None: none counted)."""
     q = policy.quarantine
     share = policy.controller.health_panic_threshold
+    ours = frozenset(n.id for n in snapshot.nodes if paused_for(n.labels))
+    moved_off = moves_in_force(snapshot, resolved or {}, now)
+    quarantined = frozenset(
+        n.id for n in snapshot.nodes if (read_float(n.labels, QUARANTINE_UNTIL) or 0.0) > now
+    )
     health_memory = track_exits(snapshot, memory.health, now, keep=q.period_seconds)
     live = _live_reports(snapshot)
     wanted = {n.id: _health_marks(n, live.get(n.id, {}), now) for n in snapshot.nodes}
@@ -235,7 +290,14 @@ def assess_nodes(
     )
     # A suspicion counts against the panic share like a report of failure.
     counted = {**as_panic_marks(suspected), **{k: v for k, v in wanted.items() if v}}
-    panic = detect_panic(snapshot.nodes, counted, share)
+    panic = detect_panic(
+        snapshot.nodes,
+        counted,
+        share,
+        held=ours,
+        quarantined=quarantined,
+        moved_off=moved_off,
+    )
     decisions: list[Decision] = [] if panic is None else [panic.decision()]
     decisions.extend(suspicion_notes)
     if panic is not None:
@@ -288,6 +350,12 @@ def assess_nodes(
                 ),
             )
         )
+    radius = BlastRadius(
+        share=share,
+        base=ready_and_active(snapshot.nodes, ours),
+        alive=not_down(snapshot.nodes),
+        hostnames={n.id: n.hostname for n in snapshot.nodes},
+    )
     verdicts = _quarantine(
         snapshot,
         policy=policy,
@@ -298,6 +366,7 @@ def assess_nodes(
         ended=ended,
         decisions=decisions,
         panic=panic is not None,
+        room=_Room(radius, _node_wide(radius, verdicts, suspected), moved_off),
     )
     verdicts = _pauses(snapshot, verdicts, decisions)
     return Assessment(
@@ -305,9 +374,58 @@ def assess_nodes(
         decisions=tuple(decisions),
         memory=health_memory,
         panic=panic,
-        share=share,
+        radius=replace(radius, taken=_node_wide(radius, verdicts, suspected)),
         suspected=suspected,
     )
+
+
+def _node_wide(
+    radius: BlastRadius, verdicts: Mapping[str, NodeVerdict], suspected: Mapping[str, Suspicion]
+) -> dict[str, str]:
+    """Node id -> what takes it from every service: the node-wide inputs acted on."""
+    taken: dict[str, str] = {}
+    for node_id, verdict in verdicts.items():
+        if node_id not in radius.alive:
+            continue
+        if verdict.health is not HealthState.OK:
+            taken[node_id] = verdict.health.value
+        elif verdict.quarantined:
+            taken[node_id] = "quarantined"
+    for node_id in suspected:
+        if node_id in radius.alive:
+            taken.setdefault(node_id, "suspected")
+    return taken
+
+
+@dataclass(frozen=True, slots=True)
+class _Room:
+    """What a new quarantine must fit beside: the node-wide inputs acted on, and each
+    service's move-offs in force (service name -> nodes)."""
+
+    radius: BlastRadius
+    taken: Mapping[str, str]
+    moved_off: Mapping[str, frozenset[str]]
+
+    def refusal(self, node_id: str) -> str | None:
+        taken = {**self.taken, node_id: "quarantined"}
+        worst, who = dict(taken), ""
+        for name, nodes in sorted(self.moved_off.items()):
+            with_moves = {**{n: "moved off" for n in nodes & self.radius.alive}, **taken}
+            if len(with_moves) > len(worst):
+                worst, who = with_moves, f" for service {name}"
+        cap = self.radius.cap
+        if len(worst) <= cap:
+            return None
+        del worst[node_id]
+        return (
+            f"a quarantine would make {len(worst) + 1} of the {len(self.radius.base)} ready "
+            f"and active node(s) taken by outside inputs{who} "
+            f"({named(worst, self.radius.hostnames)} already): "
+            f"{SETTING} {self.radius.share:.0%} allows {cap}"
+        )
+
+    def take(self, node_id: str) -> _Room:
+        return replace(self, taken={**self.taken, node_id: "quarantined"})
 
 
 def _quarantine(
@@ -321,6 +439,7 @@ def _quarantine(
     ended: Mapping[str, float],
     decisions: list[Decision],
     panic: bool,
+    room: _Room,
 ) -> dict[str, NodeVerdict]:
     q = policy.quarantine
     window_start = now - q.period_seconds
@@ -363,6 +482,11 @@ def _quarantine(
                 )
             )
             continue
+        refusal = room.refusal(node_id)
+        if refusal is not None:
+            decisions.append(Decision(RULE, subject, Outcome.KEEP, f"{what}, but {refusal}"))
+            continue
+        room = room.take(node_id)
         active += 1
         until = now + q.duration_seconds
         verdicts[node_id] = replace(verdict, quarantine_until=until, quarantine_reason=what)

@@ -1,108 +1,146 @@
-"""The blast radius of health: a storm of bad reports takes nothing more away.
+"""The health panic: a storm of outside inputs takes nothing more away.
 
 One monitor or plugin that says `failed` for every node is far likelier broken than the
 swarm, and acting on it would stop every managed task at once (Swarm's constraint
-enforcer ignores update configs), which Swarm alone never does. So health may take at
-most a share of the ready nodes (`controller.health-panic-threshold`, rounded down: 0.34
-is 1 node of 3 or 4, 2 of 6) out of service at once. When more of them are reported
-failed or degraded, the controller is in a *health panic*:
+enforcer ignores update configs), which Swarm alone never does. So the outside inputs
+together may take at most a share of the ready and active nodes
+(`controller.health-panic-threshold`, the one blast-radius cap of
+core/kernel/blast_radius.py) out of service at once. Counted together: the nodes reported
+failed or degraded, those suspected (speculative failover), those quarantined, and, for
+each service, the nodes it is moved off for failing there (in force). When more than the
+share would be taken, the controller is in a *health panic*:
 
-- no new report is acted on: no deny label, pause, quarantine or failover comes of it;
-- what is already in force stays (it was within the share when it was decided, and
-  lifting it could send tasks back to a node that is really sick), and a word in force
-  may be repeated (a fresh ttl) but not made worse (degraded to failed);
+- no new report is acted on: no deny label, pause, quarantine or failover comes of it, no
+  suspicion starts a speculative surge;
+- what is in force stays (it was within the share when it was decided, and lifting it
+  could send tasks back to a node that is really sick), and a word in force may be
+  repeated (a fresh ttl) but not made worse (degraded to failed);
 - releases go on (`ok`, a lapsed ttl, failed to degraded): they only give capacity back.
 
-Nodes Swarm itself marks down are no reports: they count neither among the reported nor
-the ready nodes, and fail over as usual. Once the reports fall back within the share, the
-controller acts on them again. The same share caps one plugin's vetoes of one service
-(deny.py) and the nodes one service is kept off for failing there (workload.py).
+Nodes Swarm itself marks down are no reports: they count neither among the taken nor the
+ready and active nodes, and fail over as usual. Once the inputs fall back within the
+share, the controller acts on them again. A service's own inputs (move-offs, plugin
+vetoes) get only the room the node-wide ones leave (rules/nodes: workload.py, deny.py).
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 from controller.core.clock import utc_time
-from controller.core.constraints import ConstraintError, node_satisfies, parse_constraint
 from controller.core.decisions import Decision, Outcome
 from controller.core.health.node_marks import HealthMark
-from controller.core.labels import operator_texts
-from controller.core.model import ClusterSnapshot, Node, NodeState, Service
+from controller.core.health.suspicion import SUSPICION_SOURCE
+from controller.core.kernel.blast_radius import (
+    MAX_NAMED,
+    SETTING,
+    allowed,
+    not_down,
+    ready_and_active,
+)
+from controller.core.model import Node, NodeState
 
 RULE = "health"
-SETTING = "controller.health-panic-threshold"
-# Hostnames named in the panic decision; the rest are counted.
-MAX_NAMED = 10
+
+__all__ = ["SETTING", "Panic", "allowed", "detect_panic", "held_in_panic", "ignored"]
 
 
-def allowed(share: float, nodes: int) -> int:
-    """How many of `nodes` may be taken away at once (rounded down)."""
-    return math.floor(share * nodes + 1e-9)
-
-
-def eligible(snapshot: ClusterSnapshot, service: Service) -> set[str]:
-    """The nodes that take tasks and meet the operator's constraints of the service. The
-    controller's own (deny labels, exclusions) are left out: the base of a share must not
-    shrink with what that share caps. Unreadable constraints: every node that takes tasks."""
-    texts = operator_texts(service.name, service.labels, service.constraints)
-    try:
-        parsed = tuple(parse_constraint(c) for c in texts)
-    except ConstraintError:
-        parsed = ()
-    return {n.id for n in snapshot.nodes if n.accepts_tasks and node_satisfies(n, parsed)}
+def _hosts(names: tuple[str, ...]) -> str:
+    text = ", ".join(names[:MAX_NAMED])
+    if len(names) > MAX_NAMED:
+        text += f" and {len(names) - MAX_NAMED} more"
+    return text
 
 
 @dataclass(frozen=True, slots=True)
 class Panic:
-    reported: tuple[str, ...]  # hostnames of the nodes not down reported failed or degraded
-    ready: int  # nodes Swarm does not mark down (ready, or unknown after a leader change)
+    taken: int  # the nodes the inputs would take, for the service they take most from
+    reported: tuple[str, ...]  # hostnames of the nodes not down reported or suspected
+    base: int  # nodes ready and active (or paused by the controller)
     share: float
     sources: tuple[str, ...]  # the sources of those reports
     down: int  # nodes Swarm marks down: not reports, failed over as usual
+    quarantined: tuple[str, ...] = ()  # hostnames quarantined (in force)
+    # The service whose move-offs in force take it over, with those nodes' hostnames.
+    moved_off: tuple[str, tuple[str, ...]] | None = None
 
     def decision(self) -> Decision:
-        named = ", ".join(self.reported[:MAX_NAMED])
-        if len(self.reported) > MAX_NAMED:
-            named += f" and {len(self.reported) - MAX_NAMED} more"
+        parts = []
+        if self.reported:
+            what = "reported failed or degraded"
+            if SUSPICION_SOURCE in self.sources:
+                what += ", or suspected"
+            parts.append(
+                f"{len(self.reported)} {what} ({_hosts(self.reported)}) "
+                f"by {', '.join(self.sources)}"
+            )
+        if self.quarantined:
+            parts.append(f"{len(self.quarantined)} quarantined ({_hosts(self.quarantined)})")
+        if self.moved_off is not None:
+            name, hosts = self.moved_off
+            parts.append(f"service {name} also moved off {_hosts(hosts)}")
         down = (
             f"; {self.down} node(s) Swarm marks down are no reports and fail over as usual"
             if self.down
             else ""
         )
+        share = f"{self.taken / self.base:.0%}" if self.base else "no base"
         return Decision(
             RULE,
             "swarm",
             Outcome.PANIC,
-            f"{len(self.reported)} of {self.ready} node(s) not down "
-            f"({len(self.reported) / self.ready:.0%}) reported failed or degraded "
-            f"({named}) by {', '.join(self.sources)}: over {SETTING} {self.share:.0%} "
-            f"(at most {allowed(self.share, self.ready)} node(s)). No new report is acted "
-            "on (no deny, pause, quarantine or failover from one) until they fall back; "
-            f"what is in force stays, releases go on{down}",
+            f"{self.taken} of {self.base} ready and active node(s) ({share}) taken by "
+            f"outside inputs: {'; '.join(parts)}: over {SETTING} {self.share:.0%} "
+            f"(at most {allowed(self.share, self.base)} node(s)). No new report, suspicion "
+            "or quarantine is acted on (no deny, pause, quarantine or failover from one) "
+            f"until they fall back; what is in force stays, releases go on{down}",
         )
 
 
 def detect_panic(
-    nodes: tuple[Node, ...], marks: Mapping[str, Mapping[str, HealthMark]], share: float
+    nodes: tuple[Node, ...],
+    marks: Mapping[str, Mapping[str, HealthMark]],
+    share: float,
+    *,
+    held: frozenset[str] = frozenset(),
+    quarantined: frozenset[str] = frozenset(),
+    moved_off: Mapping[str, frozenset[str]] | None = None,
 ) -> Panic | None:
-    """`marks`: node id -> source -> its non-ok word in force or reported (unexpired).
+    """`marks`: node id -> source -> its non-ok word in force or reported (unexpired),
+    suspicions included; `held`: nodes the controller holds paused (in the base);
+    `quarantined`: nodes quarantined now; `moved_off`: service name -> the nodes it is
+    kept off for failing there (in force).
 
-    The base is every node Swarm does not mark down: a new Raft leader calls every node
+    The base counts nodes Swarm calls unknown: a new Raft leader calls every node
     `unknown` until it reports, and a storm arriving then must not find a base of zero
     (seen in the chaos run: every node denied every managed service)."""
-    ready = [n for n in nodes if n.state is not NodeState.DOWN]
-    reported = sorted((n for n in ready if marks.get(n.id)), key=lambda n: n.hostname)
-    if len(reported) <= allowed(share, len(ready)):
+    base = ready_and_active(nodes, held)
+    alive = not_down(nodes)
+    reported = {n for n in alive if marks.get(n)}
+    node_wide = reported | (quarantined & alive)
+    cap = allowed(share, len(base))
+    worst: tuple[int, str, frozenset[str]] = (len(node_wide), "", frozenset())
+    for name, off in sorted((moved_off or {}).items()):
+        extra = (off & alive) - node_wide
+        if len(node_wide) + len(extra) > worst[0]:
+            worst = (len(node_wide) + len(extra), name, frozenset(extra))
+    if worst[0] <= cap:
         return None
+    by_id = {n.id: n for n in nodes}
+
+    def hosts(ids: frozenset[str] | set[str]) -> tuple[str, ...]:
+        return tuple(sorted(by_id[n].hostname for n in ids))
+
     return Panic(
-        reported=tuple(n.hostname for n in reported),
-        ready=len(ready),
+        taken=worst[0],
+        reported=hosts(reported),
+        base=len(base),
         share=share,
-        sources=tuple(sorted({s for n in reported for s in marks[n.id]})),
+        sources=tuple(sorted({s for n in reported for s in marks[n]})),
         down=sum(1 for n in nodes if n.state is NodeState.DOWN),
+        quarantined=hosts(quarantined & alive),
+        moved_off=(worst[1], hosts(worst[2])) if worst[1] else None,
     )
 
 

@@ -12,9 +12,13 @@ label with no reason left is removed, whoever wrote it:
   (in a health panic, panic.py, no next batch starts);
 - the service failed there too often (workload.py);
 - a placement plugin vetoes the node for the service, unless that plugin vetoes more than
-  `controller.health-panic-threshold` of the nodes that may take it, or the vetoes
-  of all plugins together do (then they are set aside for the cycle, and a decision says
-  so): a plugin gone wrong must not take a service off every node at once.
+  `controller.health-panic-threshold` of the ready and active nodes that may take it, or
+  the vetoes of all plugins, with every other outside input that keeps the service off
+  a node (reported, suspected or quarantined nodes, its move-offs), would take it past
+  that one blast-radius cap (core/kernel/blast_radius.py). Then they are set aside for
+  the cycle, and a decision says so: a plugin gone wrong must not take a service off
+  every node at once, nor add its share to the others'. Vetoes come last: they are
+  advice asked again every cycle.
 Removing a deny label moves nothing back: it only lets the node take the service again.
 """
 
@@ -26,7 +30,7 @@ from dataclasses import dataclass, field
 from controller.core.counts import active_counts
 from controller.core.decisions import Decision, Outcome
 from controller.core.health.assess import Assessment
-from controller.core.health.panic import SETTING, allowed, eligible
+from controller.core.kernel.blast_radius import SETTING, ServiceRadius, named
 from controller.core.labels import DENY_LABEL_PREFIX, DENY_VALUE
 from controller.core.model import ClusterSnapshot, Service, ServiceMode
 from controller.core.outside_inputs import HealthState, PluginVeto
@@ -74,6 +78,7 @@ def plan_denials(
     batch: int,
     move_offs: Mapping[str, Mapping[str, float]],
     vetoes: tuple[PluginVeto, ...],
+    radii: Mapping[str, ServiceRadius],
 ) -> DenyPlan:
     plan = DenyPlan()
     by_id = {s.id: s for s in managed}
@@ -94,7 +99,7 @@ def plan_denials(
             )
         for name in move_offs.get(node.id, {}):
             plan.deny(node.id, name, "keeps failing here")
-    _vetoes(plan, effective, by_id, vetoes, share=assessment.share)
+    _vetoes(plan, effective, by_id, vetoes, radii=radii)
     return plan
 
 
@@ -153,7 +158,7 @@ def _vetoes(
     by_id: Mapping[str, Service],
     vetoes: tuple[PluginVeto, ...],
     *,
-    share: float,
+    radii: Mapping[str, ServiceRadius],
 ) -> None:
     per_service: dict[str, dict[str, dict[str, PluginVeto]]] = {}
     for veto in vetoes:
@@ -163,8 +168,8 @@ def _vetoes(
     for service_id, by_plugin in sorted(per_service.items()):
         service = by_id[service_id]
         subject = f"service {service.name}"
-        usable = eligible(effective, service)
-        cap = allowed(share, len(usable))
+        radius = radii[service_id]
+        usable, cap, share = radius.homes, radius.cap, radius.share
         kept: dict[str, PluginVeto] = {}
         for plugin, nodes in sorted(by_plugin.items()):
             taken = len(usable & set(nodes))
@@ -174,27 +179,30 @@ def _vetoes(
                         "plugins",
                         subject,
                         Outcome.IGNORE,
-                        f"plugin {plugin} vetoes {taken} of the {len(usable)} node(s) that "
-                        f"may take it, more than {SETTING} {share:.0%} allows ({cap}): its "
-                        "vetoes are set aside this cycle",
+                        f"plugin {plugin} vetoes {taken} of the {len(usable)} ready and active "
+                        f"node(s) that may take it, more than {SETTING} {share:.0%} allows "
+                        f"({cap}): its vetoes are set aside this cycle",
                     )
                 )
                 continue
             for node_id, veto in nodes.items():
                 kept.setdefault(node_id, veto)
-        taken = len(usable & set(kept))
-        if taken > cap or (usable and usable <= set(kept)):
+        wanted = {n: f"vetoed by plugin {v.plugin}" for n, v in kept.items()}
+        refusal = radius.refusal(wanted)
+        if refusal is None and usable and usable <= set(kept) | set(radius.off):
+            refusal = "it would be kept off every ready and active node it may run on"
+        if refusal is not None:
             plan.decisions.append(
                 Decision(
                     "plugins",
                     subject,
                     Outcome.IGNORE,
-                    f"the placement plugins veto {taken} of the {len(usable)} node(s) that "
-                    "may take it"
-                    + (f", more than {SETTING} {share:.0%} allows ({cap})" if taken > cap else "")
-                    + ": their vetoes are set aside this cycle rather than leave it too few nodes",
+                    f"the placement plugins veto it on {len(wanted)} node(s) "
+                    f"({named(wanted, radius.hostnames)}), but {refusal}: their vetoes are "
+                    "set aside this cycle rather than leave it too few nodes",
                 )
             )
             continue
+        radius.take(wanted)
         for node_id, veto in sorted(kept.items()):
             plan.deny(node_id, service.name, f"vetoed by plugin {veto.plugin}: {veto.reason}")

@@ -60,13 +60,16 @@ def plan_nodes(ctx: PlanContext) -> RuleOutput:
     observed = ctx.swarm
     managed = ctx.managed_services()
     settings = {s.id: ctx.settings(s.id) for s in managed}
+    # One blast-radius count per service: the node-wide inputs the health assessment acted
+    # on, then its move-offs, then the plugins' vetoes (core/kernel/blast_radius.py).
+    radii = {s.id: ctx.health.radius.for_service(observed, s) for s in managed}
     move_offs = plan_move_offs(
         snapshot=ctx.snapshot,
         services=managed,
         thresholds={s.name: settings[s.id].failover_threshold for s in managed},
         memory=ctx.memory,
         now=ctx.now,
-        share=ctx.policy.controller.health_panic_threshold,
+        radii=radii,
     )
     denials = plan_denials(
         observed=observed,
@@ -77,6 +80,7 @@ def plan_nodes(ctx: PlanContext) -> RuleOutput:
         batch=ctx.policy.controller.budgets.actions_per_node,
         move_offs=move_offs.wanted,
         vetoes=ctx.snapshot.plugins.vetoes,
+        radii=radii,
     )
     marks = possible_marks(ctx)
     decisions: list[Decision] = [*move_offs.decisions, *denials.decisions]

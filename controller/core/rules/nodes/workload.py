@@ -9,9 +9,12 @@ A service that keeps failing wherever it goes is not chased from node to node: o
 has been moved off N nodes within PERIOD the threshold is reached, it is not moved again
 (Swarm keeps restarting it where it is) and a decision says so, as a failover cluster
 leaves a role that failed too often in the failed state. It is never moved off the last
-node it could run on either, nor off more than `controller.health-panic-threshold` of the
-nodes that may take it (panic.py): failures everywhere at once (a dependency down, an agent
-gone wrong) must not take a service off every node.
+node it could run on either, nor past the one blast-radius cap
+(core/kernel/blast_radius.py): the nodes it is kept off by every outside input together
+(reported, suspected or quarantined nodes first, then its move-offs, then plugin vetoes)
+stay within `controller.health-panic-threshold` of the ready and active nodes it may run
+on. Failures everywhere at once (a dependency down, an agent gone wrong) must not take a
+service off every node.
 
 Failures count once per task (an unhealthy task that Swarm then kills is one failure),
 and not in the first moments after the node turned ready (see assess.RETURN_GRACE_SECONDS).
@@ -26,7 +29,7 @@ from controller.core.constraints import ConstraintError, node_satisfies, parse_c
 from controller.core.decisions import Decision, Outcome
 from controller.core.health.assess import RETURN_GRACE_SECONDS, ready_since
 from controller.core.health.node_marks import unhealthy_marks
-from controller.core.health.panic import SETTING, allowed, eligible
+from controller.core.kernel.blast_radius import ServiceRadius
 from controller.core.labels import DENY_VALUE, deny_label
 from controller.core.memory import Memory
 from controller.core.model import ClusterSnapshot, Service, ServiceMode
@@ -93,26 +96,34 @@ def plan_move_offs(
     thresholds: Mapping[str, FailoverThreshold | None],
     memory: Memory,
     now: float,
-    share: float,
+    radii: Mapping[str, ServiceRadius],
 ) -> MoveOffs:
-    """`snapshot`: as the rules see it (failed nodes down, held nodes paused); `share`:
-    controller.health-panic-threshold, the most of a service's nodes it is kept off."""
+    """`snapshot`: as the rules see it (failed nodes down, held nodes paused); `radii`:
+    per service id, its blast-radius count, which the move-offs in force and new ones
+    are added to."""
     result = MoveOffs()
-    names = {s.name for s in services}
+    by_name = {s.name: s for s in services}
     for node in snapshot.nodes:
         for name, since in unhealthy_marks(node.labels).items():
-            if name not in names:
+            if name not in by_name:
                 continue  # not managed any more: the record goes with the deny label
             threshold = thresholds.get(name)
             period = threshold.period_seconds if threshold else 0.0
             if now - since < period:
                 result.keep(node.id, name, since)
+                radii[by_name[name].id].keep(node.id, "moved off")
     for service in services:
         threshold = thresholds.get(service.name)
         if threshold is None or service.mode is ServiceMode.OTHER:
             continue
         _plan_service(
-            snapshot, memory, service, threshold=threshold, now=now, share=share, result=result
+            snapshot,
+            memory,
+            service,
+            threshold=threshold,
+            now=now,
+            radius=radii[service.id],
+            result=result,
         )
     return result
 
@@ -124,7 +135,7 @@ def _plan_service(
     *,
     threshold: FailoverThreshold,
     now: float,
-    share: float,
+    radius: ServiceRadius,
     result: MoveOffs,
 ) -> None:
     period = threshold.period_seconds
@@ -137,8 +148,6 @@ def _plan_service(
             since[node.id] = max(since[node.id], recorded)
     failures = _failures_by_node(snapshot, memory, service, now, since)
     subject = f"service {service.name}"
-    homes = eligible(snapshot, service)
-    cap = allowed(share, len(homes))
     for node_id in sorted(failures, key=lambda n: snapshot.node_by_id[n].hostname):
         count = len(failures[node_id])
         if count < threshold.failures or node_id in off:
@@ -164,18 +173,18 @@ def _plan_service(
                 Decision(RULE, subject, Outcome.KEEP, f"{what}, but no other node may run it")
             )
             continue
-        if len(off) >= cap:
+        refusal = radius.refusal({node_id: "moved off"})
+        if refusal is not None:
             result.decisions.append(
                 Decision(
                     RULE,
                     subject,
                     Outcome.HOLD,
-                    f"{what}, but it is kept off {len(off)} of the {len(homes)} node(s) that "
-                    f"may take it already: {SETTING} {share:.0%} allows {cap}, so it is not "
-                    "moved again (Swarm keeps restarting it)",
+                    f"{what}, but {refusal}: it is not moved off (Swarm keeps restarting it)",
                 )
             )
             continue
+        radius.take({node_id: "moved off"})
         off.add(node_id)
         result.keep(node_id, service.name, now)
         result.decisions.append(
