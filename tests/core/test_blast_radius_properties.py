@@ -156,7 +156,7 @@ def acted_suspicions(result: Plan) -> set[str]:
     return {s.removeprefix("node ") for s in said - dropped}
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=120, deadline=None)
 @given(mixed_inputs())
 def test_no_service_is_kept_off_more_than_the_one_cap(case: tuple[ClusterSnapshot, float]) -> None:
     snap, share = case
