@@ -28,7 +28,14 @@ from controller.policy.service_spec import (
 from controller.policy.settings import ServiceSettings
 
 LABEL_PREFIX = "placement."
-LABEL_KEYS: tuple[str, ...] = tuple(LABEL_PREFIX + name for name in SETTING_NAMES)
+
+
+def label_key(setting: str) -> str:
+    """The service label that sets one setting: `placement.preferred-nodes`."""
+    return LABEL_PREFIX + setting
+
+
+LABEL_KEYS: tuple[str, ...] = tuple(label_key(name) for name in SETTING_NAMES)
 UNMANAGED_BY_ERRORS = "label errors, no earlier good labels: unmanaged until they are fixed"
 
 
@@ -103,6 +110,15 @@ class ResolvedService:
     errors: tuple[str, ...] = ()
     stale: bool = False  # True: labels are bad and the last good labels were kept
     good_labels: Mapping[str, str] | None = None  # the placement.* labels last applied
+
+    def source_of(self, setting: str) -> str:
+        """Where one setting's value came from ("default", "file:…", "label …")."""
+        return self.sources.get(resolved_fields(setting)[0], "?")
+
+    def origin(self, setting: str) -> str:
+        """The setting as an operator writes it and where its value came from:
+        `placement.preferred-nodes from label placement.preferred-nodes`."""
+        return f"{label_key(setting)} from {self.source_of(setting)}"
 
     def setting_rows(self) -> list[tuple[str, str, str]]:
         """(setting, value in label syntax, source) for every setting, in catalogue order."""
