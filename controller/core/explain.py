@@ -29,7 +29,7 @@ from controller.core.model import (
     TaskState,
 )
 from controller.core.simulate.scheduler import Scheduler
-from controller.policy import Policy, ResolvedService
+from controller.policy import Policy, ResolvedService, label_key
 
 # Outcomes that move tasks: a recent one naming a node tells how a replica got there.
 MOVING = frozenset(
@@ -125,7 +125,6 @@ def _replica_reasons(
     node = snapshot.node_by_id[task.node_id]
     out: list[str] = []
     settings = resolved.settings if resolved is not None else None
-    source = resolved.sources if resolved is not None else {}
     if settings is None or not settings.managed:
         out.append("not managed by the controller: Swarm's scheduler placed it (fewest tasks")
         out[-1] += " of the service, then fewest tasks in all, among the nodes that qualify)"
@@ -134,20 +133,20 @@ def _replica_reasons(
         out.append(f"{node.hostname} no longer meets {', '.join(unmet)}: Swarm replaces it")
     elif service.constraints:
         out.append(f"{node.hostname} meets all {len(service.constraints)} constraint(s)")
-    if settings is not None and settings.preferred_nodes:
+    if resolved is not None and settings is not None and settings.preferred_nodes:
         order = expand_owner_list(settings.preferred_nodes, (), policy.groups, index=index)
-        where = f"placement.preferred-nodes from {source.get('preferred_nodes', '?')}"
+        where = resolved.origin("preferred-nodes")
         if node.id in order:
             out.append(f"preferred owner #{order.index(node.id) + 1} ({where})")
         else:
             names = ", ".join(snapshot.node_by_id[n].hostname for n in order) or "none present"
             out.append(f"not a preferred owner (preferred: {names}; {where})")
-    if settings is not None and settings.possible_nodes:
+    if resolved is not None and settings is not None and settings.possible_nodes:
         possible = expand_owner_list(settings.possible_nodes, (), policy.groups, index=index)
-        where = f"placement.possible-nodes from {source.get('possible_nodes', '?')}"
+        where = resolved.origin("possible-nodes")
         verdict = "a possible owner" if node.id in possible else "NOT a possible owner"
         out.append(f"{verdict} ({where})")
-    if settings is not None and settings.spread:
+    if resolved is not None and settings is not None and settings.spread:
         out.append(
             _spread(
                 service,
@@ -155,15 +154,20 @@ def _replica_reasons(
                 policy=policy,
                 level=settings.spread,
                 node_id=node.id,
-                source=source,
+                origin=resolved.source_of("spread"),
             )
         )
     if settings is not None and settings.anti_affinity:
         out.append(_mates(service, snapshot, all_resolved, settings.anti_affinity, node.id))
-    if settings is not None and settings.managed and (data := local_data(service, settings)):
+    if (
+        resolved is not None
+        and settings is not None
+        and settings.managed
+        and (data := local_data(service, settings))
+    ):
         out.append(
-            f"its data is on this node ({', '.join(data)}; placement.data "
-            f"{settings.data} from {source.get('data', '?')}): the controller's own moves "
+            f"its data is on this node ({', '.join(data)}; {label_key('data')} "
+            f"{settings.data} from {resolved.source_of('data')}): the controller's own moves "
             "leave it here, failover does not"
         )
     host = node.hostname
@@ -187,14 +191,14 @@ def _spread(
     policy: Policy,
     level: str,
     node_id: str,
-    source: Mapping[str, str],
+    origin: str,
 ) -> str:
     counts: Counter[str] = Counter()
     for task in _active(snapshot, service):
         counts[domain_of(snapshot.node_by_id[task.node_id], level, policy) or "(unlabelled)"] += 1
     mine = domain_of(snapshot.node_by_id[node_id], level, policy) or "(unlabelled)"
     shape = ", ".join(f"{d} {c}" for d, c in sorted(counts.items()))
-    return f"{level} {mine}; spread over {level} (from {source.get('spread', '?')}): {shape}"
+    return f"{level} {mine}; spread over {level} (from {origin}): {shape}"
 
 
 def _mates(

@@ -21,14 +21,21 @@ from controller.policy.service_spec import (
     ServiceSettingsSpec,
     format_setting,
     merge_layers,
-    overrides_of,
     resolved_fields,
     setting_value,
+    spec_value,
 )
 from controller.policy.settings import ServiceSettings
 
 LABEL_PREFIX = "placement."
-LABEL_KEYS: tuple[str, ...] = tuple(LABEL_PREFIX + name for name in SETTING_NAMES)
+
+
+def label_key(setting: str) -> str:
+    """The service label that sets one setting: `placement.preferred-nodes`."""
+    return LABEL_PREFIX + setting
+
+
+LABEL_KEYS: tuple[str, ...] = tuple(label_key(name) for name in SETTING_NAMES)
 UNMANAGED_BY_ERRORS = "label errors, no earlier good labels: unmanaged until they are fixed"
 
 
@@ -49,17 +56,23 @@ def placement_labels(labels: Mapping[str, str]) -> dict[str, str]:
     return {key: value for key, value in labels.items() if key.startswith(LABEL_PREFIX)}
 
 
+Layer = tuple[str, Mapping[str, object]]  # (source, setting name -> parsed value)
+
+
 def parse_placement_labels(
-    labels: Mapping[str, str], *, levels: Collection[str]
-) -> tuple[dict[str, object], tuple[LabelProblem, ...]]:
-    """Parse `placement.*` labels into setting overrides; any problem rejects them all."""
+    labels: Mapping[str, str], *, levels: Collection[str], note: str = ""
+) -> tuple[list[Layer], tuple[LabelProblem, ...]]:
+    """Parse `placement.*` labels into one layer each, named for the label as read
+    (`label placement.preferred-nodes`, then `note`); any problem rejects them all."""
     ours = placement_labels(labels)
     problems: list[LabelProblem] = []
     known: dict[str, object] = {}
+    keys: dict[str, str] = {}  # setting name -> its label key
     for key, value in ours.items():
         name = key.removeprefix(LABEL_PREFIX)
         if name in SETTING_NAMES:
             known[name] = value
+            keys[name] = key
             continue
         # Compare bare names: the shared prefix would make every key look close.
         close = difflib.get_close_matches(name, SETTING_NAMES, n=1)
@@ -75,10 +88,15 @@ def parse_placement_labels(
         for problem in problems_from(exc, ServiceSettingsSpec):
             key = LABEL_PREFIX + str(problem.loc[0]) if problem.loc else LABEL_PREFIX
             problems.append(LabelProblem(key, ours.get(key, ""), problem.message))
-        return {}, tuple(sorted(problems, key=lambda p: p.key))
+        return [], tuple(sorted(problems, key=lambda p: p.key))
     if problems:
-        return {}, tuple(sorted(problems, key=lambda p: p.key))
-    return overrides_of(spec), ()
+        return [], tuple(sorted(problems, key=lambda p: p.key))
+    layers: list[Layer] = [
+        (f"label {keys[name]}{note}", {name: spec_value(spec, name)})
+        for name in SETTING_NAMES
+        if name in keys
+    ]
+    return layers, ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,6 +110,15 @@ class ResolvedService:
     errors: tuple[str, ...] = ()
     stale: bool = False  # True: labels are bad and the last good labels were kept
     good_labels: Mapping[str, str] | None = None  # the placement.* labels last applied
+
+    def source_of(self, setting: str) -> str:
+        """Where one setting's value came from ("default", "file:…", "label …")."""
+        return self.sources.get(resolved_fields(setting)[0], "?")
+
+    def origin(self, setting: str) -> str:
+        """The setting as an operator writes it and where its value came from:
+        `placement.preferred-nodes from label placement.preferred-nodes`."""
+        return f"{label_key(setting)} from {self.source_of(setting)}"
 
     def setting_rows(self) -> list[tuple[str, str, str]]:
         """(setting, value in label syntax, source) for every setting, in catalogue order."""
@@ -118,18 +145,8 @@ class ResolvedService:
         )
 
 
-def _label_layers(
-    overrides: Mapping[str, object], *, note: str = ""
-) -> list[tuple[str, Mapping[str, object]]]:
-    return [
-        (f"label {LABEL_PREFIX}{name}{note}", {name: value}) for name, value in overrides.items()
-    ]
-
-
-def _file_layers(
-    policy: Policy, *, service_name: str, labels: Mapping[str, str]
-) -> list[tuple[str, Mapping[str, object]]]:
-    layers: list[tuple[str, Mapping[str, object]]] = [("file:defaults", policy.defaults)]
+def _file_layers(policy: Policy, *, service_name: str, labels: Mapping[str, str]) -> list[Layer]:
+    layers: list[Layer] = [("file:defaults", policy.defaults)]
     for rule in policy.matching_rules(service_name=service_name, labels=labels):
         layers.append((rule.source, rule.overrides))
     return layers
@@ -146,9 +163,9 @@ def resolve_service(
     """Merge policy and labels for one service. Never raises; see the module docstring."""
     file_layers = _file_layers(policy, service_name=service_name, labels=labels)
     levels = policy.fault_domain_levels
-    overrides, problems = parse_placement_labels(labels, levels=levels)
+    label_layers, problems = parse_placement_labels(labels, levels=levels)
     if not problems:
-        settings, sources = merge_layers(file_layers + _label_layers(overrides))
+        settings, sources = merge_layers(file_layers + label_layers)
         return ResolvedService(
             service_id,
             service_name,
@@ -163,13 +180,14 @@ def resolve_service(
         and previous.service_id == service_id
         and previous.good_labels is not None
     ):
-        old, old_problems = parse_placement_labels(previous.good_labels, levels=levels)
+        old, old_problems = parse_placement_labels(
+            previous.good_labels, levels=levels, note=" (last good value)"
+        )
         if old_problems:
             # The reloaded file made the old labels invalid too (a level removed, say).
             settings, frozen_sources = previous.settings, previous.sources
         else:
-            layers = file_layers + _label_layers(old, note=" (last good value)")
-            settings, sources = merge_layers(layers)
+            settings, sources = merge_layers(file_layers + old)
             frozen_sources = _frozen(sources)
         return ResolvedService(
             service_id,

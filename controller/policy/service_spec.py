@@ -157,6 +157,11 @@ def overrides_of(spec: ServiceSettingsSpec) -> dict[str, object]:
     }
 
 
+def spec_value(spec: ServiceSettingsSpec, setting: str) -> object:
+    """The parsed value of one setting in a layer's spec."""
+    return getattr(spec, _FIELD_OF[setting])
+
+
 def _changes(setting: str, value: object) -> dict[str, Any]:
     if setting == "failback":
         assert isinstance(value, FailbackSetting)
@@ -188,7 +193,7 @@ def merge_layers(
         for setting, value in overrides.items():
             changes = _changes(setting, value)
             settings = replace(settings, **changes)
-            for name in resolved_fields(setting):
+            for name in changes:
                 sources[name] = source
     # `rebalance` set for this service (a label or a file rule, not the file's defaults)
     # opts it in on its own: moving its tasks needs the controller to manage it.

@@ -102,12 +102,16 @@ class ServiceSettings:
     data: DataMode = DataMode.AUTO
 
     @property
+    def prefers(self) -> bool:
+        """Preferred owners, spread or anti-affinity: the owners rule chooses the nodes its
+        tasks run on, and steers them there. Possible owners alone only bound where Swarm
+        places them."""
+        return bool(self.preferred_nodes or self.spread or self.anti_affinity)
+
+    @property
     def steered(self) -> bool:
-        """Preferred or possible owners, spread or anti-affinity: the owners rule steers
-        its placement."""
-        return bool(
-            self.preferred_nodes or self.possible_nodes or self.spread or self.anti_affinity
-        )
+        """A preference or possible owners: the owners rule steers its placement."""
+        return self.prefers or bool(self.possible_nodes)
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,7 +9,7 @@ a paused node keeps its tasks but takes no new ones).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from controller.core.constraints import Constraint, node_filter, parse_constraint
 from controller.core.labels import DENY_LABEL_PREFIX, DENY_VALUE, deny_label, operator_texts
@@ -120,13 +120,18 @@ class Candidates:
     placeable: frozenset[str]  # a task may be placed there now
     preferred: tuple[str, ...]  # preferred owners, in order (may include unavailable nodes)
     possible: frozenset[str] | None  # None: every node
+    # Preferred owner -> its rank (0: the first), made once with the value.
+    ranks: Mapping[str, int] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        ranks: dict[str, int] = {}
+        for index, node_id in enumerate(self.preferred):
+            ranks.setdefault(node_id, index)
+        object.__setattr__(self, "ranks", ranks)
 
     def rank(self, node_id: str) -> int:
         """0 for the first preferred owner; every other node ranks after all of them."""
-        try:
-            return self.preferred.index(node_id)
-        except ValueError:
-            return len(self.preferred)
+        return self.ranks.get(node_id, len(self.preferred))
 
 
 def find_candidates(

@@ -128,9 +128,7 @@ class _Scores:
         cands = inputs.candidates
         self.inputs, self.order, self.desired = inputs, order, desired
         self.unranked = len(cands.preferred)
-        self.rank: dict[str, int] = {}
-        for index, node in enumerate(cands.preferred):
-            self.rank.setdefault(node, index)
+        self.rank = cands.ranks
         self.spread_on = inputs.domain is not None
         self.counts: dict[str, int] = {}
         if self.spread_on:

@@ -397,7 +397,7 @@ def _plan_service(
         assignment=result,
         current=current,
         all_nodes=shared.node_ids,
-        steered=bool(settings.preferred_nodes or settings.spread or settings.anti_affinity),
+        prefers=settings.prefers,
         mode=ctx.policy.controller.steering,
         max_exclusions=ctx.policy.controller.steering_max_exclusions,
         possible=cands.possible,

@@ -6,8 +6,9 @@ Steering is by exclusion: `node.id!=X` for every node the service should not use
 - At rest (every replica where it should be), one standby node stays allowed besides
   the targets, so when a node fails Swarm fails over natively and at once to the node
   the policy would have chosen.
-A service with no placement preference is not steered at all: Swarm's own failover
-(fewest tasks of the service first) is already what the policy wants.
+A service with no placement preference (`ServiceSettings.prefers`: possible owners
+alone) is only kept off the nodes it may not use: Swarm's own failover (fewest tasks of
+the service first) is already what the policy wants.
 `controller.steering` trades these off: `standby` (the default, above), `strict` (no
 standby: a lost replica waits until the controller allows its next owner) and `open`
 (nothing excluded at rest: Swarm fails over anywhere and the controller moves it after).
@@ -56,7 +57,7 @@ def steer(
     assignment: Assignment,
     current: Mapping[str, int],
     all_nodes: frozenset[str],
-    steered: bool,
+    prefers: bool,
     mode: SteeringMode,
     max_exclusions: int,
     possible: frozenset[str] | None,
@@ -69,11 +70,11 @@ def steer(
     # allowed. While replicas are missing or moving, Swarm must place them on the targets.
     at_rest = all(current.get(n, 0) == desired.get(n, 0) for n in {*current, *desired})
     allowed = {n for n, c in desired.items() if c}
-    standby = steered and at_rest and mode is SteeringMode.STANDBY
+    standby = prefers and at_rest and mode is SteeringMode.STANDBY
     if standby and assignment.standby is not None:
         allowed.add(assignment.standby)
     open_at_rest = standby and len(all_nodes) - len(allowed & all_nodes) > max_exclusions
-    if steered and not (at_rest and (mode is SteeringMode.OPEN or open_at_rest)):
+    if prefers and not (at_rest and (mode is SteeringMode.OPEN or open_at_rest)):
         excluded = all_nodes.difference(allowed)
     else:
         excluded = frozenset(vacate)
