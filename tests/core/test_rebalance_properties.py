@@ -265,6 +265,38 @@ def test_a_count_move_never_counts_on_room_an_earlier_move_may_leave_free() -> N
     assert replayed > 1  # the ties were there to break
 
 
+def test_a_load_move_never_counts_on_room_an_earlier_move_may_leave_free() -> None:
+    """The same with a load move: cache's task leaves hot node-1 for the node with the
+    fewest of its tasks, node-3 or node-4, but node-4's room for it depends on where
+    api's count move puts its task."""
+    api = rebalancing("api", 3, cpu=0.05, max_unavailable="1")
+    cache = rebalancing("cache", 2, cpu=0.5, max_unavailable="1")
+    hog = replace(service("hog0"), reservations=Resources(CPU // 2, 0))
+    warm = replace(service("hog1"), reservations=Resources(CPU // 5, 0))
+    snap = snapshot(
+        [_cpu_node(1, 1), _cpu_node(2, 4), _cpu_node(3, 4), _cpu_node(4, 1)],
+        [api, cache, hog, warm],
+        [
+            *layout(api, [1, 2, 0, 0]),
+            *layout(cache, [1, 1, 0, 0]),
+            running(hog, 4, 1),
+            running(warm, 1, 1),
+        ],
+    )
+    pol = Policy(
+        controller=ControllerSettings(
+            rebalance_mode=RebalanceMode.PERIODIC,
+            aggressiveness=3,
+            budgets=Budgets(actions_per_cycle=10, actions_per_node=3, actions_per_service=1),
+        )
+    )
+    replayed = 0
+    for rng in every_tie_break():
+        replay(snap, pol, rng)
+        replayed += 1
+    assert replayed > 1
+
+
 @settings(max_examples=300, deadline=None)
 @given(
     st.dictionaries(st.sampled_from("abcdef"), st.integers(0, 6), min_size=1),
