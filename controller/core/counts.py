@@ -132,13 +132,15 @@ def placement_room(
     *,
     without: frozenset[str] = frozenset(),
     promised: Mapping[str, Resources] | None = None,
+    released: Mapping[str, Resources] | None = None,
 ) -> dict[str, int]:
     """Node id -> how many more tasks of the service Swarm would place there now.
 
     As swarmkit's filters do: ready and active, every constraint met, reservations
     fitting in what is left, under max-replicas-per-node. `without`: nodes left out (as
-    an added `node.id!=` would); `promised`: reservations of moves already planned this
-    cycle. Raises ConstraintError on a constraint it cannot read.
+    an added `node.id!=` would); `promised`: reservations that moves already planned
+    this cycle may start there; `released`: reservations they may stop there. Raises
+    ConstraintError on a constraint it cannot read.
     """
     satisfies = node_filter(parse_constraint(text) for text in service.constraints)
     reserved = reserved_by_node(snapshot)
@@ -149,6 +151,13 @@ def placement_room(
         if not satisfies(node):
             continue
         used = reserved.get(node.id, Resources()) + (promised or {}).get(node.id, Resources())
+        freed = (released or {}).get(node.id)
+        if freed is not None:
+            used = Resources(
+                used.nano_cpus - freed.nano_cpus,
+                used.memory_bytes - freed.memory_bytes,
+                {k: v - freed.generic.get(k, 0) for k, v in used.generic.items()},
+            )
         free = Resources(
             node.capacity.nano_cpus - used.nano_cpus,
             node.capacity.memory_bytes - used.memory_bytes,
@@ -160,6 +169,30 @@ def placement_room(
         if fit > 0:
             room[node.id] = fit
     return room
+
+
+def room_in_doubt(
+    counts: Mapping[str, int],
+    at_most: Mapping[str, int],
+    least: Mapping[str, int],
+    most: Mapping[str, int],
+    k: int,
+) -> frozenset[str]:
+    """The nodes where Swarm may place k new tasks otherwise than planned, because their
+    room lies between `least` and `most` (what moves planned before this one may take or
+    leave there: their tie-breaks are not known when planning).
+
+    A node's room matters only up to k (it cannot get more), and only on a node whose
+    count is below the level the planned scale-up reaches with the least room (`at_most`):
+    more room only lowers that level, so no other node can get a task whatever the room.
+    Where no node is in doubt, Swarm places the tasks as planned in every case.
+    """
+    reach = max((counts.get(n, 0) + m for n, m in at_most.items()), default=0)
+    return frozenset(
+        n
+        for n in least.keys() | most.keys()
+        if counts.get(n, 0) < reach and min(least.get(n, 0), k) != min(most.get(n, 0), k)
+    )
 
 
 @dataclass(frozen=True, slots=True)

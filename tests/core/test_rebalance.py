@@ -251,6 +251,18 @@ def test_the_budgets_cap_what_one_cycle_starts() -> None:
     assert none.actions == ()
 
 
+def test_with_room_to_spare_every_service_moves_in_the_same_cycle() -> None:
+    """Each surge is planned with the room the ones before it may take: on a returned
+    node with room for all of them, none has to wait for the others to land."""
+    ns = nodes(cpus=4)
+    services = [rebalancing(name, 4, cpu=0.25) for name in ("api", "db", "web")]
+    snap = snapshot(ns, services, [t for s in services for t in layout(s, [2, 2, 0])])
+    mem = memory(ns, returned={"n3": 20.0}, persisted=[f"count:{s.id}" for s in services])
+    result = run(snap, mem, pol=policy(budgets=Budgets(actions_per_node=3)))
+    assert [a.service_name for a in result.actions] == ["api", "db", "web"]  # type: ignore[union-attr]
+    assert "moved before it" not in reasons(result)
+
+
 def test_a_service_that_is_not_at_rest_is_not_moved() -> None:
     ns = nodes()
     mem = memory(ns, returned={"n3": 20.0}, persisted=[COUNT_KEY])

@@ -8,7 +8,9 @@ never relies on a node the service's constraints exclude, and is deterministic.
 from __future__ import annotations
 
 import random
+from collections.abc import Iterator, Sequence
 from dataclasses import replace
+from typing import TypeVar
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -18,14 +20,23 @@ from controller.core.counts import plan_surge_trim, spread
 from controller.core.guards import disrupted_nodes
 from controller.core.kernel.levels import level_for
 from controller.core.memory import Memory, RebalanceMemory
-from controller.core.model import Availability, ClusterSnapshot, NodeUsage, Resources, Service
+from controller.core.model import (
+    Availability,
+    ClusterSnapshot,
+    Node,
+    NodeUsage,
+    Resources,
+    Service,
+)
 from controller.core.plan import Plan, plan
 from controller.core.rules import rules_named
 from controller.policy import Budgets, ControllerSettings, Policy, RebalanceMode
 
 from .builders import node, running, service, snapshot
-from .rebalance_builders import CPU, GIB, NOW, rebalancing
+from .rebalance_builders import CPU, GIB, NOW, layout, rebalancing
 from .rebalance_sim import SimSwarm
+
+T = TypeVar("T")
 
 CPU_STEPS = [0.0, 0.05, 0.1, 0.2, 0.3, 0.5]
 
@@ -149,6 +160,12 @@ def test_every_budget_holds_and_the_rule_never_relies_on_the_guards(
 def test_replayed_with_any_tie_break_nothing_gets_worse(
     snap: ClusterSnapshot, pol: Policy, rng: random.Random
 ) -> None:
+    replay(snap, pol, rng)
+
+
+def replay(snap: ClusterSnapshot, pol: Policy, rng: random.Random) -> None:
+    """Plan one cycle, carry it out in `SimSwarm` with Swarm's ties broken by `rng`, and
+    check that nothing got worse."""
     result = run(snap, pol)
     sim = SimSwarm(snap, rng)
     level = level_for(pol.controller.aggressiveness)
@@ -175,6 +192,122 @@ def test_replayed_with_any_tie_break_nothing_gets_worse(
     for node_id, load in after.items():
         if before[node_id] <= level.absolute:
             assert load <= level.absolute + 1e-9, f"{node_id} was made hot"
+
+
+class ScriptedTies(random.Random):
+    """Breaks each tie by the index its script gives (0 past its end), and records the
+    picks and how many choices each tie had."""
+
+    def __init__(self, script: list[int]) -> None:
+        super().__init__(0)
+        self.script = script
+        self.picks: list[int] = []
+        self.widths: list[int] = []
+
+    def choice(self, seq: Sequence[T]) -> T:
+        at = len(self.picks)
+        pick = self.script[at] if at < len(self.script) else 0
+        self.picks.append(pick)
+        self.widths.append(len(seq))
+        return seq[pick]
+
+
+def every_tie_break() -> Iterator[ScriptedTies]:
+    """One ScriptedTies per sequence of Swarm's tie-breaks, until all have been replayed
+    (depth first: the last tie with a choice left takes its next one)."""
+    script: list[int] = []
+    while True:
+        rng = ScriptedTies(script)
+        yield rng
+        ties = zip(rng.picks, rng.widths, strict=True)
+        open_ties = [i for i, (pick, width) in enumerate(ties) if pick + 1 < width]
+        if not open_ties:
+            return
+        last = open_ties[-1]
+        script = [*rng.picks[:last], rng.picks[last] + 1]
+
+
+# Budgets that let several moves through in one cycle, at aggressiveness 3 (hot: 60 %).
+ROOMY = Policy(
+    controller=ControllerSettings(
+        rebalance_mode=RebalanceMode.PERIODIC,
+        aggressiveness=3,
+        budgets=Budgets(actions_per_cycle=10, actions_per_node=3, actions_per_service=1),
+    )
+)
+
+
+def _cpu_node(n: int, cpus: int) -> Node:
+    return replace(node(n, manager=n == 1), capacity=Resources(cpus * CPU, 4 * GIB))
+
+
+def test_a_count_move_never_counts_on_room_an_earlier_move_may_leave_free() -> None:
+    """api (0.05 CPU) moves one task to node-3 or node-4 (a tie). node-4 has 1 CPU, half
+    of it reserved by a hog: with api's task it has no room for a task of web (0.5 CPU),
+    without it it has. Planning web's move as if api's task certainly took node-4's
+    room sent web's task to node-3 only; where Swarm put api's task on node-3, web's
+    went to node-4 as often: node-4 full (made hot), and web still 2/1/0/1."""
+    api = rebalancing("api", 3, cpu=0.05, max_unavailable="1")
+    web = rebalancing("web", 4, cpu=0.5, max_unavailable="1")
+    hog = replace(service("hog0"), reservations=Resources(CPU // 2, 0))
+    busy = replace(service("hog1"), reservations=Resources(CPU // 10, 0))
+    snap = snapshot(
+        [_cpu_node(1, 4), _cpu_node(2, 2), _cpu_node(3, 4), _cpu_node(4, 1)],
+        [api, web, hog, busy],
+        [
+            *layout(api, [2, 1, 0, 0]),
+            *layout(web, [2, 2, 0, 0]),
+            running(hog, 4, 1),
+            running(busy, 2, 1),
+        ],
+    )
+    replayed = 0
+    for rng in every_tie_break():
+        replay(snap, ROOMY, rng)
+        replayed += 1
+    assert replayed > 1  # the ties were there to break
+
+
+def test_a_count_move_never_counts_on_room_an_earlier_trim_may_free() -> None:
+    """The property's own shrunk counterexample. api (0.2 CPU, 4/2/2/0) surges by 2
+    onto node-4 and trims 2 from node-1, whose 1 CPU then has room for a task of web
+    (0.5 CPU). web (0/2/1/0) was planned as if node-1 stayed full, its new task on
+    node-4; with node-1 freed and holding none of web's tasks, Swarm sends it there as
+    often: node-1 0.8 -> 0.9, above the hottest node before."""
+    api = rebalancing("api", 8, cpu=0.2, max_unavailable="1")
+    web = rebalancing("web", 3, cpu=0.5, max_unavailable="1")
+    snap = snapshot(
+        [_cpu_node(1, 1), _cpu_node(2, 2), _cpu_node(3, 2), _cpu_node(4, 2)],
+        [api, web],
+        [*layout(api, [4, 2, 2, 0]), *layout(web, [0, 2, 1, 0])],
+    )
+    for rng in every_tie_break():
+        replay(snap, ROOMY, rng)
+
+
+def test_a_load_move_never_counts_on_room_an_earlier_move_may_leave_free() -> None:
+    """The same with a load move: cache's task leaves hot node-1 for the node with the
+    fewest of its tasks, node-3 or node-4, but node-4's room for it depends on where
+    api's count move puts its task."""
+    api = rebalancing("api", 3, cpu=0.05, max_unavailable="1")
+    cache = rebalancing("cache", 2, cpu=0.5, max_unavailable="1")
+    hog = replace(service("hog0"), reservations=Resources(CPU // 2, 0))
+    warm = replace(service("hog1"), reservations=Resources(CPU // 5, 0))
+    snap = snapshot(
+        [_cpu_node(1, 1), _cpu_node(2, 4), _cpu_node(3, 4), _cpu_node(4, 1)],
+        [api, cache, hog, warm],
+        [
+            *layout(api, [1, 2, 0, 0]),
+            *layout(cache, [1, 1, 0, 0]),
+            running(hog, 4, 1),
+            running(warm, 1, 1),
+        ],
+    )
+    replayed = 0
+    for rng in every_tie_break():
+        replay(snap, ROOMY, rng)
+        replayed += 1
+    assert replayed > 1
 
 
 @settings(max_examples=300, deadline=None)

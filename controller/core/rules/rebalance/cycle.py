@@ -3,7 +3,8 @@
 A move needs: a service at rest and out of its cooldown, not placed by the owners rule,
 with max-unavailable above 0; an imbalance seen for the level's cycles; a trigger the
 mode allows (a join or return, or a periodic round); and targets that are not nodes the
-service's tasks just left.
+service's tasks just left, chosen by room that does not hang on Swarm's tie-breaks for
+the moves planned before it in the cycle.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from dataclasses import dataclass, field
 from controller.core.actions import Action
 from controller.core.clock import time_of_day
 from controller.core.context import PlanContext
-from controller.core.counts import active_counts
+from controller.core.counts import active_counts, placement_room
 from controller.core.decisions import Decision, Outcome
 from controller.core.kernel.ledger import AvailabilityLedger
 from controller.core.kernel.levels import Level
@@ -45,15 +46,28 @@ class RebalanceCycle:
     written: set[str] = field(default_factory=set)
     # Node id -> reservations of the tasks moves planned this cycle may start there.
     promised: dict[str, Resources] = field(default_factory=dict)
+    # Node id -> reservations of the tasks moves planned this cycle may stop there.
+    released: dict[str, Resources] = field(default_factory=dict)
 
     def promise(self, service: Service, at_most: Mapping[str, int]) -> None:
         """Reserve room for a planned move on every node that may receive it, as much as
         it may get: Swarm's tie-breaks are not known."""
-        for node_id, most in at_most.items():
-            extra = Resources()
-            for _ in range(most):
-                extra = extra + service.reservations
-            self.promised[node_id] = self.promised.get(node_id, Resources()) + extra
+        _charge(self.promised, service, at_most)
+
+    def release(self, service: Service, at_most: Mapping[str, int]) -> None:
+        """Note the room a planned move may free on every node it may take tasks from,
+        as much as it may take."""
+        _charge(self.released, service, at_most)
+
+    def room_bounds(
+        self, service: Service, counts: Mapping[str, int]
+    ) -> tuple[dict[str, int], dict[str, int]]:
+        """The service's room on each node with the least and with the most the moves
+        planned so far may leave (raises ConstraintError as placement_room does)."""
+        snapshot = self.ctx.snapshot
+        least = placement_room(snapshot, service, counts, promised=self.promised)
+        most = placement_room(snapshot, service, counts, released=self.released)
+        return least, most
 
     def note(
         self, subject: str, outcome: Outcome, reason: str, action: Action | None = None
@@ -71,6 +85,14 @@ class RebalanceCycle:
         self.actions.append(action)
         self.written.add(service.id)
         self.note(f"service {service.name}", outcome, reason, action)
+
+
+def _charge(by_node: dict[str, Resources], service: Service, tasks: Mapping[str, int]) -> None:
+    for node_id, count in tasks.items():
+        extra = Resources()
+        for _ in range(count):
+            extra = extra + service.reservations
+        by_node[node_id] = by_node.get(node_id, Resources()) + extra
 
 
 def unsettled(cycle: RebalanceCycle, service: Service) -> str | None:

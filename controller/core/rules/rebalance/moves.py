@@ -8,7 +8,9 @@ whichever nodes hold the most tasks of the service, which need not be the hot on
 
 A candidate move is kept only if no node that could receive a task becomes hot, the
 move lowers the larger of the source's and the receivers' loads by the level's minimum
-improvement, and it respects the service's max-unavailable. Of those, the move leaving
+improvement, it respects the service's max-unavailable, and where its tasks may go does
+not hang on where the moves planned before it this cycle put or take theirs (see
+`counts.room_in_doubt`). Of those, the move leaving
 the lowest such load wins, then the one moving fewer tasks, then by name: deterministic.
 """
 
@@ -18,7 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from controller.core.constraints import ConstraintError
-from controller.core.counts import active_counts, placement_room, scale_up
+from controller.core.counts import active_counts, placement_room, room_in_doubt, scale_up
 from controller.core.kernel.levels import Level
 from controller.core.model import ClusterSnapshot, Resources, Service
 from controller.core.rules.rebalance.load import Load, Projection, project_move, task_demand
@@ -40,8 +42,10 @@ class MoveRules:
     forbidden: Callable[[Service], frozenset[str]]
     # Whether a node has been ready long enough to receive tasks.
     settled: Callable[[str], bool]
-    # Reservations of the moves already planned this cycle, by node.
+    # Reservations the moves already planned this cycle may start (promised) and stop
+    # (released) on each node.
     promised: Mapping[str, Resources]
+    released: Mapping[str, Resources]
 
 
 def _refusal(
@@ -66,15 +70,22 @@ def _refusal(
     if task_demand(snapshot, service, snapshot.node_by_id[source]).is_zero:
         return None, "no reservation and no measured usage to move"
     rest = {n: c for n, c in counts.items() if n != source}
+    without = frozenset({source})
     try:
-        room = placement_room(
-            snapshot, service, rest, without=frozenset({source}), promised=rules.promised
+        room = placement_room(snapshot, service, rest, without=without, promised=rules.promised)
+        most_room = placement_room(
+            snapshot, service, rest, without=without, released=rules.released
         )
     except ConstraintError as exc:
         return None, f"unreadable constraint: {exc}"
     up = scale_up(rest, room, moved, total)
     if up is None:
         return None, "no other node has room for its tasks"
+    if room_in_doubt(rest, up.at_most, room, most_room, moved):
+        return None, (
+            "whether another node can take its tasks depends on where Swarm puts the "
+            "tasks moved before it this cycle"
+        )
     receivers = up.receivers
     if receivers & rules.forbidden(service):
         return None, "it would go straight back to a node it just left"

@@ -27,8 +27,8 @@ from controller.core.constraints import ConstraintError, parse_constraint
 from controller.core.context import PlanContext, RuleOutput
 from controller.core.counts import (
     active_counts,
-    placement_room,
     plan_surge_trim,
+    room_in_doubt,
     running_by_node,
     spread,
 )
@@ -203,7 +203,9 @@ def _rebalance_counts(cycle: RebalanceCycle, service: Service) -> None:
             # over every node (its constraints are still read, to report them).
             tuple(parse_constraint(text) for text in service.constraints)
             return
-        room = placement_room(ctx.snapshot, service, counts, promised=cycle.promised)
+        # Where the moves planned before this one put or take their tasks is Swarm's
+        # tie-break: plan with the least room they may leave, check with the most.
+        room, most_room = cycle.room_bounds(service, counts)
     except ConstraintError as exc:
         cycle.note(subject, Outcome.SKIP, f"cannot read its constraints: {exc}")
         return
@@ -245,7 +247,8 @@ def _rebalance_counts(cycle: RebalanceCycle, service: Service) -> None:
         ),
         evicts_from=tuple(sorted(surge.sources)),
     )
-    refusal = _count_refusal(cycle, service, surge.at_most) or cycle.budget.refusal(action)
+    doubt = room_in_doubt(counts, surge.at_most, room, most_room, surge.surge)
+    refusal = _count_refusal(cycle, service, surge.at_most, doubt) or cycle.budget.refusal(action)
     if refusal is not None:
         cycle.note(subject, Outcome.KEEP, f"{shape}, but {refusal}")
         return
@@ -255,6 +258,10 @@ def _rebalance_counts(cycle: RebalanceCycle, service: Service) -> None:
     # where Swarm's tie-breaks put the tasks is not known, so assume the worse.
     cycle.loads.update(receiver_loads(cycle, service, surge.at_most))
     cycle.promise(service, surge.at_most)
+    cycle.release(
+        service,
+        {n: min(surge.surge, counts.get(n, 0) + surge.at_most.get(n, 0)) for n in surge.sources},
+    )
     cycle.add(
         service,
         action,
@@ -265,7 +272,10 @@ def _rebalance_counts(cycle: RebalanceCycle, service: Service) -> None:
 
 
 def _count_refusal(
-    cycle: RebalanceCycle, service: Service, at_most: Mapping[str, int]
+    cycle: RebalanceCycle,
+    service: Service,
+    at_most: Mapping[str, int],
+    doubt: frozenset[str],
 ) -> str | None:
     ctx = cycle.ctx
     receivers = frozenset(at_most)
@@ -275,6 +285,11 @@ def _count_refusal(
     back = receivers & forbidden(ctx, service)
     if back:
         return f"the tasks would go straight back to {cycle.hosts(set(back))}"
+    if doubt:
+        return (
+            f"whether {cycle.hosts(doubt)} can take its tasks depends on where Swarm puts "
+            "the tasks moved before it this cycle"
+        )
     mean = mean_score(cycle.loads)
     highest = max((load.score for load in cycle.loads.values()), default=0.0)
     for node_id, load in sorted(receiver_loads(cycle, service, at_most).items()):

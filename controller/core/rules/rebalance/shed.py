@@ -81,6 +81,7 @@ def shed_load(cycle: RebalanceCycle, services: list[Service]) -> None:
             forbidden=partial(forbidden, ctx),
             settled=lambda n: is_settled(cycle.level, ctx.memory, n, ctx.now),
             promised=cycle.promised,
+            released=cycle.released,
         )
         move, refused = choose_move(
             ctx.snapshot,
@@ -106,6 +107,7 @@ def shed_load(cycle: RebalanceCycle, services: list[Service]) -> None:
         move_off(cycle, move.service, action, move.projection.targets)
         cycle.loads.update(move.projection.loads)
         cycle.promise(move.service, move.projection.at_most)
+        cycle.release(move.service, {node_id: move.projection.moved})
         cycle.joins_used.update({n: cycle.joins.active[n] for n in joined or ()})
 
 
