@@ -9,7 +9,9 @@ Two independent sources, polled every `interval` (0.5 s by default):
   listens on. A killed dockerd refuses at once, a cut link times out (`probe_timeout`).
 - indirect: when the probe fails and node agents run, the same connect from other nodes'
   agents (runtime/indirect_probes.py), which tells "this manager cannot reach it" from
-  "nobody can". It is only asked about a node the probe fails on.
+  "nobody can". It is only asked about a node the probe fails on. When no agent
+  answers, the last word is kept for INDIRECT_KEPT_POLLS polls: one missed answer must
+  not end a suspicion.
 
 Each signal's value and the time it last changed go into the snapshot as plain values;
 the planner decides. A source that cannot be read this round (the manager's API away)
@@ -41,6 +43,9 @@ GOSSIP, PROBE, INDIRECT = "gossip", "probe", "indirect"
 # Nodes other nodes' agents are asked about per poll: more failing at once is likelier
 # this manager's own link, and a few answers are enough to say so (the rest get none).
 MAX_ASKED_ABOUT = 8
+# Polls in a row with no agent's answer for which the last indirect word is kept: one
+# missed answer (an agent busy or restarting) must not end a suspicion.
+INDIRECT_KEPT_POLLS = 2
 # Polls keep firing the trigger this long after a signal turned to gone (see above).
 RECHECK_SECONDS = 15.0
 
@@ -83,6 +88,7 @@ class LivenessGatherer:
         self._lock = threading.Lock()
         self._targets: tuple[_Target, ...] = ()
         self._seen: dict[tuple[str, str], _Seen] = {}  # (node id, source) -> latest
+        self._unanswered: dict[str, int] = {}  # node id -> polls its indirect word is kept
         self.polls = 0
 
     def set_targets(self, snapshot: ClusterSnapshot) -> None:
@@ -123,12 +129,16 @@ class LivenessGatherer:
         for thread in threads:
             thread.join(self.probe_timeout + 2)
         failing = [t for t in targets if probes.get(t.node_id) is False]
-        indirect = self._ask_others(failing[:MAX_ASKED_ABOUT])
+        asked = failing[:MAX_ASKED_ABOUT] if self.indirect is not None else []
+        indirect = self._ask_others(asked)
+        asked_ids = {t.node_id for t in asked}
         changed = False
         with self._lock:
             known = {t.node_id for t in targets}
             for key in [k for k in self._seen if k[0] not in known]:
                 del self._seen[key]
+            for gone in [n for n in self._unanswered if n not in known]:
+                del self._unanswered[gone]
             for target in targets:
                 if peers is not None:
                     listed = bool({target.hostname, target.addr, target.node_id} & peers)
@@ -142,8 +152,16 @@ class LivenessGatherer:
                 if target.node_id in indirect:
                     alive, why = indirect[target.node_id]
                     changed |= self._note(target.node_id, INDIRECT, alive, why, now)
-                else:  # not asked, or nobody answered: no word, and no stale one
+                    self._unanswered.pop(target.node_id, None)
+                elif (
+                    target.node_id in asked_ids
+                    and (target.node_id, INDIRECT) in self._seen
+                    and self._unanswered.get(target.node_id, 0) < INDIRECT_KEPT_POLLS
+                ):  # asked, and nobody answered this time: the last word stands a while
+                    self._unanswered[target.node_id] = self._unanswered.get(target.node_id, 0) + 1
+                else:  # not asked (the probe answers), or silent too long: no stale word
                     self._seen.pop((target.node_id, INDIRECT), None)
+                    self._unanswered.pop(target.node_id, None)
             self.polls += 1
             recent = any(
                 not seen.alive and now - seen.since <= RECHECK_SECONDS

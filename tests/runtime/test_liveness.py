@@ -7,7 +7,7 @@ from dataclasses import replace
 from typing import Any
 
 from controller.core.model import ClusterSnapshot
-from controller.runtime.liveness import LivenessGatherer
+from controller.runtime.liveness import INDIRECT_KEPT_POLLS, LivenessGatherer
 from tests.core.builders import node, snapshot
 
 
@@ -118,8 +118,15 @@ def test_other_nodes_are_asked_only_about_a_node_the_probe_fails_on() -> None:
     assert said["n2", "indirect"].detail == "unreachable from node-3"
     assert said["n2", "gossip"].alive, "gossip has not dropped it yet"
 
-    clock[0] = 101.5
-    others["n2"] = None  # no agent answers: no word, and the last one is not kept
+    # No agent answers for a poll or two: the last word is kept (one missed answer would
+    # otherwise end a suspicion); after that, no word.
+    others["n2"] = None
+    for poll in range(INDIRECT_KEPT_POLLS):
+        clock[0] = 101.5 + poll / 2
+        gatherer.poll_once()
+        said = {(s.node_id, s.source): s for s in gatherer.signals()}
+        assert (said["n2", "indirect"].alive, said["n2", "indirect"].since) == (False, 101.0)
+    clock[0] = 101.5 + INDIRECT_KEPT_POLLS / 2
     gatherer.poll_once()
     assert ("n2", "indirect") not in {(s.node_id, s.source) for s in gatherer.signals()}
 
@@ -132,5 +139,5 @@ def test_other_nodes_are_asked_only_about_a_node_the_probe_fails_on() -> None:
     clock[0] = 103.0
     ports.add("10.0.0.2")  # the probe answers again: nobody is asked, no word kept
     gatherer.poll_once()
-    assert len(asked) == 3
+    assert len(asked) == 2 + INDIRECT_KEPT_POLLS + 1
     assert ("n2", "indirect") not in {(s.node_id, s.source) for s in gatherer.signals()}
