@@ -15,7 +15,10 @@ Two independent sources, polled every `interval` (0.5 s by default):
 
 Each signal's value and the time it last changed go into the snapshot as plain values;
 the planner decides. A source that cannot be read this round (the manager's API away)
-contributes nothing, so its silence is never taken for a node's death. A change of mind
+contributes nothing, so its silence is never taken for a node's death. Nor are probes
+that reach no node at all, not even this manager's own (a route or a firewall between
+the controller and the nodes): they contribute nothing either, and the gatherer reports
+itself unavailable, which the planner shows as a decision. A change of mind
 fires the trigger, and so does every poll for RECHECK_SECONDS after a signal turned to
 gone: a suspicion becomes one once its signals have agreed for `controller.suspect-after`,
 which no event marks, and the resync timer may be 10 s away.
@@ -35,7 +38,7 @@ import anyio.to_thread
 
 from controller.adapters.tcp_probe import GOSSIP_PORT, tcp_connects
 from controller.core.model import ClusterSnapshot
-from controller.core.outside_inputs import LivenessSignal
+from controller.core.outside_inputs import LivenessSignal, SourceStatus
 
 log = logging.getLogger(__name__)
 
@@ -90,6 +93,7 @@ class LivenessGatherer:
         self._seen: dict[tuple[str, str], _Seen] = {}  # (node id, source) -> latest
         self._unanswered: dict[str, int] = {}  # node id -> polls its indirect word is kept
         self.polls = 0
+        self.unreachable = False  # the last poll reached no node's address
 
     def set_targets(self, snapshot: ClusterSnapshot) -> None:
         """The nodes to watch, from the latest observation (addresses change rarely)."""
@@ -128,6 +132,19 @@ class LivenessGatherer:
         peers = self._gossip_peers()
         for thread in threads:
             thread.join(self.probe_timeout + 2)
+        # No node's address answers, not even this manager's own: a route or a firewall
+        # between the controller and the nodes, not every node dying. The probes (and the
+        # agents asked because of them) say nothing until one answers.
+        unreachable = not any(probes.get(t.node_id) for t in targets)
+        flipped = unreachable != self.unreachable  # a cycle shows it at once
+        if flipped:
+            self.unreachable = unreachable
+            if unreachable:
+                log.warning("liveness: %s", self._unreachable_problem(targets))
+            else:
+                log.info("liveness: a node's address answers on port %d again", self.probe_port)
+        if unreachable:
+            probes = {}
         failing = [t for t in targets if probes.get(t.node_id) is False]
         asked = failing[:MAX_ASKED_ABOUT] if self.indirect is not None else []
         indirect = self._ask_others(asked)
@@ -144,6 +161,8 @@ class LivenessGatherer:
                     listed = bool({target.hostname, target.addr, target.node_id} & peers)
                     detail = "in the ingress gossip peers" if listed else "left the gossip peers"
                     changed |= self._note(target.node_id, GOSSIP, listed, detail, now)
+                if unreachable:
+                    self._seen.pop((target.node_id, PROBE), None)
                 if target.node_id in probes:
                     up = probes[target.node_id]
                     where = f"{target.addr}:{self.probe_port}"
@@ -167,8 +186,23 @@ class LivenessGatherer:
                 not seen.alive and now - seen.since <= RECHECK_SECONDS
                 for seen in self._seen.values()
             )
-        if (changed or recent) and self.on_change is not None:
+        if (changed or recent or flipped) and self.on_change is not None:
             self.on_change()
+
+    def _unreachable_problem(self, targets: tuple[_Target, ...]) -> str:
+        return (
+            f"no node's address answers on port {self.probe_port} from this controller "
+            f"({len(targets)} tried: a route or a firewall?), so nothing is suspected and "
+            "services wait for Swarm to mark a node down, as with failover-mode confirmed"
+        )
+
+    def unavailable(self) -> tuple[SourceStatus, ...]:
+        """The probes, while no node's address answers (a decision says so)."""
+        with self._lock:
+            if not self.unreachable:
+                return ()
+            targets = self._targets
+        return (SourceStatus("probe", "node addresses", self._unreachable_problem(targets)),)
 
     def _ask_others(self, targets: list[_Target]) -> dict[str, tuple[bool, str]]:
         """Node id -> what other nodes' agents say of the nodes this manager cannot reach."""
