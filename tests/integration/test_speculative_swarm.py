@@ -18,6 +18,8 @@ Timings are printed, not asserted (bench/detection_signals.py measures the signa
 - As deployed, with an agent on every node and the controller a process on a manager:
   the other nodes' agents make the second signal (indirect probes) before gossip drops a
   killed node; a 2 s blip restarts nothing, and a surge it may cause is trimmed.
+- An operator's scale while a speculative surge stands is kept, and the false alarm
+  after it trims nothing.
 - On a second sandbox of three managers, the Raft leader's node is killed: the
   controller on another manager still fails over, once Raft has a leader again.
 """
@@ -305,6 +307,49 @@ def test_a_false_alarm_is_trimmed_back_to_exactly_the_desired_count(
             assert task_ids_by_node(client, "web") == before, history(client)
             cost = ctl.out.getvalue().split("false alarm cost ", 1)[1].split(")", 1)[0]
             print(f"\nfalse alarm cost {cost}")
+    prober.close()
+
+
+def scale(client: docker.DockerClient, replicas: int) -> None:
+    """`docker service scale web=N`, as an operator: retried if the controller's write
+    came in between (the service's version moved)."""
+
+    def scaled() -> bool:
+        try:
+            client.services.get("web").scale(replicas)
+        except docker.errors.APIError:
+            return False
+        return True
+
+    wait_until(scaled, 20, f"web scaled to {replicas}")
+
+
+def test_an_operator_s_scale_during_a_standing_surge_is_kept(
+    default_heartbeat: Sandbox, tmp_path
+) -> None:  # type: ignore[no-untyped-def]
+    # A regression test: the operator's count beats the controller's record, and the
+    # false alarm that follows trims nothing.
+    sandbox = default_heartbeat
+    prober = NetnsProber(sandbox.state.node("node-1").netns)
+    with clean_client(sandbox) as client:
+        victim, _ = start_web(sandbox, client)
+        with controller(sandbox, tmp_path, prober) as ctl:
+            adopted(ctl, client)
+            sandbox.fail(victim, "partition")
+            wait_until(lambda: "outcome=speculate" in ctl.out.getvalue(), 30, "a speculative surge")
+            scale(client, 5)
+            sandbox.restore(victim)
+            wait_until(
+                lambda: "the operator's count stands" in ctl.out.getvalue(),
+                30,
+                "the controller forgets its record",
+            )
+            wait_until(lambda: settled(client, 5), 60, "web at the operator's 5, no record")
+            # Past the false alarm's hold and a few cycles: nothing trims the 5 back.
+            time.sleep(5.0)
+            assert settled(client, 5), ctl.out.getvalue()[-3000:]
+            assert node_state(client, victim) == "ready"
+            assert "false alarm" not in ctl.out.getvalue(), ctl.out.getvalue()[-3000:]
     prober.close()
 
 
