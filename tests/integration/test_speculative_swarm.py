@@ -20,6 +20,8 @@ Timings are printed, not asserted (bench/detection_signals.py measures the signa
   killed node; a 2 s blip restarts nothing, and a surge it may cause is trimmed.
 - An operator's scale while a speculative surge stands is kept, and the false alarm
   after it trims nothing.
+- Two workers lost one after the other, the first suspected and the second confirmed
+  (a health report) while the first one's surge stands: the hand-over surges for both.
 - On a second sandbox of three managers, the Raft leader's node is killed: the
   controller on another manager still fails over, once Raft has a leader again.
 """
@@ -44,7 +46,7 @@ from controller.sandbox.netns import netns_path
 from controller.sandbox.netns_probe import NetnsProber
 
 from .health_support import _python as python_process
-from .health_support import node_agents, stop
+from .health_support import node_agents, post_health, stop
 from .support import (
     ControllerThread,
     RunningSampler,
@@ -350,6 +352,61 @@ def test_an_operator_s_scale_during_a_standing_surge_is_kept(
             assert settled(client, 5), ctl.out.getvalue()[-3000:]
             assert node_state(client, victim) == "ready"
             assert "false alarm" not in ctl.out.getvalue(), ctl.out.getvalue()[-3000:]
+    prober.close()
+
+
+TOKEN = "speculative-health-token"
+
+
+def test_a_loss_confirmed_while_a_speculative_surge_stands_is_failed_over_too(
+    default_heartbeat: Sandbox, tmp_path
+) -> None:  # type: ignore[no-untyped-def]
+    # Two workers lost one after the other: the first suspected (a speculative surge),
+    # the second confirmed at once by a health report while that surge stands. When
+    # Swarm confirms the first, the hand-over surges for both.
+    sandbox = default_heartbeat
+    prober = NetnsProber(sandbox.state.node("node-1").netns)
+    policy = tmp_path / "policy.yaml"
+    # Two of four nodes out at once: within the panic threshold on purpose.
+    policy.write_text(POLICY + "  health-panic-threshold: 0.5\n")
+    health = HealthConfig(
+        webhook=("127.0.0.1", 0), webhook_token=TOKEN, liveness=True, liveness_connect=prober
+    )
+    with clean_client(sandbox) as client:
+        first, placed = start_web(sandbox, client)
+        second = next(n for n in ("node-2", "node-3", "node-4") if n in placed and n != first)
+        with ControllerThread(sandbox.manager_host, policy=policy, health=health) as ctl:
+            adopted(ctl, client)
+            sandbox.fail(first, "crash")
+            wait_until(lambda: "outcome=speculate" in ctl.out.getvalue(), 30, "a speculative surge")
+            sandbox.fail(second, "crash")
+            assert ctl.controller.server is not None
+            status, _ = post_health(
+                ctl.controller.server.port,
+                {"node": second, "state": "failed", "reason": "lost", "ttl": 600},
+                token=TOKEN,
+            )
+            assert status == 202
+            wait_until(
+                lambda: "outcome=confirm" in ctl.out.getvalue(), 60, "the hand-over to failover"
+            )
+            text = ctl.out.getvalue()
+            confirm = next(line for line in text.splitlines() if "outcome=confirm" in line)
+            print(f"\n{confirm}")
+            assert "1 more replica(s) lost with another node" in confirm, text[-4000:]
+            wait_until(
+                lambda: (
+                    sum(
+                        len(v)
+                        for h, v in task_ids_by_node(client, "web").items()
+                        if h not in (first, second)
+                    )
+                    >= REPLICAS
+                ),
+                60,
+                f"{REPLICAS} replicas running off {first} and {second}",
+            )
+            wait_until(lambda: settled(client), 60, "web back to exactly 3, its record gone")
     prober.close()
 
 
