@@ -18,6 +18,7 @@ from controller.core.rules.failover.speculative import (
     FALSE_ALARM_HOLD_SECONDS,
     FLAP_FALSE_ALARMS,
     LIVENESS_POLL_SECONDS,
+    SWARM_SAYS_ALIVE_SECONDS,
     drops_only_surged,
     speculated_nodes,
 )
@@ -372,25 +373,25 @@ def test_no_trim_until_suspect_after_and_a_poll_have_passed_since_the_start() ->
     # no liveness signal at all, or a first poll's.
     web4, tasks = speculated()
     bare = cluster([web4], tasks)
-    first = run(bare, Memory(), now=200.0)
+    first = run(bare, Memory(), now=110.0)
     assert first.actions == ()
     alive = with_signals(bare, *answers(3, since=50.0))  # even an answer that looks old
-    polled = run(alive, first.memory, now=200.5)
+    polled = run(alive, first.memory, now=110.5)
     assert polled.actions == ()
     warm = polled.memory
-    assert run(alive, warm, now=200.5 + 1.0 + LIVENESS_POLL_SECONDS - 0.1).actions == ()
-    (trim,) = run(alive, warm, now=200.5 + 1.0 + LIVENESS_POLL_SECONDS).actions
+    assert run(alive, warm, now=110.5 + 1.0 + LIVENESS_POLL_SECONDS - 0.1).actions == ()
+    (trim,) = run(alive, warm, now=110.5 + 1.0 + LIVENESS_POLL_SECONDS).actions
     assert isinstance(trim, SetReplicas) and trim.replicas == 3
 
 
 def test_a_lease_takeover_restarts_the_wait() -> None:
     web4, tasks = speculated()
     alive = with_signals(cluster([web4], tasks), *answers(3, since=50.0))
-    standby = run(alive, Memory(), now=200.0).memory
-    standby = run(alive, standby, now=210.0).memory  # warm: it would trim now
+    standby = run(alive, Memory(), now=110.0).memory
+    standby = run(alive, standby, now=114.0).memory  # warm: it would trim now
     took_over = standby.taking_over()
-    assert run(alive, took_over, now=210.5).actions == ()
-    (trim,) = run(alive, run(alive, took_over, now=210.5).memory, now=212.0).actions
+    assert run(alive, took_over, now=114.5).actions == ()
+    (trim,) = run(alive, run(alive, took_over, now=114.5).memory, now=116.0).actions
     assert isinstance(trim, SetReplicas) and trim.replicas == 3
 
 
@@ -481,3 +482,21 @@ def test_the_handover_keeps_the_surge_s_start_and_fails_over_a_loss_elsewhere() 
     assert record.since == 102.0  # the surge began with the speculation
     assert handover.replicas == 5  # node-3's replica, already running, and node-2's
     assert web4.id not in handed.memory.lost  # both losses answered: no second surge
+
+
+def test_swarm_calling_the_node_ready_long_after_the_surge_is_evidence_enough() -> None:
+    # No liveness signal at all (liveness turned off after a restart), or only a failing
+    # probe (this manager's route): Swarm's own heartbeat still says ready long after any
+    # grace, so the surge is a false alarm after all.
+    web4, tasks = speculated()
+    bare = cluster([web4], tasks)
+    first = run(bare, Memory(), now=110.0)
+    assert first.actions == ()
+    (trim,) = run(bare, first.memory, now=102.0 + SWARM_SAYS_ALIVE_SECONDS).actions
+    assert isinstance(trim, SetReplicas) and trim.replicas == 3
+    # Unknown (a new Raft leader has not heard from it) is not ready: the surge stands.
+    unknown = replace(
+        bare,
+        nodes=tuple(replace(n, state=NodeState.UNKNOWN) if n.id == "n3" else n for n in bare.nodes),
+    )
+    assert run(unknown, first.memory, now=102.0 + SWARM_SAYS_ALIVE_SECONDS).actions == ()
