@@ -454,8 +454,8 @@ def test_a_surge_for_a_node_that_raised_a_false_alarm_is_charged_to_the_budget()
 
 
 def test_the_handover_keeps_the_surge_s_start_and_fails_over_a_loss_elsewhere() -> None:
-    # node-3 suspected and surged for at 102; node-2 dies at 105 and Swarm confirms it
-    # at once (a health report, say); node-3 is confirmed at 113.
+    # node-3 suspected and surged for at 102; node-2 dies and Swarm confirms it at 105
+    # while node-3 is still only suspected; node-3 is confirmed at 113.
     web, tasks = web_on_123()
     (action,) = run(cluster([web], tasks, suspect=3, count=5), watching(), now=102.0).actions
     assert isinstance(action, SetReplicas)
@@ -468,20 +468,51 @@ def test_the_handover_keeps_the_surge_s_start_and_fails_over_a_loss_elsewhere() 
     ]
     n2_down = replace(snapshot(two_down, [web4], tasks), liveness=lost(3))
     stands = run(n2_down, calm.memory, now=105.0)
-    assert [a for a in stands.actions if isinstance(a, SetReplicas)] == []
+    # The loss elsewhere is failed over at once, within the speculative record (failover
+    # leaves that record alone): one more replica, the record's start kept.
+    (more,) = [a for a in stands.actions if isinstance(a, SetReplicas)]
+    assert more.replicas == 5
+    record = read_replica_record(more.set_labels)
+    assert record is not None and record.operation == "speculate" and record.since == 102.0
+    assert speculated_nodes(record) == ("n3",)
+    assert web4.id not in stands.memory.lost  # answered: failover never surges for it again
+    web5 = applied(web4, more)
+    tasks = [*(replace(t, service_id=web5.id) for t in tasks), running(web5, 5, 5)]
     both = [
         node(i, manager=i == 1, state=NodeState.DOWN if i in (2, 3) else NodeState.READY)
         for i in range(1, 6)
     ]
     gone = [t for t in tasks if t.node_id not in ("n2", "n3")]
-    handed = run(snapshot(both, [web4], gone), stands.memory, now=113.0)
+    handed = run(snapshot(both, [web5], gone), stands.memory, now=113.0)
     (handover,) = handed.actions
     assert isinstance(handover, SetReplicas)
     record = read_replica_record(handover.set_labels)
     assert record is not None and record.operation == "surge" and record.base == 3
     assert record.since == 102.0  # the surge began with the speculation
-    assert handover.replicas == 5  # node-3's replica, already running, and node-2's
-    assert web4.id not in handed.memory.lost  # both losses answered: no second surge
+    assert handover.replicas == 5  # node-3's replica and node-2's, both running already
+    assert web5.id not in handed.memory.lost  # both losses answered: no second surge
+
+
+def test_the_handover_fails_over_a_loss_elsewhere_not_answered_yet() -> None:
+    # node-2's loss is first seen in the cycle that also confirms node-3: the hand-over
+    # surges for it in the same write.
+    web, tasks = web_on_123()
+    (action,) = run(cluster([web], tasks, suspect=3, count=5), watching(), now=102.0).actions
+    assert isinstance(action, SetReplicas)
+    web4 = applied(web, action)
+    tasks = [*(replace(t, service_id=web4.id) for t in tasks), running(web4, 4, 4)]
+    calm = run(cluster([web4], tasks, suspect=3, count=5), watching(), now=103.0)
+    both = [
+        node(i, manager=i == 1, state=NodeState.DOWN if i in (2, 3) else NodeState.READY)
+        for i in range(1, 6)
+    ]
+    gone = [t for t in tasks if t.node_id not in ("n2", "n3")]
+    handed = run(snapshot(both, [web4], gone), calm.memory, now=113.0)
+    (handover,) = handed.actions
+    assert isinstance(handover, SetReplicas) and handover.replicas == 5
+    record = read_replica_record(handover.set_labels)
+    assert record is not None and record.operation == "surge" and record.since == 102.0
+    assert web4.id not in handed.memory.lost
 
 
 def test_swarm_calling_the_node_ready_long_after_the_surge_is_evidence_enough() -> None:

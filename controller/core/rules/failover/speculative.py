@@ -31,9 +31,9 @@ false alarm within FLAP_WINDOW_SECONDS is charged to the disruption budget like 
 move's first half (it names the node), and after FLAP_FALSE_ALARMS of them the node is
 treated as confirmed-only for FLAP_CONFIRMED_SECONDS: its services wait for Swarm.
 
-The hand-over to failover keeps the record's start, and folds in what other nodes lost
-meanwhile (a confirmed loss while the `speculate` record stood, which failover leaves to
-this rule): both are failed over in the one write.
+A loss Swarm confirms on another node while the `speculate` record stands is surged
+for by this rule (failover leaves the record alone), in the same record; the hand-over
+to failover keeps the record's start and folds in any such loss not answered yet.
 
 Never harm: no surge without a free node (ready, active, allowed, holding none of the
 service's tasks, not suspected) for every replica, none while a confirmed failover still
@@ -330,6 +330,31 @@ def _follow(
             f"{names} confirmed down: the speculative surge covers its replicas{also}; "
             "failover trims Swarm's delayed replacements as after its own surge",
         )
+    lost = ctx.memory.lost.get(service.id)
+    if lost is not None and ctx.health.panic is None:
+        # Swarm confirmed a loss on another node while the record stands: failover leaves
+        # the record alone, so the surge for it is made here, in the same record (its
+        # start kept), and the loss is settled.
+        active = sum(ctx.memory.placement.get(service.id, {}).values())
+        more = max(0, min(lost[0], record.written - active))
+        notes.settled.add(service.id)
+        if more:
+            raised = change_replicas(
+                service,
+                replicas=record.written + more,
+                operation=SPECULATE,
+                now=record.since,
+                base=record.base,
+                detail=f"{record.detail}; {more} more lost with another node",
+            )
+            return raised, Decision(
+                RULE,
+                subject,
+                Outcome.SURGE,
+                f"{more} replica(s) lost with a node Swarm confirmed down while the "
+                f"speculative surge stands: {record.written} -> {record.written + more}, "
+                "started now as failover would",
+            )
     still = [n for n in nodes if n in ctx.health.suspected]
     if ctx.health.panic is not None:
         notes.doubted_at.update({n: ctx.now for n in nodes})
