@@ -82,14 +82,23 @@ class _Switch(argparse.Action):
         setattr(namespace, self.dest, True)
 
 
-def switch(group: Group, flag: str, *, env: str, help: str) -> None:
-    """`flag` alone, or $PLACEMENT_<env> set to true/false (yes/no, on/off, 1/0)."""
+def switch(group: Group, flag: str, *, env: str, help: str, default: bool = False) -> None:
+    """`flag` alone, or $PLACEMENT_<env> set to true/false (yes/no, on/off, 1/0); a
+    switch on by default is turned off by the variable or by `--no-<flag>`."""
     name = variable(env)
     raw = os.environ.get(name)
+    if default:
+        group.add_argument(
+            f"--no-{flag.removeprefix('--')}",
+            dest=flag.removeprefix("--").replace("-", "_"),
+            action="store_false",
+            default=argparse.SUPPRESS,  # the switch's own default stands
+            help=f"the opposite of {flag}",
+        )
     group.add_argument(
         flag,
         action=_Switch,
-        default=raw if raw is not None else False,
+        default=raw if raw is not None else default,
         type=lambda text: parse_switch(text, name),
         help=f"{help} [${name}]",
     )

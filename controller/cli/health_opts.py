@@ -94,7 +94,9 @@ def add_health_arguments(parser: argparse.ArgumentParser) -> None:
         env="LIVENESS",
         help="watch the nodes' gossip peers and probe their addresses (port 7946) every "
         "0.5 s, to suspect a dead node before Swarm's heartbeat does (failover-mode "
-        "speculative)",
+        "speculative); on by default, it stands aside, and says so, while no node's "
+        "address answers",
+        default=True,
     )
     option(
         group,

@@ -44,6 +44,24 @@ class RebalanceMemory:
 
 
 @dataclass(frozen=True, slots=True)
+class SpeculationMemory:
+    """What speculative failover remembers between cycles (rules/failover/speculative):
+    its hysteresis. Lost at a restart, it only makes the rule more patient, except that a
+    node's past false alarms are forgotten."""
+
+    # When this controller began to see liveness signals without a break; None: none in
+    # the last cycle, or a lease takeover restarted the wait (`Memory.taking_over`).
+    watching_since: float | None = None
+    # Node id -> the last cycle it was suspected (or a health panic held a surge for it):
+    # a false alarm's hold counts from it.
+    doubted_at: Mapping[str, float] = field(default_factory=dict)
+    # Node id -> when its false alarms were declared, within the flap window.
+    false_alarms: Mapping[str, tuple[float, ...]] = field(default_factory=dict)
+    # Node id -> until when it is treated as confirmed-only: it flapped.
+    confirmed_until: Mapping[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
 class Memory:
     # Node id -> when it was last seen turning ready; a flap restarts the clock.
     node_ready_since: Mapping[str, float] = field(default_factory=dict)
@@ -73,6 +91,8 @@ class Memory:
     rebalance: RebalanceMemory = field(default_factory=RebalanceMemory)
     # Node exits seen by health assessment (quarantine; see core/health).
     health: HealthMemory = field(default_factory=HealthMemory)
+    # Speculative failover's hysteresis (see core/rules/failover/speculative).
+    speculation: SpeculationMemory = field(default_factory=SpeculationMemory)
 
     def observe(self, snapshot: ClusterSnapshot, now: float) -> Memory:
         """Track when each node turned ready. At the first observation a ready node is
@@ -165,6 +185,15 @@ class Memory:
 
     def with_health(self, health: HealthMemory) -> Memory:
         return replace(self, health=health)
+
+    def with_speculation(self, speculation: SpeculationMemory) -> Memory:
+        return replace(self, speculation=speculation)
+
+    def taking_over(self) -> Memory:
+        """The memory of a standby that has just taken the lease: what it saw of the
+        liveness signals may not be what the leader acts on (its first leader cycle may
+        have none), so speculative failover's wait before a trim starts again."""
+        return replace(self, speculation=replace(self.speculation, watching_since=None))
 
     def with_resolved(self, resolved: Mapping[str, ResolvedService]) -> Memory:
         return replace(self, resolved=resolved)

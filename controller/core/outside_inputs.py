@@ -84,7 +84,7 @@ class LivenessSignal:
 class SourceStatus:
     """A source of outside information that could not be read this cycle."""
 
-    kind: str  # "plugin" or "agent"
+    kind: str  # "plugin", "agent" or "probe" (the liveness probes of node addresses)
     name: str
     problem: str  # what went wrong, for the decision that says the controller went on
 

@@ -55,6 +55,7 @@ class HealthInputs:
         if self.liveness is not None:
             self.liveness.set_targets(snapshot)
             changes["liveness"] = (*snapshot.liveness, *self.liveness.signals())
+            unavailable.extend(self.liveness.unavailable())
         return replace(
             snapshot,
             health=(*snapshot.health, *health),

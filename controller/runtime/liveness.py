@@ -9,11 +9,16 @@ Two independent sources, polled every `interval` (0.5 s by default):
   listens on. A killed dockerd refuses at once, a cut link times out (`probe_timeout`).
 - indirect: when the probe fails and node agents run, the same connect from other nodes'
   agents (runtime/indirect_probes.py), which tells "this manager cannot reach it" from
-  "nobody can". It is only asked about a node the probe fails on.
+  "nobody can". It is only asked about a node the probe fails on. When no agent
+  answers, the last word is kept for INDIRECT_KEPT_POLLS polls: one missed answer must
+  not end a suspicion.
 
 Each signal's value and the time it last changed go into the snapshot as plain values;
 the planner decides. A source that cannot be read this round (the manager's API away)
-contributes nothing, so its silence is never taken for a node's death. A change of mind
+contributes nothing, so its silence is never taken for a node's death. Nor are probes
+that reach no node at all, not even this manager's own (a route or a firewall between
+the controller and the nodes): they contribute nothing either, and the gatherer reports
+itself unavailable, which the planner shows as a decision. A change of mind
 fires the trigger, and so does every poll for RECHECK_SECONDS after a signal turned to
 gone: a suspicion becomes one once its signals have agreed for `controller.suspect-after`,
 which no event marks, and the resync timer may be 10 s away.
@@ -33,7 +38,7 @@ import anyio.to_thread
 
 from controller.adapters.tcp_probe import GOSSIP_PORT, tcp_connects
 from controller.core.model import ClusterSnapshot
-from controller.core.outside_inputs import LivenessSignal
+from controller.core.outside_inputs import LivenessSignal, SourceStatus
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +46,9 @@ GOSSIP, PROBE, INDIRECT = "gossip", "probe", "indirect"
 # Nodes other nodes' agents are asked about per poll: more failing at once is likelier
 # this manager's own link, and a few answers are enough to say so (the rest get none).
 MAX_ASKED_ABOUT = 8
+# Polls in a row with no agent's answer for which the last indirect word is kept: one
+# missed answer (an agent busy or restarting) must not end a suspicion.
+INDIRECT_KEPT_POLLS = 2
 # Polls keep firing the trigger this long after a signal turned to gone (see above).
 RECHECK_SECONDS = 15.0
 
@@ -83,7 +91,9 @@ class LivenessGatherer:
         self._lock = threading.Lock()
         self._targets: tuple[_Target, ...] = ()
         self._seen: dict[tuple[str, str], _Seen] = {}  # (node id, source) -> latest
+        self._unanswered: dict[str, int] = {}  # node id -> polls its indirect word is kept
         self.polls = 0
+        self.unreachable = False  # the last poll reached no node's address
 
     def set_targets(self, snapshot: ClusterSnapshot) -> None:
         """The nodes to watch, from the latest observation (addresses change rarely)."""
@@ -122,18 +132,37 @@ class LivenessGatherer:
         peers = self._gossip_peers()
         for thread in threads:
             thread.join(self.probe_timeout + 2)
+        # No node's address answers, not even this manager's own: a route or a firewall
+        # between the controller and the nodes, not every node dying. The probes (and the
+        # agents asked because of them) say nothing until one answers.
+        unreachable = not any(probes.get(t.node_id) for t in targets)
+        flipped = unreachable != self.unreachable  # a cycle shows it at once
+        if flipped:
+            self.unreachable = unreachable
+            if unreachable:
+                log.warning("liveness: %s", self._unreachable_problem(targets))
+            else:
+                log.info("liveness: a node's address answers on port %d again", self.probe_port)
+        if unreachable:
+            probes = {}
         failing = [t for t in targets if probes.get(t.node_id) is False]
-        indirect = self._ask_others(failing[:MAX_ASKED_ABOUT])
+        asked = failing[:MAX_ASKED_ABOUT] if self.indirect is not None else []
+        indirect = self._ask_others(asked)
+        asked_ids = {t.node_id for t in asked}
         changed = False
         with self._lock:
             known = {t.node_id for t in targets}
             for key in [k for k in self._seen if k[0] not in known]:
                 del self._seen[key]
+            for gone in [n for n in self._unanswered if n not in known]:
+                del self._unanswered[gone]
             for target in targets:
                 if peers is not None:
                     listed = bool({target.hostname, target.addr, target.node_id} & peers)
                     detail = "in the ingress gossip peers" if listed else "left the gossip peers"
                     changed |= self._note(target.node_id, GOSSIP, listed, detail, now)
+                if unreachable:
+                    self._seen.pop((target.node_id, PROBE), None)
                 if target.node_id in probes:
                     up = probes[target.node_id]
                     where = f"{target.addr}:{self.probe_port}"
@@ -142,15 +171,38 @@ class LivenessGatherer:
                 if target.node_id in indirect:
                     alive, why = indirect[target.node_id]
                     changed |= self._note(target.node_id, INDIRECT, alive, why, now)
-                else:  # not asked, or nobody answered: no word, and no stale one
+                    self._unanswered.pop(target.node_id, None)
+                elif (
+                    target.node_id in asked_ids
+                    and (target.node_id, INDIRECT) in self._seen
+                    and self._unanswered.get(target.node_id, 0) < INDIRECT_KEPT_POLLS
+                ):  # asked, and nobody answered this time: the last word stands a while
+                    self._unanswered[target.node_id] = self._unanswered.get(target.node_id, 0) + 1
+                else:  # not asked (the probe answers), or silent too long: no stale word
                     self._seen.pop((target.node_id, INDIRECT), None)
+                    self._unanswered.pop(target.node_id, None)
             self.polls += 1
             recent = any(
                 not seen.alive and now - seen.since <= RECHECK_SECONDS
                 for seen in self._seen.values()
             )
-        if (changed or recent) and self.on_change is not None:
+        if (changed or recent or flipped) and self.on_change is not None:
             self.on_change()
+
+    def _unreachable_problem(self, targets: tuple[_Target, ...]) -> str:
+        return (
+            f"no node's address answers on port {self.probe_port} from this controller "
+            f"({len(targets)} tried: a route or a firewall?), so nothing is suspected and "
+            "services wait for Swarm to mark a node down, as with failover-mode confirmed"
+        )
+
+    def unavailable(self) -> tuple[SourceStatus, ...]:
+        """The probes, while no node's address answers (a decision says so)."""
+        with self._lock:
+            if not self.unreachable:
+                return ()
+            targets = self._targets
+        return (SourceStatus("probe", "node addresses", self._unreachable_problem(targets)),)
 
     def _ask_others(self, targets: list[_Target]) -> dict[str, tuple[bool, str]]:
         """Node id -> what other nodes' agents say of the nodes this manager cannot reach."""

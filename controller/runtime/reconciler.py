@@ -98,6 +98,7 @@ class Reconciler:
         # A long-running controller watches the swarm a while after it starts before it
         # moves tasks (core/rules/owners); a one-shot plan shows the moves it would make.
         self.memory = Memory(watches=startup_watch)
+        self._was_standby = False  # the last cycle planned as a standby
         # The decisions of the plan being executed (what an executor wrapper may read).
         self.planned: tuple[Decision, ...] = ()
         self.backoff = WriteBackoff()
@@ -116,6 +117,12 @@ class Reconciler:
                 observe_span.set_attribute("placement.services", len(snapshot.services))
                 observe_span.set_attribute("placement.tasks", len(snapshot.tasks))
             now = self._clock()
+            standby = self._standby()
+            if standby is None and self._was_standby:
+                # Taking the lease over: what speculative failover waits for before a
+                # trim starts again (core/rules/failover/speculative).
+                self.memory = self.memory.taking_over()
+            self._was_standby = standby is not None
             if self._enrich is not None:
                 with self._tracer.start_as_current_span("gather"):
                     snapshot = self._enrich(snapshot, now)
@@ -128,7 +135,7 @@ class Reconciler:
             self.planned = result.decisions
             cycle = CycleResult(
                 plan=result,
-                standby=self._standby(),
+                standby=standby,
                 snapshot=snapshot,
                 trace_id=format(span.get_span_context().trace_id, "032x"),
             )

@@ -14,8 +14,21 @@ def _config(*argv: str):  # type: ignore[no-untyped-def]
     return health_config(build_parser().parse_args(["run", *argv]))
 
 
-def test_nothing_asked_nothing_built() -> None:
-    assert _config() is None
+def test_nothing_asked_nothing_built_but_liveness() -> None:
+    # Liveness is on by default: it turns itself off where no node's address answers.
+    config = _config()
+    assert config is not None and config.liveness
+    assert config.webhook is None and not config.plugin_dirs and not config.agents
+    assert _config("--no-liveness") is None
+
+
+@pytest.mark.parametrize(("value", "on"), [("false", False), ("0", False), ("true", True)])
+def test_the_variable_turns_liveness_off_or_on(
+    monkeypatch: pytest.MonkeyPatch, value: str, on: bool
+) -> None:
+    monkeypatch.setenv("PLACEMENT_LIVENESS", value)
+    config = _config()
+    assert (config is not None and config.liveness) is on
 
 
 def test_everything_asked(tmp_path: Path) -> None:

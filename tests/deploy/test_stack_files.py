@@ -79,6 +79,8 @@ def test_every_variable_the_stack_sets_is_an_option_of_run(
     targets = {f"/run/secrets/{s['target']}" for s in controller["secrets"]}
     assert env["PLACEMENT_HEALTH_TOKEN_FILE"] in targets
     assert str(args.ui_token_file) == env["PLACEMENT_UI_TOKEN_FILE"] in targets
+    # The fast path is the stack's default: liveness, with the agents' indirect probes.
+    assert args.liveness is True
 
 
 def test_an_agent_on_every_node_reachable_by_the_controllers(

@@ -18,6 +18,10 @@ Timings are printed, not asserted (bench/detection_signals.py measures the signa
 - As deployed, with an agent on every node and the controller a process on a manager:
   the other nodes' agents make the second signal (indirect probes) before gossip drops a
   killed node; a 2 s blip restarts nothing, and a surge it may cause is trimmed.
+- An operator's scale while a speculative surge stands is kept, and the false alarm
+  after it trims nothing.
+- Two workers lost one after the other, the first suspected and the second confirmed
+  (a health report) while the first one's surge stands: the hand-over surges for both.
 - On a second sandbox of three managers, the Raft leader's node is killed: the
   controller on another manager still fails over, once Raft has a leader again.
 """
@@ -42,7 +46,7 @@ from controller.sandbox.netns import netns_path
 from controller.sandbox.netns_probe import NetnsProber
 
 from .health_support import _python as python_process
-from .health_support import node_agents, stop
+from .health_support import node_agents, post_health, reset_nodes, stop
 from .support import (
     ControllerThread,
     RunningSampler,
@@ -305,6 +309,108 @@ def test_a_false_alarm_is_trimmed_back_to_exactly_the_desired_count(
             assert task_ids_by_node(client, "web") == before, history(client)
             cost = ctl.out.getvalue().split("false alarm cost ", 1)[1].split(")", 1)[0]
             print(f"\nfalse alarm cost {cost}")
+    prober.close()
+
+
+def scale(client: docker.DockerClient, replicas: int) -> None:
+    """`docker service scale web=N`, as an operator: retried if the controller's write
+    came in between (the service's version moved)."""
+
+    def scaled() -> bool:
+        try:
+            client.services.get("web").scale(replicas)
+        except docker.errors.APIError:
+            return False
+        return True
+
+    wait_until(scaled, 20, f"web scaled to {replicas}")
+
+
+def test_an_operator_s_scale_during_a_standing_surge_is_kept(
+    default_heartbeat: Sandbox, tmp_path
+) -> None:  # type: ignore[no-untyped-def]
+    # A regression test: the operator's count beats the controller's record, and the
+    # false alarm that follows trims nothing.
+    sandbox = default_heartbeat
+    prober = NetnsProber(sandbox.state.node("node-1").netns)
+    with clean_client(sandbox) as client:
+        victim, _ = start_web(sandbox, client)
+        with controller(sandbox, tmp_path, prober) as ctl:
+            adopted(ctl, client)
+            sandbox.fail(victim, "partition")
+            wait_until(lambda: "outcome=speculate" in ctl.out.getvalue(), 30, "a speculative surge")
+            scale(client, 5)
+            sandbox.restore(victim)
+            wait_until(
+                lambda: "the operator's count stands" in ctl.out.getvalue(),
+                30,
+                "the controller forgets its record",
+            )
+            wait_until(lambda: settled(client, 5), 60, "web at the operator's 5, no record")
+            # Past the false alarm's hold and a few cycles: nothing trims the 5 back.
+            time.sleep(5.0)
+            assert settled(client, 5), ctl.out.getvalue()[-3000:]
+            assert node_state(client, victim) == "ready"
+            assert "false alarm" not in ctl.out.getvalue(), ctl.out.getvalue()[-3000:]
+    prober.close()
+
+
+TOKEN = "speculative-health-token"
+
+
+def test_a_loss_confirmed_while_a_speculative_surge_stands_is_failed_over_too(
+    default_heartbeat: Sandbox, tmp_path
+) -> None:  # type: ignore[no-untyped-def]
+    # Two workers lost one after the other: the first suspected (a speculative surge),
+    # the second confirmed at once by a health report while that surge stands. Both are
+    # failed over, and the count comes back to exactly the desired.
+    sandbox = default_heartbeat
+    prober = NetnsProber(sandbox.state.node("node-1").netns)
+    policy = tmp_path / "policy.yaml"
+    # Two of four nodes out at once: within the panic threshold on purpose.
+    policy.write_text(POLICY + "  health-panic-threshold: 0.5\n")
+    health = HealthConfig(
+        webhook=("127.0.0.1", 0), webhook_token=TOKEN, liveness=True, liveness_connect=prober
+    )
+    # The report pauses and labels the second node: gone again after the test.
+    with clean_client(sandbox, also=reset_nodes) as client:
+        first, placed = start_web(sandbox, client)
+        second = next(n for n in ("node-2", "node-3", "node-4") if n in placed and n != first)
+        with ControllerThread(sandbox.manager_host, policy=policy, health=health) as ctl:
+            adopted(ctl, client)
+            sandbox.fail(first, "crash")
+            wait_until(lambda: "outcome=speculate" in ctl.out.getvalue(), 30, "a speculative surge")
+            sandbox.fail(second, "crash")
+            assert ctl.controller.server is not None
+            status, _ = post_health(
+                ctl.controller.server.port,
+                {"node": second, "state": "failed", "reason": "lost", "ttl": 600},
+                token=TOKEN,
+            )
+            assert status == 202
+            wait_until(
+                lambda: (
+                    sum(
+                        len(v)
+                        for h, v in task_ids_by_node(client, "web").items()
+                        if h not in (first, second)
+                    )
+                    >= REPLICAS
+                ),
+                60,
+                f"{REPLICAS} replicas running off {first} and {second}",
+            )
+            wait_until(
+                lambda: "outcome=confirm" in ctl.out.getvalue(), 60, "the hand-over to failover"
+            )
+            wait_until(lambda: settled(client), 60, "web back to exactly 3, its record gone")
+            # Restored before Swarm marks it down, a node would be marked down after its
+            # return and lose the next test's tasks.
+            wait_until(lambda: node_state(client, second) == "down", 60, f"{second} down")
+            text = ctl.out.getvalue()
+            for line in text.splitlines():
+                if "rule=speculative" in line and "outcome=wait" not in line:
+                    print(line.split(" reason=", 1)[1][:200])
     prober.close()
 
 

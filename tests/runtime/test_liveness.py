@@ -7,7 +7,8 @@ from dataclasses import replace
 from typing import Any
 
 from controller.core.model import ClusterSnapshot
-from controller.runtime.liveness import LivenessGatherer
+from controller.runtime.health_inputs import HealthInputs
+from controller.runtime.liveness import INDIRECT_KEPT_POLLS, LivenessGatherer
 from tests.core.builders import node, snapshot
 
 
@@ -118,8 +119,15 @@ def test_other_nodes_are_asked_only_about_a_node_the_probe_fails_on() -> None:
     assert said["n2", "indirect"].detail == "unreachable from node-3"
     assert said["n2", "gossip"].alive, "gossip has not dropped it yet"
 
-    clock[0] = 101.5
-    others["n2"] = None  # no agent answers: no word, and the last one is not kept
+    # No agent answers for a poll or two: the last word is kept (one missed answer would
+    # otherwise end a suspicion); after that, no word.
+    others["n2"] = None
+    for poll in range(INDIRECT_KEPT_POLLS):
+        clock[0] = 101.5 + poll / 2
+        gatherer.poll_once()
+        said = {(s.node_id, s.source): s for s in gatherer.signals()}
+        assert (said["n2", "indirect"].alive, said["n2", "indirect"].since) == (False, 101.0)
+    clock[0] = 101.5 + INDIRECT_KEPT_POLLS / 2
     gatherer.poll_once()
     assert ("n2", "indirect") not in {(s.node_id, s.source) for s in gatherer.signals()}
 
@@ -132,5 +140,29 @@ def test_other_nodes_are_asked_only_about_a_node_the_probe_fails_on() -> None:
     clock[0] = 103.0
     ports.add("10.0.0.2")  # the probe answers again: nobody is asked, no word kept
     gatherer.poll_once()
-    assert len(asked) == 3
+    assert len(asked) == 2 + INDIRECT_KEPT_POLLS + 1
     assert ("n2", "indirect") not in {(s.node_id, s.source) for s in gatherer.signals()}
+
+
+def test_a_controller_that_reaches_no_node_stands_aside_and_says_so() -> None:
+    # A route or a firewall between the controller and every node: not every node dying.
+    client, clock, fired = FakeClient(), [100.0], []
+    client.api.peers = [{"Name": "node-1", "IP": "10.0.0.1"}, {"Name": "node-2", "IP": "10.0.0.2"}]
+    ports: set[str] = set()
+    asked: list[str] = []
+    gatherer = make(ports, client, clock, fired)
+    gatherer.indirect = lambda node_id, address: asked.append(node_id) or (False, "refused")
+    gatherer.poll_once()
+    assert {s.source for s in gatherer.signals()} == {"gossip"}, "no probe word at all"
+    assert asked == [], "nor any other node's"
+    (status,) = gatherer.unavailable()
+    assert status.kind == "probe" and "no node's address answers" in status.problem
+    snap = HealthInputs(liveness=gatherer).enrich(nodes(), now=100.0)
+    assert status in snap.unavailable_sources
+    # Once one node answers, the probes count again.
+    clock[0] = 101.0
+    ports.add("10.0.0.1")
+    gatherer.poll_once()
+    assert gatherer.unavailable() == ()
+    said = {(s.node_id, s.source): s for s in gatherer.signals()}
+    assert said["n1", "probe"].alive and not said["n2", "probe"].alive

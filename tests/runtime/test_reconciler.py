@@ -8,6 +8,7 @@ import json
 import threading
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import docker.errors
@@ -289,3 +290,38 @@ def test_an_unexpected_error_among_failover_writes_is_raised_after_the_others(
     with pytest.raises(docker.errors.APIError):
         r.reconcile({"event"})
     assert sorted(stage.calls) == ["service hot0", "service hot1", "service hot2"]
+
+
+def test_taking_the_lease_over_restarts_speculative_failover_s_wait(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A standby plans every cycle with warm memory; the cycle that first leads must not
+    # trim a speculative surge on what it watched as a standby.
+    seen: list[float | None] = []
+
+    def fake_plan(*, memory: Memory, now: float, **kwargs: object) -> Plan:
+        seen.append(memory.speculation.watching_since)
+        watching = memory.speculation.watching_since
+        warm = replace(memory.speculation, watching_since=now if watching is None else watching)
+        return Plan(actions=(), decisions=(), memory=memory.with_speculation(warm))
+
+    monkeypatch.setattr(reconciler_module, "plan", fake_plan)
+    role: list[str | None] = ["the lease is held elsewhere"]
+    clock = [1000.0]
+    r = Reconciler(
+        observe=lambda: OBSERVED,
+        executor=naming_refusals(lambda action: None),
+        policy=Policy,
+        tracer=get_tracer(make_tracer_provider("none")),
+        decision_log=DecisionLog(io.StringIO()),
+        clock=lambda: clock[0],
+        standby=lambda: role[0],
+    )
+    for _ in range(3):
+        r.reconcile({"resync"})
+        clock[0] += 1.0
+    role[0] = None  # took the lease over
+    r.reconcile({"resync"})
+    clock[0] += 1.0
+    r.reconcile({"resync"})
+    assert seen == [None, 1000.0, 1000.0, None, 1003.0]

@@ -29,6 +29,7 @@ from controller.core.outside_inputs import HealthState, LivenessSignal
 
 RULE = "suspicion"
 SUSPICION_SOURCE = "suspicion"  # how a suspicion counts in the health panic
+GOSSIP_SOURCE = "gossip"  # the overlay's gossip peers (runtime/liveness): slow to drop a peer
 MIN_AGREEING = 2
 
 

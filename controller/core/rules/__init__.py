@@ -39,7 +39,7 @@ RULES: tuple[RuleSpec, ...] = (
     ),
     # Right after failover, which leaves a `speculate` replica record alone and so never surges
     # twice for one loss; a confirmed loss's own surge still comes first for the room.
-    RuleSpec("speculative", plan_speculative),
+    RuleSpec("speculative", plan_speculative, memory=("speculation", "lost")),
     # Before every rule that reads the controller's labels on a service: those a deploy
     # replaced come back from the mirror first (a failover surge still beats it for the
     # one write).

@@ -12,12 +12,28 @@ What follows the surge:
 - Swarm (or a health report) confirms a node down: once Swarm has taken the service's
   tasks off it, the record becomes the failover rule's `surge` and its trim takes over
   (Swarm's delayed replacements are not running yet, so exactly they are dropped).
-- Every node comes back to no suspicion while Swarm has not given it up: a false alarm,
-  back to the operator's count. Swarm's scale-down picks among the nodes with the most
-  tasks of the service and cannot be told which task to drop: where a node holding an
+- Every node comes back to no suspicion while Swarm has not given it up, and positive
+  evidence says it lives (its probe or another node's agent reaches it, or the gossip
+  lists it again) and has held for FALSE_ALARM_HOLD_SECONDS since it was last suspected:
+  a false alarm, back to the operator's count. A missing word (an agent that did not
+  answer one poll) is no evidence, and neither is a first cycle: no trim until this
+  controller has watched the liveness signals for `controller.suspect-after` and a poll
+  (after a start or a lease takeover). Swarm still calling the node ready
+  SWARM_SAYS_ALIVE_SECONDS after the surge is evidence too, whatever the signals say.
+  Swarm's scale-down picks among the nodes with the most tasks of the service and
+  cannot be told which task to drop: where a node holding an
   original ties with a node holding a surged task, the trim may stop the original (the
   service keeps its count), so the trim names those nodes and the disruption budgets
   apply to it. Trimmed while the surged tasks are still starting, they go first.
+
+A node that flaps costs a bounded number of surges: a surge for a node that raised a
+false alarm within FLAP_WINDOW_SECONDS is charged to the disruption budget like a
+move's first half (it names the node), and after FLAP_FALSE_ALARMS of them the node is
+treated as confirmed-only for FLAP_CONFIRMED_SECONDS: its services wait for Swarm.
+
+A loss Swarm confirms on another node while the `speculate` record stands is surged
+for by this rule (failover leaves the record alone), in the same record; the hand-over
+to failover keeps the record's start and folds in any such loss not answered yet.
 
 Never harm: no surge without a free node (ready, active, allowed, holding none of the
 service's tasks, not suspected) for every replica, none while a confirmed failover still
@@ -27,19 +43,22 @@ no room the service waits for confirmation, as `confirmed` services always do.
 
 from __future__ import annotations
 
+import math
 import re
-from collections.abc import Sequence
-from dataclasses import replace
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
 
 from controller.core.actions import Action
 from controller.core.capacity import observe_room
+from controller.core.clock import utc_time
 from controller.core.constraints import ConstraintError, node_filter, parse_constraint
 from controller.core.context import PlanContext, RuleOutput
 from controller.core.decisions import Code, Decision, Outcome
-from controller.core.health.suspicion import SWARM_UNDECIDED
+from controller.core.health.suspicion import GOSSIP_SOURCE, SWARM_UNDECIDED
 from controller.core.kernel.drop_order import STABLE_SORT_SLOTS, scale_down_order
 from controller.core.kernel.ledger import scale_down_stops
-from controller.core.model import Service, ServiceMode, Task, TaskState
+from controller.core.memory import Memory, SpeculationMemory
+from controller.core.model import NodeState, Service, ServiceMode, Task, TaskState
 from controller.core.replicas import (
     SPECULATE,
     SURGE,
@@ -52,6 +71,76 @@ from controller.policy import FailoverMode
 
 RULE = "speculative"
 _NODES = re.compile(r"^nodes=([^;]*);")
+
+# How long positive evidence that a suspected node lives must hold before its surge is
+# trimmed as a false alarm.
+FALSE_ALARM_HOLD_SECONDS = 2.0
+# The liveness gatherer's default poll (runtime/liveness): after a start or a takeover no
+# trim until the signals have been watched for suspect-after and one poll.
+LIVENESS_POLL_SECONDS = 0.5
+# A node that raised this many false alarms within the window is treated as confirmed-only
+# (its services wait for Swarm) for FLAP_CONFIRMED_SECONDS.
+FLAP_FALSE_ALARMS = 3
+FLAP_WINDOW_SECONDS = 120.0
+FLAP_CONFIRMED_SECONDS = 600.0
+# Swarm still calling every speculated node ready this long after the surge is evidence
+# enough that they live (its heartbeat grace is 11 to 15 s by default), whatever the
+# fast signals say or do not say: a surge never stands for good on a silent signal.
+SWARM_SAYS_ALIVE_SECONDS = 60.0
+# A node's last suspicion is remembered this long (it only delays a trim by the hold).
+DOUBT_MEMORY_SECONDS = 60.0
+
+
+@dataclass
+class _Notes:
+    """What this cycle changes in the rule's memory (and which losses it answered)."""
+
+    memory: SpeculationMemory
+    false_alarms: dict[str, tuple[float, ...]] = field(default_factory=dict)
+    confirmed_until: dict[str, float] = field(default_factory=dict)
+    doubted_at: dict[str, float] = field(default_factory=dict)
+    settled: set[str] = field(default_factory=set)  # services whose losses a surge covers
+
+    def remember(self) -> Callable[[Memory], Memory]:
+        speculation = replace(
+            self.memory,
+            false_alarms=self.false_alarms,
+            confirmed_until=self.confirmed_until,
+            doubted_at=self.doubted_at,
+        )
+        settled = frozenset(self.settled)
+
+        def update(memory: Memory) -> Memory:
+            lost = {k: v for k, v in memory.lost.items() if k not in settled}
+            return replace(memory.with_speculation(speculation), lost=lost)
+
+        return update
+
+    def recent_false_alarms(self, node_id: str) -> int:
+        return len(self.false_alarms.get(node_id, ()))
+
+    def flapping_until(self, node_id: str, now: float) -> float | None:
+        until = self.confirmed_until.get(node_id)
+        return until if until is not None and until > now else None
+
+
+def _notes(ctx: PlanContext) -> _Notes:
+    """The rule's memory as this cycle finds it: the watch clock, the nodes suspected now,
+    and what has aged out dropped."""
+    now, before = ctx.now, ctx.memory.speculation
+    watching = before.watching_since if before.watching_since is not None else now
+    doubted = {n: t for n, t in before.doubted_at.items() if now - t < DOUBT_MEMORY_SECONDS}
+    doubted.update({n: now for n in ctx.health.suspected})
+    return _Notes(
+        memory=replace(before, watching_since=watching if ctx.snapshot.liveness else None),
+        false_alarms={
+            n: kept
+            for n, times in before.false_alarms.items()
+            if (kept := tuple(t for t in times if now - t < FLAP_WINDOW_SECONDS))
+        },
+        confirmed_until={n: t for n, t in before.confirmed_until.items() if t > now},
+        doubted_at=doubted,
+    )
 
 
 def speculated_nodes(record: ReplicaRecord) -> tuple[str, ...]:
@@ -67,32 +156,52 @@ def extra_replica_seconds(record: ReplicaRecord, now: float) -> float:
 def plan_speculative(ctx: PlanContext) -> RuleOutput:
     actions: list[Action] = []
     decisions: list[Decision] = []
+    notes = _notes(ctx)
     for service in ctx.managed_services():
         if service.mode is not ServiceMode.REPLICATED:
             continue
-        action, note = _plan_service(ctx, service)
+        action, note = _plan_service(ctx, service, notes)
         if note is not None:
             if action is not None:
                 note = replace(note, action=action)
             decisions.append(note)
         if action is not None:
             actions.append(action)
-    return RuleOutput(tuple(actions), tuple(decisions))
+    return RuleOutput(tuple(actions), tuple(decisions), remember=notes.remember())
 
 
-def _plan_service(ctx: PlanContext, service: Service) -> tuple[Action | None, Decision | None]:
+def _plan_service(
+    ctx: PlanContext, service: Service, notes: _Notes
+) -> tuple[Action | None, Decision | None]:
     if service.replica_record_error is not None:
         return None, None  # the failover rule reports it
     record = service.replica_record
     if record is not None:
         if record.operation != SPECULATE or operator_changed(service, record):
             return None, None  # another rule's, or the operator's count: failover forgets
-        return _follow(ctx, service, record)
+        return _follow(ctx, service, record, notes)
     suspected = ctx.health.suspected
-    on = [t for t in ctx.snapshot.tasks_of(service.id) if t.node_id in suspected]
-    if not on:
-        return None, None
     subject = f"service {service.name}"
+    flapping = {n for n in suspected if notes.flapping_until(n, ctx.now) is not None}
+    on = [
+        t
+        for t in ctx.snapshot.tasks_of(service.id)
+        if t.node_id in suspected and t.node_id not in flapping
+    ]
+    if not on:
+        held = sorted({t.node_id for t in ctx.snapshot.tasks_of(service.id)} & flapping)
+        if not held:
+            return None, None
+        until = max(notes.confirmed_until[n] for n in held)
+        return None, Decision(
+            RULE,
+            subject,
+            Outcome.WAIT,
+            f"task(s) on suspected {', '.join(suspected[n].hostname for n in held)}, which "
+            f"raised {FLAP_FALSE_ALARMS} false alarms within {FLAP_WINDOW_SECONDS:.0f} s: "
+            f"treated as failover-mode confirmed until {utc_time(until)}, it waits for Swarm "
+            "to mark the node down",
+        )
     nodes = tuple(sorted({t.node_id for t in on}))
     where = ", ".join(suspected[n].hostname for n in nodes)
     mode = ctx.settings(service.id).failover_mode
@@ -142,24 +251,43 @@ def _plan_service(ctx: PlanContext, service: Service) -> tuple[Action | None, De
             f"than {STABLE_SORT_SLOTS} slots): it waits for confirmation",
         )
     signals = "; ".join(f"{suspected[n].hostname}: {'+'.join(suspected[n].sources)}" for n in nodes)
+    # A node that raised a false alarm lately may be flapping: its surge is charged to the
+    # disruption budget like a move's first half (it names the node), so a flapping link
+    # churns within the budgets.
+    charged = tuple(n for n in nodes if notes.recent_false_alarms(n))
     action = change_replicas(
         service,
         replicas=replicas + len(on),
         operation=SPECULATE,
         now=ctx.now,
         detail=f"nodes={','.join(nodes)}; {len(on)} replica(s) on suspected {where}",
+        evicts_from=charged,
     )
+    charge = ""
+    if charged:
+        flappy = ", ".join(suspected[n].hostname for n in charged)
+        refusal = ctx.budget().refusal(action)
+        if refusal is not None:
+            return None, Decision(
+                RULE,
+                subject,
+                Outcome.WAIT,
+                f"{len(on)} task(s) on suspected {where}, which raised a false alarm within "
+                f"{FLAP_WINDOW_SECONDS:.0f} s, so the surge is charged to the disruption "
+                f"budget, and {refusal}: it waits",
+            )
+        charge = f"; {flappy} raised a false alarm lately: charged to the disruption budget"
     return action, Decision(
         RULE,
         subject,
         Outcome.SPECULATE,
         f"{len(on)} task(s) on suspected {where} ({signals}): {replicas} -> "
-        f"{replicas + len(on)} so replacements start now; nothing on the node is stopped",
+        f"{replicas + len(on)} so replacements start now; nothing on the node is stopped" + charge,
     )
 
 
 def _follow(
-    ctx: PlanContext, service: Service, record: ReplicaRecord
+    ctx: PlanContext, service: Service, record: ReplicaRecord, notes: _Notes
 ) -> tuple[Action | None, Decision | None]:
     subject = f"service {service.name}"
     nodes = speculated_nodes(record)
@@ -176,22 +304,60 @@ def _follow(
                 f"{names} confirmed down; Swarm still holds {len(held)} task(s) there: the "
                 "hand-over to failover waits until it gives them up",
             )
+        # Failover leaves a `speculate` record alone, so what other nodes lost meanwhile
+        # waited for this write: it is surged for too. The record keeps its start, so a
+        # loss after it still counts; the losses it answers are settled here.
+        covered = record.written - record.base
+        more = 0
+        lost = ctx.memory.lost.get(service.id)
+        if lost is not None:
+            active = sum(ctx.memory.placement.get(service.id, {}).values())
+            more = max(0, min(lost[0] - covered, record.base - active))
+            notes.settled.add(service.id)
+        also = f"; {more} more replica(s) lost with another node" if more else ""
         handover = change_replicas(
             service,
-            replicas=record.written,
+            replicas=record.written + more,
             operation=SURGE,
-            now=ctx.now,
+            now=record.since,
             base=record.base,
-            detail=f"speculative surge confirmed: {names} down",
+            detail=f"speculative surge confirmed: {names} down{also}",
         )
         return handover, Decision(
             RULE,
             subject,
             Outcome.CONFIRM,
-            f"{names} confirmed down: the speculative surge covers its replicas; failover "
-            "trims Swarm's delayed replacements as after its own surge",
+            f"{names} confirmed down: the speculative surge covers its replicas{also}; "
+            "failover trims Swarm's delayed replacements as after its own surge",
         )
+    lost = ctx.memory.lost.get(service.id)
+    if lost is not None and ctx.health.panic is None:
+        # Swarm confirmed a loss on another node while the record stands: failover leaves
+        # the record alone, so the surge for it is made here, in the same record (its
+        # start kept), and the loss is settled.
+        active = sum(ctx.memory.placement.get(service.id, {}).values())
+        more = max(0, min(lost[0], record.written - active))
+        notes.settled.add(service.id)
+        if more:
+            raised = change_replicas(
+                service,
+                replicas=record.written + more,
+                operation=SPECULATE,
+                now=record.since,
+                base=record.base,
+                detail=f"{record.detail}; {more} more lost with another node",
+            )
+            return raised, Decision(
+                RULE,
+                subject,
+                Outcome.SURGE,
+                f"{more} replica(s) lost with a node Swarm confirmed down while the "
+                f"speculative surge stands: {record.written} -> {record.written + more}, "
+                "started now as failover would",
+            )
     still = [n for n in nodes if n in ctx.health.suspected]
+    if ctx.health.panic is not None:
+        notes.doubted_at.update({n: ctx.now for n in nodes})
     if still or ctx.health.panic is not None:
         why = (
             f"{', '.join(by_id[n].hostname for n in still)} still suspected"
@@ -199,12 +365,16 @@ def _follow(
             else "a health panic: nothing is decided until it ends"
         )
         return None, Decision(RULE, subject, Outcome.WAIT, f"speculative surge stands: {why}")
+    waits = _not_yet_false_alarm(ctx, record, nodes, notes)
+    if waits is not None:
+        return None, Decision(RULE, subject, Outcome.WAIT, waits)
     base = record.base
     names = ", ".join(by_id[n].hostname for n in nodes if n in by_id)
+    cost = _false_alarm(ctx, nodes, notes)
     # What the false alarm cost: the surged replicas' time, an upper bound (they start
     # a moment after the write).
     extra = extra_replica_seconds(record, ctx.now)
-    cost = f" (false alarm cost {extra:.0f} replica-seconds)"
+    cost = f" (false alarm cost {extra:.0f} replica-seconds){cost}"
     if drops_only_surged(
         ctx.snapshot.tasks_of(service.id), base=base, surged=record.written - base
     ):
@@ -230,6 +400,74 @@ def _follow(
         f"false alarm: {names} no longer suspected and still ready: back to {base}{risk}" + cost,
         code=Code.FALSE_ALARM,
         extra_replica_seconds=extra,
+    )
+
+
+def _not_yet_false_alarm(
+    ctx: PlanContext, record: ReplicaRecord, nodes: Sequence[str], notes: _Notes
+) -> str | None:
+    """Why no longer suspected is not a false alarm yet, if it is not: the controller has
+    not watched the signals long enough, or no positive evidence that each node lives
+    has held for the hold time since it was last suspected."""
+    by_id = ctx.snapshot.node_by_id
+    names = ", ".join(by_id[n].hostname for n in nodes if n in by_id)
+    ready = all(n in by_id and by_id[n].state is NodeState.READY for n in nodes)
+    if ready and ctx.now - record.since >= SWARM_SAYS_ALIVE_SECONDS:
+        return None  # Swarm's heartbeat says they live, long past its grace
+    watching = notes.memory.watching_since
+    warm_up = ctx.policy.controller.suspect_after_seconds + LIVENESS_POLL_SECONDS
+    if watching is None or ctx.now - watching < warm_up:
+        return (
+            f"speculative surge stands: {names} no longer suspected, but this controller "
+            f"has not yet watched the liveness signals for controller.suspect-after and a "
+            f"poll ({warm_up:.1f} s) since it started or took over"
+        )
+    for node_id in nodes:
+        hostname = by_id[node_id].hostname if node_id in by_id else node_id
+        lives = lives_since(ctx, node_id, after=record.since)
+        if lives is None:
+            return (
+                f"speculative surge stands: {hostname} no longer suspected, but nothing "
+                "says it lives yet (its probe, another node's agent, or the gossip listing "
+                "it again)"
+            )
+        since = max(lives, notes.doubted_at.get(node_id, -math.inf))
+        if ctx.now - since < FALSE_ALARM_HOLD_SECONDS:
+            return (
+                f"speculative surge stands: {hostname} answers since {utc_time(since)}; a "
+                f"false alarm once that has held for {FALSE_ALARM_HOLD_SECONDS:.0f} s"
+            )
+    return None
+
+
+def lives_since(ctx: PlanContext, node_id: str, *, after: float) -> float | None:
+    """Since when positive evidence says the node lives: its probe or another node's
+    agent reaches it, or the gossip lists it again (it turned after `after`: the gossip
+    is slow to drop a dead peer, so its old word proves nothing). None: nothing says so."""
+    times = [
+        s.since
+        for s in ctx.snapshot.liveness
+        if s.node_id == node_id and s.alive and (s.source != GOSSIP_SOURCE or s.since > after)
+    ]
+    return min(times) if times else None
+
+
+def _false_alarm(ctx: PlanContext, nodes: Sequence[str], notes: _Notes) -> str:
+    """Note the false alarm of each node; what it starts, for the decision."""
+    by_id = ctx.snapshot.node_by_id
+    flapped = []
+    for node_id in nodes:
+        times = (*notes.false_alarms.get(node_id, ()), ctx.now)
+        notes.false_alarms[node_id] = times
+        if len(times) >= FLAP_FALSE_ALARMS:
+            notes.confirmed_until[node_id] = ctx.now + FLAP_CONFIRMED_SECONDS
+            flapped.append(by_id[node_id].hostname if node_id in by_id else node_id)
+    if not flapped:
+        return ""
+    until = utc_time(ctx.now + FLAP_CONFIRMED_SECONDS)
+    return (
+        f"; {', '.join(flapped)} raised {FLAP_FALSE_ALARMS} false alarms within "
+        f"{FLAP_WINDOW_SECONDS:.0f} s: treated as failover-mode confirmed until {until}"
     )
 
 
