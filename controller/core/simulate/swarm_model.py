@@ -134,6 +134,9 @@ class SimSwarm:
         self.stopped_by_writes: Counter[str] = Counter()
         self.started: Counter[str] = Counter()
         self._cause = "swarm"  # "write" while a write of the controller is applied
+        # Nodes an outside source reports failed: their tasks serve no one, so they are
+        # not counted as running, and stopping them costs nothing.
+        self.written_off: frozenset[str] = frozenset()
         self.failing: dict[str, float] = {}  # node -> when Swarm marks it down
         self.returning: dict[str, float] = {}  # node -> when it is ready again
         self.updates: dict[str, _Update] = {}
@@ -160,7 +163,7 @@ class SimSwarm:
 
     def running(self, service_id: str) -> int:
         """The service's running tasks on nodes that hold their tasks (ready, or unknown or
-        disconnected to Swarm but not yet given up)."""
+        disconnected to Swarm but not yet given up), not written off."""
         return sum(
             1
             for t in self.tasks.values()
@@ -169,6 +172,7 @@ class SimSwarm:
             and t.desired is TaskState.RUNNING
             and t.node_id in self.nodes
             and self.nodes[t.node_id].state is not NodeState.DOWN
+            and t.node_id not in self.written_off
         )
 
     def placement(self) -> dict[str, dict[str, int]]:
@@ -379,7 +383,11 @@ class SimSwarm:
         if task is None or task.id not in self.tasks:
             return
         del self.tasks[task.id]
-        if self._cause == "write" and task.state is TaskState.RUNNING:
+        if (
+            self._cause == "write"
+            and task.state is TaskState.RUNNING
+            and task.node_id not in self.written_off
+        ):
             self.stopped_by_writes[task.service_id] += 1
         where = self.nodes[task.node_id].hostname if task.node_id in self.nodes else "no node"
         self._say(f"{self._name(task)} on {where} stopped ({why})")
@@ -426,8 +434,9 @@ class SimSwarm:
             ),
             key=lambda t: t.slot,
         )
-        if not dirty:
+        if not dirty and service.id not in self.updates:
             return
+        # A new spec supersedes the update under way: only the tasks it rules out go.
         update = self.updates.setdefault(service.id, _Update([]))
         update.queue, update.done_at, update.by_write = [t.id for t in dirty], None, by_write
         self._set_update_state(service.id, "updating")
