@@ -99,17 +99,43 @@ def test_a_constraint_change_replaces_only_the_tasks_it_rules_out() -> None:
     assert swarm.services["s-web"].update_state == "completed"
 
 
-def test_a_surge_lands_on_the_emptiest_nodes_and_its_trim_drops_the_unassigned_slot() -> None:
+def test_a_delayed_replacement_is_assigned_at_once_and_starts_after_the_delay() -> None:
+    """swarmkit's restart supervisor: desired READY, a node at once, started later; the
+    controller sees it in `delayed`, not among the tasks Swarm wants running."""
     web = service("web", replicas=2)
     swarm = SimSwarm(snapshot(NODES, [web], [running(web, 1, 1), running(web, 2, 2)]), FAST, T0)
     swarm.fail("n2")
-    _run(swarm, T0 + 3)  # down: slot 2 waits out its restart delay
-    swarm.apply((SetReplicas("s-web", "web", web.version, replicas=3),))
-    _run(swarm, T0 + 4)
+    _run(swarm, T0 + 3)  # down at 2.5 s: slot 2 waits out its 5 s restart delay on node-3
+    seen = swarm.snapshot()
+    assert [(t.slot, t.node_id, t.desired_state) for t in seen.delayed] == [
+        (2, "n3", TaskState.READY)
+    ]
+    assert [t.slot for t in seen.tasks] == [1]
+    _run(swarm, T0 + 7)
+    assert _placed(swarm) == {"web": {"node-1": 1}}
+    _run(swarm, T0 + 7.5)
     assert _placed(swarm) == {"web": {"node-1": 1, "node-3": 1}}
-    swarm.apply((SetReplicas("s-web", "web", web.version + 1, replicas=2),))
+
+
+def test_a_trim_keeps_a_delayed_replacement_alone_on_its_node_over_a_running_second_copy() -> None:
+    """node-1 x2, node-2 x1; node-2 dies; the delayed replacement goes to node-3 and a
+    surge to 4 to node-4. Trimmed back to 3, swarmkit drops node-1's second copy (a
+    running original): the replacement, a first copy on its node, outlasts it."""
+    nodes = [*NODES, node(4)]
+    web = service("web", replicas=3)
+    tasks = [running(web, 1, 1), running(web, 1, 2), running(web, 2, 3)]
+    swarm = SimSwarm(snapshot(nodes, [web], tasks), FAST, T0)
+    swarm.fail("n2")
+    _run(swarm, T0 + 3)
+    swarm.apply((SetReplicas("s-web", "web", web.version, replicas=4),))
+    _run(swarm, T0 + 4)
+    assert _placed(swarm) == {"web": {"node-1": 2, "node-4": 1}}
+    assert [t.node_id for t in swarm.snapshot().delayed] == ["n3"]
+    swarm.apply((SetReplicas("s-web", "web", web.version + 1, replicas=3),))
+    assert _placed(swarm) == {"web": {"node-1": 1, "node-4": 1}}
+    assert swarm.stopped_by_writes["s-web"] == 1
     _run(swarm, T0 + 20)
-    assert _placed(swarm) == {"web": {"node-1": 1, "node-3": 1}}, "no delayed replacement ran"
+    assert _placed(swarm) == {"web": {"node-1": 1, "node-3": 1, "node-4": 1}}
 
 
 def test_the_scheduler_filters_and_explains_as_swarm_does() -> None:
@@ -164,7 +190,8 @@ def test_the_planner_fails_over_and_back_on_the_simulated_swarm() -> None:
     assert any("failback to preferred owner #1 node-2" in d for d in decisions)
     # Swarm's own failover for the unmanaged service, after its restart delay.
     swarm_says = [(e.at, e.text) for e in result.timeline if e.source == "swarm"]
-    assert (7.5, "plain.1 assigned to node-3") in swarm_says
+    assert (2.5, "plain.1 assigned to node-3") in swarm_says
+    assert (7.5, "plain.1 running on node-3") in swarm_says
 
 
 def test_a_simulation_is_deterministic() -> None:

@@ -4,10 +4,15 @@ Modelled on swarmkit (docs/failover.md describes the levers, measured on real sw
 - a failed node is marked down 2.5 heartbeats after the failure (the grace is three
   heartbeats from the last one, on average half a period before the failure: measured
   10.8-12.0 s at the default 5 s, 2.7 s at 1 s); its replicated tasks are replaced in
-  the same slot after the service's restart delay, with no node meanwhile (restart
-  condition `none`: not at all); global tasks there just stop. Swarm itself assigns the
-  replacement a node at once and holds it there, prepared, until the delay ends; a
-  scale-down drops it first either way, as it is not running;
+  the same slot (restart condition `none`: not at all); global tasks there just stop.
+  As swarmkit's restart supervisor does, the replacement is created with desired state
+  READY, assigned a node by the scheduler at once (it holds its reservations there), and
+  started when the service's restart delay ends; the controller sees it in the
+  snapshot's `delayed`, not among the tasks Swarm wants running. A scale-down counts it
+  like any slot (slots.py): not running, it sorts after the running slots, but as a first
+  copy on its node it outlasts a running node's second copy;
+- a link cut makes the node `disconnected` at once and down after the same grace; a
+  new Raft leader calls a node `unknown` until it reports (its tasks keep running);
 - a restored node is ready JOIN_SECONDS later; nothing moves back to it by itself;
 - drain stops the node's tasks and replaces them at once; pause only stops new ones;
 - a replica count change adds or removes slots (see slots.py); the scheduler places
@@ -16,13 +21,20 @@ Modelled on swarmkit (docs/failover.md describes the levers, measured on real sw
   meets the constraints, `parallelism` at a time, start-first or stop-first as the
   service says; the service stays `updating` for the monitor period after the last one;
 - a node label change makes the constraint enforcer reject the tasks there whose
-  constraints the node no longer meets; they are replaced after the restart delay.
+  constraints the node no longer meets; they are replaced after the restart delay;
+- an operator's rollout (a spec change that dirties every task) replaces the tasks one at
+  a time; one that fails pauses (failure action `pause`) or rolls back (`rollback`), and
+  any later spec write, the controller's included, resets a paused one to `updating`;
+- each running task stopped by a write of the controller (a scale-down, a rolling update
+  its constraint write started, the enforcer after its label write, its drain) is counted
+  in `stopped_by_writes`, and each task that starts in `started`, per service.
 Not modelled: task failures and restart history, placement preferences, plugins, host
 ports, platforms, real usage, stop grace periods.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 
@@ -32,6 +44,7 @@ from controller.core.actions import (
     SetNodeLabels,
     SetReplicas,
     SetServiceConstraints,
+    target_of,
 )
 from controller.core.apply import apply_actions
 from controller.core.constraints import ConstraintError, node_filter, parse_constraint
@@ -85,6 +98,10 @@ class _Update:
     queue: list[str]  # tasks still to replace
     in_flight: dict[str, str] = field(default_factory=dict)  # new task -> old task
     done_at: float | None = None
+    by_write: bool = False  # started by a write of the controller
+    fail_after: int | None = None  # an operator's rollout that fails after this many
+    replaced: list[str] = field(default_factory=list)  # slots' new tasks, for a rollback
+    paused: bool = False
 
 
 def _on_node(node_id: str) -> Callable[[SimTask], bool]:
@@ -97,7 +114,7 @@ class SimSwarm:
         self.nodes = {n.id: n for n in snapshot.nodes}
         self.services = {s.id: s for s in snapshot.services}
         self.tasks: dict[str, SimTask] = {}
-        for t in snapshot.tasks:
+        for t in (*snapshot.tasks, *snapshot.delayed):
             if t.desired_state is TaskState.RUNNING and t.service_id in self.services:
                 state = t.state if t.node_id else TaskState.PENDING
                 running_at = None if state is TaskState.RUNNING or not t.node_id else now
@@ -105,6 +122,21 @@ class SimSwarm:
                     t.id, t.service_id, t.slot, t.node_id, state=state, error=t.error,
                     since=t.updated_at or now, running_at=running_at,
                 )  # fmt: skip
+            elif t.desired_state is TaskState.READY and t.service_id in self.services:
+                self.tasks[t.id] = SimTask(
+                    t.id, t.service_id, t.slot, t.node_id, desired=TaskState.READY,
+                    state=t.state, since=t.updated_at or now, start_at=now,
+                    running_at=now + START_SECONDS if t.node_id else None,
+                )  # fmt: skip
+        self.mirror = snapshot.mirror
+        self.reporting: dict[str, float] = {}  # unknown node -> when it reports again
+        # Per service: running tasks a write of the controller stopped, tasks started.
+        self.stopped_by_writes: Counter[str] = Counter()
+        self.started: Counter[str] = Counter()
+        self._cause = "swarm"  # "write" while a write of the controller is applied
+        # Nodes an outside source reports failed: their tasks serve no one, so they are
+        # not counted as running, and stopping them costs nothing.
+        self.written_off: frozenset[str] = frozenset()
         self.failing: dict[str, float] = {}  # node -> when Swarm marks it down
         self.returning: dict[str, float] = {}  # node -> when it is ready again
         self.updates: dict[str, _Update] = {}
@@ -115,14 +147,33 @@ class SimSwarm:
     # --- what the controller observes ----------------------------------------------
 
     def snapshot(self) -> ClusterSnapshot:
-        tasks = tuple(
+        listed = [
             Task(t.id, t.service_id, t.node_id, t.slot, t.desired, t.state, t.error, t.since)
             for t in sorted(self.tasks.values(), key=lambda t: t.id)
-            if t.desired is TaskState.RUNNING
-        )
+        ]
         nodes = tuple(sorted(self.nodes.values(), key=lambda n: n.hostname))
         services = tuple(sorted(self.services.values(), key=lambda s: s.name))
-        return ClusterSnapshot(nodes=nodes, services=services, tasks=tasks)
+        return ClusterSnapshot(
+            nodes=nodes,
+            services=services,
+            tasks=tuple(t for t in listed if t.desired_state is TaskState.RUNNING),
+            mirror=self.mirror,
+            delayed=tuple(t for t in listed if t.desired_state is TaskState.READY and t.node_id),
+        )
+
+    def running(self, service_id: str) -> int:
+        """The service's running tasks on nodes that hold their tasks (ready, or unknown or
+        disconnected to Swarm but not yet given up), not written off."""
+        return sum(
+            1
+            for t in self.tasks.values()
+            if t.service_id == service_id
+            and t.state is TaskState.RUNNING
+            and t.desired is TaskState.RUNNING
+            and t.node_id in self.nodes
+            and self.nodes[t.node_id].state is not NodeState.DOWN
+            and t.node_id not in self.written_off
+        )
 
     def placement(self) -> dict[str, dict[str, int]]:
         """Service name -> hostname -> running tasks."""
@@ -150,11 +201,73 @@ class SimSwarm:
         node = self.nodes[node_id]
         if self.failing.pop(node_id, None) is not None:
             self._say(f"{node.hostname} is back before Swarm noticed it was gone")
+            if node.state is not NodeState.READY:  # a cut link: it reports again
+                self._node_state(node_id, NodeState.READY)
         elif not node.is_ready:
             self.returning[node_id] = self.now + JOIN_SECONDS
             self._say(f"{node.hostname} restarts; it rejoins in {JOIN_SECONDS:g} s")
         else:
             self._say(f"{node.hostname} is not failed: nothing to restore")
+
+    def cut_link(self, node_id: str) -> None:
+        """The node's link to the managers is cut: its session ends (disconnected) and
+        Swarm marks it down after the heartbeat grace; its tasks go on running there."""
+        node = self.nodes[node_id]
+        if node_id in self.failing or not node.is_ready:
+            self._say(f"{node.hostname} is already cut off or failed")
+            return
+        self.failing[node_id] = self.now + self.timings.down_after
+        self._node_state(node_id, NodeState.DISCONNECTED)
+
+    def leader_change(self, node_id: str, reports_after: float) -> None:
+        """A new Raft leader has not heard from the node yet: `unknown` until it reports
+        (a node that has failed meanwhile stays unknown until it is marked down)."""
+        node = self.nodes[node_id]
+        if node.state is not NodeState.READY:
+            return
+        self.reporting[node_id] = self.now + reports_after
+        self._node_state(node_id, NodeState.UNKNOWN)
+
+    def operator_update(
+        self,
+        service_id: str,
+        *,
+        replicas: int | None = None,
+        constraints: tuple[str, ...] | None = None,
+        labels: Mapping[str, str] | None = None,
+        failure_action: str | None = None,
+    ) -> None:
+        """An operator's `docker service update`/`scale` or `docker stack deploy`: the
+        fields given replace the spec's; tasks follow as Swarm's orchestrators do."""
+        service = self.services[service_id]
+        changed = replace(
+            service,
+            replicas=service.replicas if replicas is None else replicas,
+            constraints=service.constraints if constraints is None else constraints,
+            labels=dict(service.labels if labels is None else labels),
+            update_failure_action=failure_action or service.update_failure_action,
+            version=service.version + 1,
+        )
+        self.services[service_id] = changed
+        self.changed = True
+        self._spec_written(service_id)
+        if changed.replicas != service.replicas:
+            self._scale(changed)
+        if changed.constraints != service.constraints:
+            self._start_update(changed, by_write=False)
+
+    def rollout(self, service_id: str, *, fails: bool) -> None:
+        """An operator's rollout of a new image: every task is replaced, one at a time; a
+        failing one fails after its first task (then pauses or rolls back)."""
+        service = self.services[service_id]
+        self.services[service_id] = service = replace(service, version=service.version + 1)
+        self._spec_written(service_id)
+        tasks = sorted(
+            (t for t in self.tasks.values() if t.service_id == service_id and t.node_id),
+            key=lambda t: t.slot,
+        )
+        self.updates[service_id] = _Update([t.id for t in tasks], fail_after=1 if fails else None)
+        self._set_update_state(service_id, "updating")
 
     def set_availability(self, node_id: str, availability: Availability) -> None:
         node = self.nodes[node_id]
@@ -173,12 +286,16 @@ class SimSwarm:
         after = apply_actions(before, actions)
         self.nodes = {n.id: n for n in after.nodes}
         self.services = {s.id: s for s in after.services}
+        self.mirror = after.mirror
         self.changed = True
+        self._cause = "write"
         for action in actions:
+            if target_of(action)[0] == "service":
+                self._spec_written(target_of(action)[1])
             if isinstance(action, SetReplicas):
                 self._scale(self.services[action.service_id])
             elif isinstance(action, SetServiceConstraints):
-                self._start_update(self.services[action.service_id])
+                self._start_update(self.services[action.service_id], by_write=True)
             elif isinstance(action, SetNodeLabels):
                 self._enforce_constraints(action.node_id)
             elif (
@@ -186,6 +303,15 @@ class SimSwarm:
                 and action.availability is Availability.DRAIN
             ):
                 self._evict(_on_node(action.node_id), "drained", delay=False)
+        self._cause = "swarm"
+
+    def _spec_written(self, service_id: str) -> None:
+        """Any spec write resets a paused rollout's status: Swarm's updater starts again."""
+        update = self.updates.get(service_id)
+        if update is not None and update.paused:
+            del self.updates[service_id]
+            self.updates[service_id] = _Update([])
+            self._set_update_state(service_id, "updating")
 
     # --- time ---------------------------------------------------------------------------
 
@@ -202,10 +328,19 @@ class SimSwarm:
             if at <= now:
                 del self.returning[node_id]
                 self._node_state(node_id, NodeState.READY)
+        for node_id, at in sorted(self.reporting.items(), key=lambda kv: kv[1]):
+            if at <= now:
+                del self.reporting[node_id]
+                if self.nodes[node_id].state is NodeState.UNKNOWN and node_id not in self.failing:
+                    self._node_state(node_id, NodeState.READY)
         for task in list(self.tasks.values()):
             if task.desired is TaskState.READY and task.start_at <= now:
                 task.desired, task.since = TaskState.RUNNING, now
-            if task.running_at is not None and task.running_at <= now:
+            if (
+                task.desired is TaskState.RUNNING
+                and task.running_at is not None
+                and task.running_at <= now
+            ):
                 self._runs(task)
         self._progress_updates()
         self._reconcile_global()
@@ -221,11 +356,16 @@ class SimSwarm:
 
     def _runs(self, task: SimTask) -> None:
         task.state, task.running_at, task.since = TaskState.RUNNING, None, self.now
+        self.started[task.service_id] += 1
         self._say(f"{self._name(task)} running on {self.nodes[task.node_id].hostname}")
         update = self.updates.get(task.service_id)
         old = update.in_flight.pop(task.id, None) if update else None
+        if update is not None and old is not None:
+            update.replaced.append(task.id)
         if task.replaces or old:
+            self._cause = "write" if update is not None and update.by_write else "swarm"
             self._remove(self.tasks.get(task.replaces or old or ""), "replaced")
+            self._cause = "swarm"
 
     # --- orchestrators ---------------------------------------------------------------------
 
@@ -234,7 +374,7 @@ class SimSwarm:
         task = SimTask(
             f"sim{self._serial}", service.id, slot, since=self.now, start_at=self.now + delay
         )
-        if delay > 0:
+        if delay > 0:  # swarmkit's restart supervisor: desired READY, scheduled at once
             task.desired = TaskState.READY
         self.tasks[task.id] = task
         return task
@@ -243,6 +383,12 @@ class SimSwarm:
         if task is None or task.id not in self.tasks:
             return
         del self.tasks[task.id]
+        if (
+            self._cause == "write"
+            and task.state is TaskState.RUNNING
+            and task.node_id not in self.written_off
+        ):
+            self.stopped_by_writes[task.service_id] += 1
         where = self.nodes[task.node_id].hostname if task.node_id in self.nodes else "no node"
         self._say(f"{self._name(task)} on {where} stopped ({why})")
 
@@ -272,7 +418,7 @@ class SimSwarm:
         for slot in new_slots(slots, max(0, wanted - len(slots))):
             self._new_task(service, slot)
 
-    def _start_update(self, service: Service) -> None:
+    def _start_update(self, service: Service, *, by_write: bool) -> None:
         try:
             allowed = node_filter(parse_constraint(c) for c in service.constraints)
         except ConstraintError:
@@ -288,10 +434,11 @@ class SimSwarm:
             ),
             key=lambda t: t.slot,
         )
-        if not dirty:
+        if not dirty and service.id not in self.updates:
             return
+        # A new spec supersedes the update under way: only the tasks it rules out go.
         update = self.updates.setdefault(service.id, _Update([]))
-        update.queue, update.done_at = [t.id for t in dirty], None
+        update.queue, update.done_at, update.by_write = [t.id for t in dirty], None, by_write
         self._set_update_state(service.id, "updating")
 
     def _set_update_state(self, service_id: str, state: str) -> None:
@@ -306,6 +453,11 @@ class SimSwarm:
     def _progress_updates(self) -> None:
         for service_id, update in list(self.updates.items()):
             service = self.services[service_id]
+            if update.paused:
+                continue
+            if update.fail_after is not None and len(update.replaced) >= update.fail_after:
+                self._rollout_failed(service, update)
+                continue
             limit = self.timings.update_parallelism.get(service_id, 1) or len(update.queue)
             while update.queue and len(update.in_flight) < limit:
                 old = self.tasks.get(update.queue.pop(0))
@@ -315,7 +467,9 @@ class SimSwarm:
                 if service.update_order == "start-first":
                     new.replaces = old.id
                 else:
+                    self._cause = "write" if update.by_write else "swarm"
                     self._remove(old, "rolling update")
+                    self._cause = "swarm"
                 update.in_flight[new.id] = old.id
             update.in_flight = {n: o for n, o in update.in_flight.items() if n in self.tasks}
             if update.queue or update.in_flight:
@@ -325,7 +479,19 @@ class SimSwarm:
             monitor = self.timings.update_monitor.get(service_id, DEFAULT_MONITOR)
             if self.now >= update.done_at + monitor:
                 del self.updates[service_id]
-                self._set_update_state(service_id, "completed")
+                rolled_back = service.update_state == "rollback_started"
+                self._set_update_state(
+                    service_id, "rollback_completed" if rolled_back else "completed"
+                )
+
+    def _rollout_failed(self, service: Service, update: _Update) -> None:
+        if service.update_failure_action == "rollback":
+            rollback = _Update([t for t in update.replaced if t in self.tasks])
+            self.updates[service.id] = rollback
+            self._set_update_state(service.id, "rollback_started")
+            return
+        update.paused, update.queue = True, []
+        self._set_update_state(service.id, "paused")
 
     def _enforce_constraints(self, node_id: str) -> None:
         node = self.nodes[node_id]
@@ -357,14 +523,10 @@ class SimSwarm:
                     task.state, task.running_at = TaskState.ASSIGNED, self.now + START_SECONDS
 
     def _schedule(self) -> None:
-        assigned = [
-            (t.service_id, t.node_id)
-            for t in self.tasks.values()
-            if t.node_id and t.desired is TaskState.RUNNING
-        ]
+        assigned = [(t.service_id, t.node_id) for t in self.tasks.values() if t.node_id]
         scheduler = Scheduler(self.nodes.values(), self.services, assigned)
         waiting = sorted(
-            (t for t in self.tasks.values() if not t.node_id and t.desired is TaskState.RUNNING),
+            (t for t in self.tasks.values() if not t.node_id),
             key=lambda t: (self.services[t.service_id].name, t.slot, t.id),
         )
         for task in waiting:
@@ -375,7 +537,9 @@ class SimSwarm:
                     self._say(f"{self._name(task)} pending: {error}")
                 continue
             task.node_id, task.error, task.since = node_id, "", self.now
-            task.state, task.running_at = TaskState.ASSIGNED, self.now + START_SECONDS
+            # A delayed replacement is prepared on its node and starts when its delay ends.
+            task.state = TaskState.ASSIGNED
+            task.running_at = max(self.now + START_SECONDS, task.start_at)
             self._say(f"{self._name(task)} assigned to {self.nodes[node_id].hostname}")
 
     def _name(self, task: SimTask) -> str:
