@@ -51,6 +51,7 @@ from controller.core.constraints import ConstraintError, node_filter, parse_cons
 from controller.core.model import (
     Availability,
     ClusterSnapshot,
+    Node,
     NodeState,
     Service,
     ServiceMode,
@@ -297,7 +298,7 @@ class SimSwarm:
             elif isinstance(action, SetServiceConstraints):
                 self._start_update(self.services[action.service_id], by_write=True)
             elif isinstance(action, SetNodeLabels):
-                self._enforce_constraints(action.node_id)
+                self._enforce_constraints(action.node_id, before.node_by_id.get(action.node_id))
             elif (
                 isinstance(action, SetNodeAvailability)
                 and action.availability is Availability.DRAIN
@@ -493,19 +494,31 @@ class SimSwarm:
         update.paused, update.queue = True, []
         self._set_update_state(service.id, "paused")
 
-    def _enforce_constraints(self, node_id: str) -> None:
+    def _enforce_constraints(self, node_id: str, before: Node | None = None) -> None:
+        """The constraint enforcer, after the node's labels changed. A task that its
+        service's constraints refused on the node as it was `before` the write too (an
+        operator's constraint edit, its rolling update not there yet) is the operator's
+        stop, which the write only brought forward: not counted as the write's."""
         node = self.nodes[node_id]
 
-        def rejected(task: SimTask) -> bool:
-            if task.node_id != node_id:
-                return False
-            service = self.services[task.service_id]
-            try:
-                return not node_filter(parse_constraint(c) for c in service.constraints)(node)
-            except ConstraintError:
-                return False
+        def refused_on(host: Node) -> Callable[[SimTask], bool]:
+            def refused(task: SimTask) -> bool:
+                if task.node_id != node_id:
+                    return False
+                service = self.services[task.service_id]
+                try:
+                    return not node_filter(parse_constraint(c) for c in service.constraints)(host)
+                except ConstraintError:
+                    return False
 
-        self._evict(rejected, "its node no longer meets the constraints", delay=True)
+            return refused
+
+        why = "its node no longer meets the constraints"
+        if before is not None and self._cause == "write":
+            self._cause = "swarm"
+            self._evict(lambda t: refused_on(node)(t) and refused_on(before)(t), why, delay=True)
+            self._cause = "write"
+        self._evict(refused_on(node), why, delay=True)
 
     def _reconcile_global(self) -> None:
         for service in self.services.values():
