@@ -13,7 +13,7 @@ from dataclasses import replace
 
 import pytest
 
-from controller.core.actions import SetReplicas
+from controller.core.actions import SetNodeLabels, SetReplicas
 from controller.core.apply import apply_actions
 from controller.core.constraints import node_filter, parse_constraint
 from controller.core.labels import possible_constraint, possible_label, steering_constraint
@@ -266,3 +266,35 @@ def test_preemption_takes_no_more_at_once_than_max_unavailable() -> None:
     scaled = [a for a in result.actions if isinstance(a, SetReplicas) and a.service_id == batch.id]
     assert scaled, "preemption should make room at all"
     assert scaled[0].replicas >= 5, f"6 -> {scaled[0].replicas} at once, max-unavailable 1"
+
+
+# --- found by the model check (tests/core/test_safety_machine.py) ----------------------
+
+
+def test_a_failed_report_is_marked_on_its_node_while_a_service_there_rolls_out() -> None:
+    """node-6 is reported failed while web, which runs there, is in an operator's
+    rollout. web's eviction waits for the rollout, but the rest of the node's write (the
+    report's mark, the other services' evictions) goes: without the mark the report is
+    not in force, so a second report could push it out of the blast-radius cap, and
+    failover would then trim the surge it made for node-6 as if web's task there ran
+    (the model check's sequence: a healthy surged copy stopped, max-unavailable 0)."""
+    web = service("web", replicas=3, labels=MANAGED, update_state="updating")
+    api = service("api", replicas=2, labels=MANAGED)
+    nodes = [node(1, manager=True), *(node(n) for n in range(2, 7))]
+    calm = snapshot(
+        nodes,
+        [web, api],
+        [running(web, 5, 1), running(web, 5, 2), running(web, 6, 3), running(api, 6, 1),
+         running(api, 4, 2)],
+    )  # fmt: skip
+    memory = warmed(calm)
+    failed = HealthReport("n6", HealthState.FAILED, "webhook", NOW + 600, reason="disk")
+    result = cycle(replace(calm, health=(failed,)), memory, NOW)
+    marks = [a for a in result.actions if isinstance(a, SetNodeLabels) and a.node_id == "n6"]
+    assert marks, [d.reason for d in result.decisions if "node-6" in d.subject]
+    (mark,) = marks
+    assert any(key.startswith("swarm-placement.health.") for key in mark.set_labels)
+    assert "swarm-placement.deny.web" not in mark.set_labels, "web waits for its rollout"
+    assert mark.evicts_services == ("s-api",)
+    held = [d for d in result.decisions if d.subject == "node node-6"]
+    assert any("rollout" in d.reason for d in held), [d.reason for d in held]

@@ -96,7 +96,12 @@ def plan_nodes(ctx: PlanContext) -> RuleOutput:
         _deny(change, node, denials.wanted.get(node.id, {}), by_name, observed)
         _unhealthy(change, node, move_offs.wanted.get(node.id, {}))
         _marks(change, marks.get(node.id), managed)
-        held = _within_ledger(change, node, ledger, observed)
+        held = "; ".join(
+            filter(
+                None,
+                (_after_rollouts(change, observed), _within_ledger(change, node, ledger, observed)),
+            )
+        )
         _evict_first(change, node)
         action = _action(node, change)
         if action is None:
@@ -132,14 +137,39 @@ def _within_ledger(
         if refusal is None:
             allowed.append(service_id)
             continue
-        for label in change.evicting.get(service_id, ()):
-            if change.put.pop(label, None) is None:
-                change.drop.discard(label)
+        _hold(change, service_id)
         name = observed.service_by_id[service_id].name
         held.append(f"{name} keeps its tasks here for now ({refusal})")
     change.why.extend(held)
     change.evicts = allowed
     return "; ".join(held)
+
+
+def _after_rollouts(change: _Change, observed: ClusterSnapshot) -> str:
+    """A service in a rollout keeps its tasks here until Swarm finishes it (a task
+    stopped now is replaced from the spec being rolled out); the rest of the write (the
+    report's mark, a pause, the other services' evictions) goes, so the report is in
+    force. Returns what was held back, as said."""
+    held: list[str] = []
+    for service_id in sorted(set(change.evicts)):
+        service = observed.service_by_id.get(service_id)
+        if service is None or not service.in_rollout:
+            continue
+        _hold(change, service_id)
+        change.evicts = [s for s in change.evicts if s != service_id]
+        held.append(
+            f"service {service.name} is in a rollout ({service.update_state}): its tasks "
+            "here are not evicted until Swarm finishes it"
+        )
+    change.why.extend(held)
+    return "; ".join(held)
+
+
+def _hold(change: _Change, service_id: str) -> None:
+    """Take the service's evicting labels out of the write."""
+    for label in change.evicting.get(service_id, ()):
+        if change.put.pop(label, None) is None:
+            change.drop.discard(label)
 
 
 def _evict_first(change: _Change, node: Node) -> None:
