@@ -93,6 +93,12 @@ class Memory:
     health: HealthMemory = field(default_factory=HealthMemory)
     # Speculative failover's hysteresis (see core/rules/failover/speculative).
     speculation: SpeculationMemory = field(default_factory=SpeculationMemory)
+    # Service id -> the start (`since`) of a replica record whose count an operator
+    # changed while it stood: once their scale is seen, the record no longer tells the
+    # controller's count from theirs, even if they scale back to the count it wrote
+    # (the write that forgets the record may wait, for a rollout say). Lost at a
+    # restart: the next controller reads such a record as its own raise.
+    overridden: Mapping[str, float] = field(default_factory=dict)
 
     def observe(self, snapshot: ClusterSnapshot, now: float) -> Memory:
         """Track when each node turned ready. At the first observation a ready node is
@@ -153,6 +159,7 @@ class Memory:
         last_move, left = _with_mirrored_moves(self.last_move, self.left, snapshot, now)
         return replace(
             self,
+            overridden=_overridden(snapshot, self.overridden),
             node_ready_since=ready_since,
             started=True,
             last_move=last_move,
@@ -247,6 +254,18 @@ def _with_mirrored_moves(
             if when > gone.get(service_id, ((), -math.inf))[1]:
                 gone[service_id] = (nodes, when)
     return moved, gone
+
+
+def _overridden(snapshot: ClusterSnapshot, before: Mapping[str, float]) -> dict[str, float]:
+    """The replica records an operator has scaled over, kept while each stands."""
+    found: dict[str, float] = {}
+    for service in snapshot.services:
+        record = service.replica_record
+        if record is None:
+            continue
+        if service.replicas != record.written or before.get(service.id) == record.since:
+            found[service.id] = record.since
+    return found
 
 
 def _since(labels: Mapping[str, str]) -> float:

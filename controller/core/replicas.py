@@ -16,6 +16,8 @@ Labels:
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from controller.core.actions import SetReplicas
 from controller.core.model import Service
 from controller.core.replica_record import (
@@ -70,8 +72,14 @@ def is_in_flight(service: Service) -> bool:
     return record is not None and record.operation in {SURGE, REBALANCE, SPECULATE}
 
 
-def operator_changed(service: Service, record: ReplicaRecord) -> bool:
-    return service.replicas != record.written
+def operator_changed(
+    service: Service, record: ReplicaRecord, overridden: Mapping[str, float] | None = None
+) -> bool:
+    """An operator scaled the service while the record stood: now, or once before
+    (`overridden`, core/memory), even if they scaled back to the count it wrote."""
+    if service.replicas != record.written:
+        return True
+    return overridden is not None and overridden.get(service.id) == record.since
 
 
 def change_replicas(

@@ -91,6 +91,32 @@ def test_the_operator_wins_when_they_scaled_during_an_operation() -> None:
     assert any(d.outcome == "forget" for d in result.decisions)
 
 
+def test_the_operator_still_wins_when_their_forget_waited_and_they_scaled_back() -> None:
+    """Found by the model check: during a rollout whose failure action is rollback the
+    write that forgets the record waits (it would restart the rollout). The operator scales 3 -> 2, then back to 3,
+    the very count the surge had written: the record must not read as the controller's
+    own raise again, or its trim would take the operator's 3 back to the old base."""
+    surge = {
+        BASE_LABEL: "2",
+        "swarm-placement.replicas-set": "3",
+        "swarm-placement.operation": "surge",
+        "swarm-placement.operation-since": "100",
+    }
+    web = service("web", replicas=3, labels={**MANAGED, **surge}, update_state="updating")
+    web = replace(web, update_failure_action="rollback")  # a write would end its rollback
+    tasks = [running(web, 1, 1), running(web, 2, 2), running(web, 3, 3)]
+    settled = run(snapshot(nodes(), [web], tasks), Memory(), now=101.0).memory
+    down = replace(web, replicas=2, version=web.version + 1)
+    scaled = run(snapshot(nodes(), [down], tasks[:2]), settled, now=102.0)
+    assert not scaled.actions, "the forget waits for the rollout"
+    assert any(d.outcome == "forget" for d in scaled.decisions)
+    back = replace(web, replicas=3, version=web.version + 2)
+    later = run(snapshot(nodes(), [back], tasks), scaled.memory, now=200.0)
+    trims = [a for a in later.actions if isinstance(a, SetReplicas) and a.replicas == 2]
+    assert not trims, "the operator's 3 stands"
+    assert any(d.outcome == "forget" for d in later.decisions), later.decisions
+
+
 def test_priority_none_is_not_failed_over_but_held_and_recorded() -> None:
     batch = service("batch", replicas=3, labels={**MANAGED, "placement.priority": "none"})
     tasks = [running(batch, 1, 1), running(batch, 2, 2), running(batch, 3, 3)]

@@ -105,7 +105,7 @@ def _plan_service(ctx: PlanContext, service: Service) -> tuple[Action | None, De
             f"{service.replica_record_error}; fix or remove the label by hand",
         )
     record = service.replica_record
-    if record is not None and operator_changed(service, record):
+    if record is not None and operator_changed(service, record, ctx.memory.overridden):
         return forget_replica_record(service), Decision(
             RULE,
             subject,

@@ -177,7 +177,9 @@ def _plan_service(
         return None, None  # the failover rule reports it
     record = service.replica_record
     if record is not None:
-        if record.operation != SPECULATE or operator_changed(service, record):
+        if record.operation != SPECULATE or operator_changed(
+            service, record, ctx.memory.overridden
+        ):
             return None, None  # another rule's, or the operator's count: failover forgets
         return _follow(ctx, service, record, notes)
     suspected = ctx.health.suspected
