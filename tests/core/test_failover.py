@@ -93,9 +93,10 @@ def test_the_operator_wins_when_they_scaled_during_an_operation() -> None:
 
 def test_the_operator_still_wins_when_their_forget_waited_and_they_scaled_back() -> None:
     """Found by the model check: during a rollout whose failure action is rollback the
-    write that forgets the record waits (it would restart the rollout). The operator scales 3 -> 2, then back to 3,
-    the very count the surge had written: the record must not read as the controller's
-    own raise again, or its trim would take the operator's 3 back to the old base."""
+    write that forgets the record waits (it would restart the rollout). The operator
+    scales 3 -> 2, then back to 3, the very count the surge had written: the record must
+    not read as the controller's own raise again, or its trim would take the operator's
+    3 back to the old base."""
     surge = {
         BASE_LABEL: "2",
         "swarm-placement.replicas-set": "3",
