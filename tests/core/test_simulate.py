@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from controller.core.actions import SetReplicas, SetServiceConstraints
+from controller.core.actions import SetNodeLabels, SetReplicas, SetServiceConstraints
 from controller.core.model import Availability, NodeState, Resources, TaskState
 from controller.core.simulate import (
     Scheduler,
@@ -97,6 +97,26 @@ def test_a_constraint_change_replaces_only_the_tasks_it_rules_out() -> None:
     assert _placed(swarm) == {"web": {"node-2": 2, "node-3": 1}}
     _run(swarm, T0 + 8)
     assert swarm.services["s-web"].update_state == "completed"
+
+
+def test_a_queued_task_whose_node_meets_the_constraints_again_is_left_alone() -> None:
+    """swarmkit's updater asks whether a task is dirty when its turn comes, with the node
+    as it is then: a label written back in between saves the task still queued."""
+    web = replace(service("web", replicas=2), update_order="stop-first")
+    marked = replace(NODES[1], labels={"deny": "true"})
+    swarm = SimSwarm(
+        snapshot([NODES[0], marked, NODES[2]], [web], [running(web, 2, 1), running(web, 2, 2)]),
+        FAST,
+        T0,
+    )
+    refused = ("node.labels.deny!=true",)
+    swarm.apply((SetServiceConstraints("s-web", "web", web.version, constraints=refused),))
+    _run(swarm, T0 + 0.5)
+    assert "t-web-1" not in swarm.tasks and "t-web-2" in swarm.tasks, "one at a time"
+    back = SetNodeLabels("n2", "node-2", swarm.nodes["n2"].version, remove_labels=("deny",))
+    swarm.apply((back,))
+    _run(swarm, T0 + 20)
+    assert "t-web-2" in swarm.tasks, "its node meets the constraints again: it stays"
 
 
 def test_a_delayed_replacement_is_assigned_at_once_and_starts_after_the_delay() -> None:

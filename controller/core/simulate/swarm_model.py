@@ -19,7 +19,9 @@ Modelled on swarmkit (docs/failover.md describes the levers, measured on real sw
   unassigned tasks at once (see scheduler.py) and a task runs START_SECONDS after;
 - a constraint change starts a rolling update of only the tasks whose node no longer
   meets the constraints, `parallelism` at a time, start-first or stop-first as the
-  service says; the service stays `updating` for the monitor period after the last one;
+  service says, each checked again when its turn comes (swarmkit's updater asks then,
+  with the node as it is); the service stays `updating` for the monitor period after
+  the last one;
 - a node label change makes the constraint enforcer reject the tasks there whose
   constraints the node no longer meets; they are replaced after the restart delay;
 - an operator's rollout (a spec change that dirties every task) replaces the tasks one at
@@ -103,6 +105,9 @@ class _Update:
     fail_after: int | None = None  # an operator's rollout that fails after this many
     replaced: list[str] = field(default_factory=list)  # slots' new tasks, for a rollback
     paused: bool = False
+    # A constraint change: swarmkit's updater asks again, as it reaches each queued
+    # task, whether its node still fails the constraints (a label may have changed).
+    placement_only: bool = False
 
 
 def _on_node(node_id: str) -> Callable[[SimTask], bool]:
@@ -440,7 +445,17 @@ class SimSwarm:
         # A new spec supersedes the update under way: only the tasks it rules out go.
         update = self.updates.setdefault(service.id, _Update([]))
         update.queue, update.done_at, update.by_write = [t.id for t in dirty], None, by_write
+        update.placement_only = True
         self._set_update_state(service.id, "updating")
+
+    def _meets(self, service: Service, task: SimTask) -> bool:
+        """Whether the task's node satisfies the service's constraints now."""
+        node = self.nodes.get(task.node_id)
+        try:
+            allowed = node_filter(parse_constraint(c) for c in service.constraints)
+        except ConstraintError:
+            return True
+        return node is not None and allowed(node)
 
     def _set_update_state(self, service_id: str, state: str) -> None:
         service = self.services[service_id]
@@ -462,7 +477,7 @@ class SimSwarm:
             limit = self.timings.update_parallelism.get(service_id, 1) or len(update.queue)
             while update.queue and len(update.in_flight) < limit:
                 old = self.tasks.get(update.queue.pop(0))
-                if old is None:
+                if old is None or (update.placement_only and self._meets(service, old)):
                     continue
                 new = self._new_task(service, old.slot)
                 if service.update_order == "start-first":
