@@ -134,12 +134,17 @@ def rollout_wait(
     for evicted in found.services if found is not None else ():
         service = ctx.snapshot.service_by_id.get(evicted)
         if service is not None and service.in_rollout:
-            # A task stopped now is replaced from the spec being rolled out.
-            return (
-                f"service {service.name} is in a rollout ({service.update_state}): its "
-                "tasks here are not evicted until Swarm finishes it"
-            )
+            return eviction_waits_for_rollout(service)
     return None
+
+
+def eviction_waits_for_rollout(service: Service) -> str:
+    """Why the service's tasks on a node are not evicted now: a task stopped during a
+    rollout is replaced from the spec being rolled out."""
+    return (
+        f"service {service.name} is in a rollout ({service.update_state}): its tasks "
+        "here are not evicted until Swarm finishes it"
+    )
 
 
 def _narrowed(base: ClusterSnapshot, action: SetServiceConstraints) -> Service | None:

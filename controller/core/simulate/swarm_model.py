@@ -110,6 +110,14 @@ class _Update:
     placement_only: bool = False
 
 
+def _allows(service: Service) -> Callable[[Node], bool] | None:
+    """The service's constraints as a node test; None when Swarm could not read them."""
+    try:
+        return node_filter(parse_constraint(c) for c in service.constraints)
+    except ConstraintError:
+        return None
+
+
 def _on_node(node_id: str) -> Callable[[SimTask], bool]:
     return lambda task: task.node_id == node_id
 
@@ -425,9 +433,8 @@ class SimSwarm:
             self._new_task(service, slot)
 
     def _start_update(self, service: Service, *, by_write: bool) -> None:
-        try:
-            allowed = node_filter(parse_constraint(c) for c in service.constraints)
-        except ConstraintError:
+        allowed = _allows(service)
+        if allowed is None:
             return
         dirty = sorted(
             (
@@ -450,12 +457,8 @@ class SimSwarm:
 
     def _meets(self, service: Service, task: SimTask) -> bool:
         """Whether the task's node satisfies the service's constraints now."""
-        node = self.nodes.get(task.node_id)
-        try:
-            allowed = node_filter(parse_constraint(c) for c in service.constraints)
-        except ConstraintError:
-            return True
-        return node is not None and allowed(node)
+        node, allowed = self.nodes.get(task.node_id), _allows(service)
+        return allowed is None or (node is not None and allowed(node))
 
     def _set_update_state(self, service_id: str, state: str) -> None:
         service = self.services[service_id]
@@ -520,11 +523,8 @@ class SimSwarm:
             def refused(task: SimTask) -> bool:
                 if task.node_id != node_id:
                     return False
-                service = self.services[task.service_id]
-                try:
-                    return not node_filter(parse_constraint(c) for c in service.constraints)(host)
-                except ConstraintError:
-                    return False
+                allowed = _allows(self.services[task.service_id])
+                return allowed is not None and not allowed(host)
 
             return refused
 
@@ -539,9 +539,8 @@ class SimSwarm:
         for service in self.services.values():
             if service.mode is not ServiceMode.GLOBAL:
                 continue
-            try:
-                allowed = node_filter(parse_constraint(c) for c in service.constraints)
-            except ConstraintError:
+            allowed = _allows(service)
+            if allowed is None:
                 continue
             have = {t.node_id for t in self.tasks.values() if t.service_id == service.id}
             for node in sorted(self.nodes.values(), key=lambda n: n.hostname):

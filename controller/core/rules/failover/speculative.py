@@ -67,6 +67,7 @@ from controller.core.replicas import (
     operator_changed,
     restore_replicas,
 )
+from controller.core.rules.failover.failover_rule import active_count
 from controller.policy import FailoverMode
 
 RULE = "speculative"
@@ -313,7 +314,7 @@ def _follow(
         more = 0
         lost = ctx.memory.lost.get(service.id)
         if lost is not None:
-            active = sum(ctx.memory.placement.get(service.id, {}).values())
+            active = active_count(ctx, service)
             more = max(0, min(lost[0] - covered, record.base - active))
             notes.settled.add(service.id)
         also = f"; {more} more replica(s) lost with another node" if more else ""
@@ -337,7 +338,7 @@ def _follow(
         # Swarm confirmed a loss on another node while the record stands: failover leaves
         # the record alone, so the surge for it is made here, in the same record (its
         # start kept), and the loss is settled.
-        active = sum(ctx.memory.placement.get(service.id, {}).values())
+        active = active_count(ctx, service)
         more = max(0, min(lost[0], record.written - active))
         notes.settled.add(service.id)
         if more:

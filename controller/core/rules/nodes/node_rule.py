@@ -17,6 +17,7 @@ from controller.core.actions import Action, SetNodeAvailability, SetNodeLabels
 from controller.core.clock import utc_time
 from controller.core.context import PlanContext, RuleOutput
 from controller.core.decisions import Decision, Outcome
+from controller.core.guards import eviction_waits_for_rollout
 from controller.core.health.assess import NodeVerdict
 from controller.core.health.node_marks import (
     HEALTH_PREFIX,
@@ -157,10 +158,7 @@ def _after_rollouts(change: _Change, observed: ClusterSnapshot) -> str:
             continue
         _hold(change, service_id)
         change.evicts = [s for s in change.evicts if s != service_id]
-        held.append(
-            f"service {service.name} is in a rollout ({service.update_state}): its tasks "
-            "here are not evicted until Swarm finishes it"
-        )
+        held.append(eviction_waits_for_rollout(service))
     change.why.extend(held)
     return "; ".join(held)
 
