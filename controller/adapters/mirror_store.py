@@ -25,6 +25,7 @@ from controller.core.mirror import (
     ENTRY_PREFIX,
     MIRROR_CONFIG,
     MOVES_PREFIX,
+    OVERRIDDEN_PREFIX,
     patched,
 )
 
@@ -58,7 +59,9 @@ def _changed(labels: dict[str, str], action: SetMirror) -> dict[str, str]:
     drop = [ENTRY_PREFIX + sid for sid in action.drop]
     drop += [DOWNS_PREFIX + node_id for node_id in action.drop_downs]
     drop += [MOVES_PREFIX + sid for sid in action.drop_moves]
+    drop += [OVERRIDDEN_PREFIX + sid for sid in action.drop_overridden]
     save = {ENTRY_PREFIX + sid: raw for sid, raw in action.save.items()}
     save |= {DOWNS_PREFIX + node_id: raw for node_id, raw in action.save_downs.items()}
     save |= {MOVES_PREFIX + sid: raw for sid, raw in action.save_moves.items()}
+    save |= {OVERRIDDEN_PREFIX + sid: raw for sid, raw in action.save_overridden.items()}
     return patched(labels, drop, save)

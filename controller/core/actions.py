@@ -88,6 +88,9 @@ class SetMirror:
     drop_downs: tuple[str, ...] = ()  # node IDs
     save_moves: Mapping[str, str] = field(default_factory=dict)  # service ID -> encoded move
     drop_moves: tuple[str, ...] = ()  # service IDs
+    # Service ID -> the start of a replica record an operator scaled over.
+    save_overridden: Mapping[str, str] = field(default_factory=dict)
+    drop_overridden: tuple[str, ...] = ()  # service IDs
 
     kind = "set-mirror"
 
@@ -132,4 +135,6 @@ def describe(action: Action) -> str:
         case SetMirror(save=s, drop=r, save_downs=sd, drop_downs=dd, save_moves=sm, drop_moves=dm):
             downs = f"; save {len(sd)} node's downs, drop {len(dd)}" if sd or dd else ""
             moves = f"; save {len(sm)} service's last move, drop {len(dm)}" if sm or dm else ""
-            return f"mirror: save {len(s)} service copy(ies), drop {len(r)}{downs}{moves}"
+            so, do = action.save_overridden, action.drop_overridden
+            over = f"; save {len(so)} record scaled over, drop {len(do)}" if so or do else ""
+            return f"mirror: save {len(s)} service copy(ies), drop {len(r)}{downs}{moves}{over}"

@@ -81,4 +81,7 @@ def _apply_to_mirror(mirror: Mirror | None, action: SetMirror) -> Mirror:
         entries=patched(mirror.entries if mirror else {}, action.drop, action.save),
         downs=patched(mirror.downs if mirror else {}, action.drop_downs, action.save_downs),
         moves=patched(mirror.moves if mirror else {}, action.drop_moves, action.save_moves),
+        overridden=patched(
+            mirror.overridden if mirror else {}, action.drop_overridden, action.save_overridden
+        ),
     )

@@ -3,13 +3,15 @@
 Almost nothing here is durable: a restarted controller starts empty and is still
 correct, only more patient (a node counts as ready from the first time it is seen
 ready). Durable state lives in Swarm's labels. The exceptions are the nodes' recent
-downs and the services' recent moves, kept in the mirror (core/mirror). Flap damping
+downs, the services' recent moves and the replica records an operator scaled over, kept
+in the mirror (core/mirror). Flap damping
 forgotten at every restart would trust a failing node again just when it matters, since
 the controller most often restarts because a node died: the downs are read back at the
 first observation (a standby sees nodes go down itself). A move's cooldown and "never
 straight back" forgotten would let a new controller, or a standby that takes over (it
 plans but never writes, so it never notes a move), move a service again a second after
-the last move: the moves are read back at every observation.
+the last move: the moves are read back at every observation. So are the records scaled
+over: forgotten, the operator's count would read as the controller's own raise.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from dataclasses import dataclass, field, replace
 
 from controller.core.counts import active_placement
 from controller.core.exit_history import HealthMemory
+from controller.core.mirror import record_start
 from controller.core.model import ClusterSnapshot, NodeState
 from controller.core.replicas import HOLD, OPERATION_LABEL, SINCE_LABEL, SURGE
 from controller.policy import ResolvedService
@@ -96,8 +99,9 @@ class Memory:
     # Service id -> the start (`since`) of a replica record whose count an operator
     # changed while it stood: once their scale is seen, the record no longer tells the
     # controller's count from theirs, even if they scale back to the count it wrote
-    # (the write that forgets the record may wait, for a rollout say). Lost at a
-    # restart: the next controller reads such a record as its own raise.
+    # (the write that forgets the record may wait, for a rollout say). Kept in the
+    # mirror too: a restarted controller or a new leader must not read the operator's
+    # count as its own raise.
     overridden: Mapping[str, float] = field(default_factory=dict)
 
     def observe(self, snapshot: ClusterSnapshot, now: float) -> Memory:
@@ -257,13 +261,20 @@ def _with_mirrored_moves(
 
 
 def _overridden(snapshot: ClusterSnapshot, before: Mapping[str, float]) -> dict[str, float]:
-    """The replica records an operator has scaled over, kept while each stands."""
+    """The replica records an operator has scaled over, kept while each stands: seen
+    now, remembered, or in the mirror (seen by another controller, or by this one before
+    a restart)."""
+    mirrored = snapshot.mirror.overridden if snapshot.mirror is not None else {}
     found: dict[str, float] = {}
     for service in snapshot.services:
         record = service.replica_record
         if record is None:
             continue
-        if service.replicas != record.written or before.get(service.id) == record.since:
+        if (
+            service.replicas != record.written
+            or before.get(service.id) == record.since
+            or mirrored.get(service.id) == record_start(record.since)
+        ):
             found[service.id] = record.since
     return found
 

@@ -24,6 +24,12 @@ And when the controller last moved each service's tasks, and off which nodes: th
 cooldown and "never straight back" (core/memory), which a restart or a lease takeover
 would otherwise forget a second after the move. A service's entry is written in the
 cycle after the move and dropped once its cooldown and its way-back window are over.
+
+And the replica records an operator has scaled over (core/memory `overridden`): once
+they scale back to the count the controller wrote, only this says the count is theirs,
+and the write that forgets the record may wait (for a rollout, say). An entry names the
+record by its start; it is written the cycle the override is seen and dropped with the
+record.
 """
 
 from __future__ import annotations
@@ -45,6 +51,9 @@ DOWNS_PREFIX = OWN_PREFIX + "downs."
 # One config label per service moved lately: `swarm-placement.moved.<service id>` = JSON,
 # {"at": epoch seconds, "left": [node ids], "left-at": epoch seconds} (left optional).
 MOVES_PREFIX = OWN_PREFIX + "moved."
+# One config label per replica record an operator scaled over:
+# `swarm-placement.overridden.<service id>` = the record's start (operation-since).
+OVERRIDDEN_PREFIX = OWN_PREFIX + "overridden."
 
 
 class MirrorError(ValueError):
@@ -94,6 +103,8 @@ class Mirror:
     entries: Mapping[str, str] = field(default_factory=dict)  # service ID -> encoded copy
     downs: Mapping[str, str] = field(default_factory=dict)  # node ID -> encoded downs
     moves: Mapping[str, str] = field(default_factory=dict)  # service ID -> encoded move
+    # Service ID -> the start of its replica record an operator scaled over (record_start).
+    overridden: Mapping[str, str] = field(default_factory=dict)
 
     def entry_key(self, service_id: str) -> str:
         return ENTRY_PREFIX + service_id
@@ -109,6 +120,7 @@ class Mirror:
             entries=under(ENTRY_PREFIX),
             downs=under(DOWNS_PREFIX),
             moves=under(MOVES_PREFIX),
+            overridden=under(OVERRIDDEN_PREFIX),
         )
 
     def node_downs(self) -> dict[str, tuple[float, ...]]:
@@ -138,6 +150,12 @@ def patched(
     """`base` as a mirror write leaves it: `drop`'s keys gone, then `save`'s set."""
     gone = set(drop)
     return {**{k: v for k, v in base.items() if k not in gone}, **save}
+
+
+def record_start(since: float) -> str:
+    """A replica record's start as the mirror names it: the label's own precision, so a
+    start read back from the label and one from memory compare equal."""
+    return f"{since:.3f}"
 
 
 def encode_downs(times: Iterable[float]) -> str:

@@ -1,6 +1,6 @@
 """Mirror: keep a copy of what the controller wrote on every managed service (and the
-nodes' recent downs and the services' recent moves, core/memory), and put it back after
-a deploy.
+nodes' recent downs, the services' recent moves and the replica records an operator
+scaled over, core/memory), and put it back after a deploy.
 
 A deploy (`docker stack deploy`, `docker service update`, any tool that sends a whole
 spec) replaces a service's labels and constraints, and with them the controller's own:
@@ -41,6 +41,7 @@ from controller.core.mirror import (
     ServiceCopy,
     copy_of,
     encode_downs,
+    record_start,
 )
 from controller.core.model import ACTIVE_TASK_STATES, ClusterSnapshot, Service
 from controller.core.replicas import (
@@ -81,7 +82,12 @@ def plan_mirror(ctx: PlanContext) -> RuleOutput:
         recovery = _recover(ctx.swarm, service, saved)
         actions.extend(recovery.actions)
         decisions.extend(recovery.decisions)
-    mirror = _mirror(store, wanted, ctx.memory.node_downs, _recent_moves(ctx))
+    overridden = {
+        sid: record_start(since)
+        for sid, since in sorted(ctx.memory.overridden.items())
+        if sid in ctx.swarm.service_by_id
+    }
+    mirror = _mirror(store, wanted, ctx.memory.node_downs, _recent_moves(ctx), overridden)
     if mirror is not None:
         actions.append(mirror)
         decisions.append(
@@ -89,9 +95,9 @@ def plan_mirror(ctx: PlanContext) -> RuleOutput:
                 RULE,
                 f"config {MIRROR_CONFIG}",
                 Outcome.MIRROR,
-                "the managed services' copies, the nodes' recent downs and the services' "
-                "recent moves, kept where neither a deploy nor a restart of the controller "
-                "loses them",
+                "the managed services' copies, the nodes' recent downs, the services' "
+                "recent moves and the replica records an operator scaled over, kept where "
+                "neither a deploy nor a restart of the controller loses them",
                 action=mirror,
             )
         )
@@ -128,6 +134,7 @@ def _mirror(
     wanted: Mapping[str, str],
     node_downs: Mapping[str, tuple[float, ...]],
     moves: Mapping[str, str],
+    overridden: Mapping[str, str],
 ) -> SetMirror | None:
     have = store.entries
     put = {sid: raw for sid, raw in sorted(wanted.items()) if have.get(sid) != raw}
@@ -144,7 +151,11 @@ def _mirror(
     # A move is written once, and dropped once its windows are over: none ageing writes.
     put_moves = {sid: raw for sid, raw in sorted(moves.items()) if store.moves.get(sid) != raw}
     drop_moves = tuple(sorted(sid for sid in store.moves if sid not in moves))
-    if not (put or drop or put_downs or drop_downs or put_moves or drop_moves):
+    # A record scaled over is written the cycle it is seen, and dropped with the record.
+    put_over = {s: v for s, v in overridden.items() if store.overridden.get(s) != v}
+    drop_over = tuple(sorted(s for s in store.overridden if s not in overridden))
+    changes = (put, drop, put_downs, drop_downs, put_moves, drop_moves, put_over, drop_over)
+    if not any(changes):
         return None  # also while there is nothing to keep: the config comes with the first
     return SetMirror(
         config_id=store.config_id,
@@ -155,6 +166,8 @@ def _mirror(
         drop_downs=drop_downs,
         save_moves=put_moves,
         drop_moves=drop_moves,
+        save_overridden=put_over,
+        drop_overridden=drop_over,
     )
 
 
