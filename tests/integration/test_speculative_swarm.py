@@ -18,6 +18,11 @@ Timings are printed, not asserted (bench/detection_signals.py measures the signa
 - As deployed, with an agent on every node and the controller a process on a manager:
   the other nodes' agents make the second signal (indirect probes) before gossip drops a
   killed node; a 2 s blip restarts nothing, and a surge it may cause is trimmed.
+- With agents a link that flaps for a minute (3 s cut, 3 s up) costs at most the flap
+  rule's surges, each trimmed, and restarts nothing.
+- A controller SIGKILLed while its surge stands, a new one started once the node is
+  back: the count returns exactly to the desired; the originals are kept (after a
+  Swarm down, except on the node the trim names: it cannot pick which task goes).
 - An operator's scale while a speculative surge stands is kept, and the false alarm
   after it trims nothing.
 - Two workers lost one after the other, the first suspected and the second confirmed
@@ -29,6 +34,7 @@ Timings are printed, not asserted (bench/detection_signals.py measures the signa
 from __future__ import annotations
 
 import contextlib
+import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -39,14 +45,19 @@ import docker
 import pytest
 import requests
 
-from controller.core.replicas import BASE_LABEL
+from controller.core.replicas import BASE_LABEL, OPERATION_LABEL, REPLICA_RECORD_LABELS, SPECULATE
+from controller.core.rules.failover.speculative import (
+    FLAP_CONFIRMED_SECONDS,
+    FLAP_FALSE_ALARMS,
+    FLAP_WINDOW_SECONDS,
+)
 from controller.runtime.health_inputs import HealthConfig
 from controller.sandbox import Sandbox, SandboxSpec, teardown_sandbox
 from controller.sandbox.netns import netns_path
 from controller.sandbox.netns_probe import NetnsProber
 
 from .health_support import _python as python_process
-from .health_support import node_agents, post_health, reset_nodes, stop
+from .health_support import kill, node_agents, post_health, reset_nodes, stop
 from .support import (
     ControllerThread,
     RunningSampler,
@@ -427,33 +438,47 @@ def agents_and_controller(sandbox: Sandbox, tmp_path, on: str = "node-1") -> Ite
     controller a process on manager `on` (its engine, its network namespace), so probes
     and agent calls leave from there. Yields the controller's log once web is adopted
     and every agent has reported (they are vantage points then)."""
-    secret = tmp_path / "agent-secret"
-    secret.write_text("indirect-probe-secret\n")
-    policy = tmp_path / "policy.yaml"
-    policy.write_text(POLICY)
     log = tmp_path / "controller.log"
-    with node_agents(sandbox, secret, tmp_path) as agents:
-        process = python_process(
-            "run",
-            "--policy",
-            str(policy),
-            "--liveness",
-            "--agents",
-            ",".join(f"{host}={url}" for host, url in agents.items()),
-            "--agent-secret-file",
-            str(secret),
-            "--agent-interval",
-            "1",
-            env={"DOCKER_HOST": sandbox.docker_host(on)},
-            log=log,
-            netns=str(netns_path(sandbox.state.node(on).netns)),
-        )
+    with agents_only(sandbox, tmp_path) as agents:
+        process = controller_process(sandbox, tmp_path, agents, log, on=on)
         try:
             wait_until(lambda: "outcome=adopt" in log.read_text(), 60, "web adopted")
             time.sleep(4)  # every agent reported once
             yield log
         finally:
             stop(process)
+
+
+@contextlib.contextmanager
+def agents_only(sandbox: Sandbox, tmp_path) -> Iterator[dict[str, str]]:  # type: ignore[no-untyped-def]
+    """An agent on every node, sharing the secret `controller_process` reads."""
+    secret = tmp_path / "agent-secret"
+    secret.write_text("indirect-probe-secret\n")
+    with node_agents(sandbox, secret, tmp_path) as agents:
+        yield agents
+
+
+def controller_process(  # type: ignore[no-untyped-def]
+    sandbox: Sandbox, tmp_path, agents: dict[str, str], log: Path, on: str = "node-1"
+) -> subprocess.Popen[bytes]:
+    """The controller as deployed (see `agents_and_controller`), its output in `log`."""
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(POLICY)
+    return python_process(
+        "run",
+        "--policy",
+        str(policy),
+        "--liveness",
+        "--agents",
+        ",".join(f"{host}={url}" for host, url in agents.items()),
+        "--agent-secret-file",
+        str(tmp_path / "agent-secret"),
+        "--agent-interval",
+        "1",
+        env={"DOCKER_HOST": sandbox.docker_host(on)},
+        log=log,
+        netns=str(netns_path(sandbox.state.node(on).netns)),
+    )
 
 
 def running_off(client: docker.DockerClient, victim: str, service: str = "web") -> int:
@@ -537,6 +562,149 @@ def test_with_agents_a_network_blip_restarts_nothing_and_any_surge_is_trimmed(
                       f"false alarm cost {cost}")  # fmt: skip
             else:
                 print("\nblip with agents: not suspected, nothing surged")
+
+
+def speculative_on_web(log: str, outcome: str) -> list[str]:
+    """The speculative rule's decisions on web with that outcome, as the log wrote them."""
+    return [
+        line
+        for line in log.splitlines()
+        if "rule=speculative" in line
+        and 'subject="service web"' in line
+        and f"outcome={outcome}" in line
+    ]
+
+
+FLAP_SECONDS = 60.0
+CUT_SECONDS = UP_SECONDS = 3.0
+
+
+def test_a_flapping_link_costs_a_bounded_number_of_surges_and_restarts_nothing(
+    default_heartbeat: Sandbox, tmp_path
+) -> None:  # type: ignore[no-untyped-def]
+    # A worker's link cut for 3 s and up for 3 s, for a minute, then up for good. With
+    # agents every cut is suspected (both probes fail from everywhere), so every cut may
+    # cost a surge and its false-alarm trim, never a restart.
+    sandbox = default_heartbeat
+    with clean_client(sandbox) as client:
+        victim, _ = start_web(sandbox, client)
+        with agents_and_controller(sandbox, tmp_path) as log:
+            before = task_ids_by_node(client, "web")
+            cuts, seen = 0, set()
+            with RunningSampler(sandbox.manager_host, "web") as sampler:
+                end = time.monotonic() + FLAP_SECONDS
+                while time.monotonic() < end:
+                    sandbox.fail(victim, "partition")
+                    cuts += 1
+                    try:
+                        time.sleep(CUT_SECONDS)
+                        seen.add(node_state(client, victim))
+                    finally:
+                        sandbox.restore(victim)
+                    time.sleep(UP_SECONDS)
+                    seen.add(node_state(client, victim))
+                healed = time.monotonic()
+                wait_until(lambda: settled(client), 60, "web back to exactly 3, no record")
+                trimmed = time.monotonic() - healed
+                time.sleep(5.0)  # a few cycles more: nothing surges or trims again
+            text = log.read_text()
+            surges = speculative_on_web(text, "speculate")
+            alarms = [line for line in speculative_on_web(text, "trim") if "false alarm" in line]
+            waits = [line for line in speculative_on_web(text, "wait") if "suspected" in line]
+            print(f"\nflapping link: {cuts} cuts, Swarm said {sorted(seen)}, {len(surges)} "
+                  f"surge(s), {len(alarms)} false alarm(s), settled {trimmed:.1f} s after "
+                  f"the flap; min running {sampler.minimum}")  # fmt: skip
+            for line in surges + alarms + waits:
+                print(line.split(" reason=", 1)[1][:220])
+            # The flap rule: each surge for the victim ends in a false alarm (the node stays
+            # ready), and the FLAP_FALSE_ALARMS-th false alarm within FLAP_WINDOW_SECONDS
+            # (longer than the whole flap) makes the node confirmed-only for
+            # FLAP_CONFIRMED_SECONDS (longer than the test): no surge after that one.
+            assert FLAP_WINDOW_SECONDS > FLAP_SECONDS and FLAP_CONFIRMED_SECONDS > FLAP_SECONDS
+            assert 1 <= len(surges) <= FLAP_FALSE_ALARMS, text[-6000:]
+            assert len(alarms) == len(surges), text[-6000:]  # none stood, none was confirmed
+            assert settled(client), history(client)
+            assert task_ids_by_node(client, "web") == before, history(client)
+            assert sampler.minimum >= REPLICAS, sampler.samples
+
+
+@pytest.mark.parametrize("down", [False, True], ids=["healed-before-the-down", "after-the-down"])
+def test_a_controller_killed_while_its_surge_stands_is_followed_by_one_that_ends_it(
+    default_heartbeat: Sandbox, tmp_path, down: bool
+) -> None:  # type: ignore[no-untyped-def]
+    # The controller SIGKILLed right after a speculative surge, the cut node healed, and
+    # only then a new controller started: it finds the `speculate` record and no memory.
+    # `down`: Swarm marked the node down first (no controller handed the surge over to
+    # failover) and re-placed its task beside another, before the node came back.
+    sandbox = default_heartbeat
+    with clean_client(sandbox) as client:
+        victim, _ = start_web(sandbox, client)
+        with agents_only(sandbox, tmp_path) as agents:
+            first_log = tmp_path / "first.log"
+            first = controller_process(sandbox, tmp_path, agents, first_log)
+            with RunningSampler(sandbox.manager_host, "web") as sampler:
+                try:
+                    wait_until(lambda: "outcome=adopt" in first_log.read_text(), 60, "adopted")
+                    time.sleep(4)  # every agent reported once
+                    before = task_ids_by_node(client, "web")
+                    sandbox.fail(victim, "partition")
+                    wait_until(
+                        lambda: spec_of(client)[1].get(OPERATION_LABEL) == SPECULATE,
+                        30,
+                        "a speculative surge",
+                    )
+                finally:
+                    kill(first)
+                assert spec_of(client)[0] == REPLICAS + 1, first_log.read_text()[-3000:]
+                if down:
+                    sandbox.wait_node_state(victim, "down", timeout=60)
+                    wait_until(
+                        lambda: running_off(client, victim) >= REPLICAS + 1,
+                        60,
+                        f"{REPLICAS + 1} running off {victim}, Swarm's replacement among them",
+                    )
+                sandbox.restore(victim)
+                sandbox.wait_node_state(victim, "ready", timeout=60)
+                assert spec_of(client)[1].get(OPERATION_LABEL) == SPECULATE  # nobody ended it
+                second_log = tmp_path / "second.log"
+                second = controller_process(sandbox, tmp_path, agents, second_log)
+                try:
+                    started = time.monotonic()
+                    wait_until(lambda: settled(client), 60, "web back to exactly 3, no record")
+                    ended = time.monotonic() - started
+                    time.sleep(5.0)  # a few cycles more: nothing surges or trims again
+                finally:
+                    stop(second)
+            text = second_log.read_text()
+            print(f"\nnew controller: web back to {REPLICAS} {ended:.1f} s after its start")
+            for line in speculative_on_web(text, ""):
+                print(line.split(" reason=", 1)[1][:220])
+            assert settled(client), text[-4000:]
+            _, labels = spec_of(client)
+            assert not set(REPLICA_RECORD_LABELS) & set(labels), labels
+            assert sampler.minimum >= REPLICAS, sampler.samples
+            after = task_ids_by_node(client, "web")
+            if not down:
+                assert after == before, history(client)  # a false alarm: nothing restarted
+                return
+            # Swarm's replacement shares a node with another task, and its scale-down drops
+            # that node's second copy counted in slot order: an original in a higher slot
+            # than the replacement's goes. The trim can't pick the task, so it names the
+            # node (charged to the budgets); an original stops nowhere else.
+            running = {t for ids in after.values() for t in ids}
+            stopped = {h for h, ids in before.items() if h != victim and not ids <= running}
+            trims = speculative_on_web(text, "trim")
+            named = {
+                h
+                for line in trims
+                if "running original on " in line
+                for h in line.split("running original on ", 1)[1]
+                .split(" the budgets")[0]
+                .split(", ")
+            }
+            assert stopped <= {h.rstrip(",") for h in named}, trims
+            assert len(stopped) <= 1, history(client)
+            print(f"originals stopped on {sorted(stopped) or 'no node'}")
 
 
 @pytest.fixture(scope="module")
