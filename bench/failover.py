@@ -26,18 +26,33 @@ that manager; each agent runs in its node's namespace, on its address.
 `--fault leader`: three managers and two workers; a service with one task on each node
 but the last worker; the Raft leader's dockerd is killed, and the controller runs on
 another manager (its engine, its namespace). Native Swarm against speculative with
-agents; the time until a manager answers again (Raft has a new leader) is printed too.
+agents; the time until a manager answers again (Raft has a new leader) is printed too,
+and the floor: the first moment after the kill at which Swarm accepts a write (a config
+created, tried every 0.1 s), which no controller can beat.
+
+The case `stack defaults` runs the controller as compose.yaml deploys it: the stack's
+policy (policies/stack.yaml), liveness on by default, an agent on every node polled at
+the default interval (5 s), and a service that only opts in (`placement.managed=true`,
+so `failover-mode: auto`, speculative for it). `--cases` picks cases by name.
+
+The rule, stated before the runs (the goal of the fast failover): with `--heartbeat
+default` and `--fault crash` or `cut`, the median of `stack defaults` over the runs is at
+most 2 s and at most 0.15x native Swarm's median in the same run: PASS, else FAIL. With
+`--fault leader`, the stack case's median is within 2 s of the median floor: PASS, else
+FAIL. Every run's figures go to `--results FILE` (JSON), whatever the verdict.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -136,6 +151,46 @@ FROM_KILL_REPLICAS = 3
 
 AGENT_PORT = 9810
 AGENTS_CASE = "speculative, agents"
+STACK_CASE = "stack defaults"
+STACK_POLICY = Path(__file__).resolve().parents[1] / "policies" / "stack.yaml"
+# The goal the verdict checks (see the module's docstring).
+GOAL_SECONDS = 2.0
+GOAL_RATIO = 0.15
+
+
+class _WriteFloor:
+    """From the kill on, try a write every 0.1 s (a config created, then removed) on
+    every manager left until one is accepted: the first moment Swarm takes a write."""
+
+    def __init__(self, hosts: list[str], start: float) -> None:
+        self._hosts, self._start = hosts, start
+        self.at: float | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        n = 0
+        while not self._stop.is_set() and self.at is None:
+            for host in self._hosts:
+                client = docker.DockerClient(base_url=host, version="1.41", timeout=1)
+                try:
+                    n += 1
+                    config = client.configs.create(name=f"bench-floor-{os.getpid()}-{n}", data=b"x")
+                except (docker.errors.DockerException, requests.RequestException):
+                    continue
+                else:
+                    self.at = time.monotonic() - self._start
+                    _answered(config.remove)
+                    return
+                finally:
+                    client.close()
+            self._stop.wait(0.1)
+
+    def stop(self) -> float | None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+        return self.at
 
 
 @contextlib.contextmanager
@@ -187,18 +242,22 @@ def _from_kill_case(
     n: int,
     agents: tuple[list[str], Path] | None = None,
     fault: str = "crash",
-) -> tuple[float, float | None]:
+) -> tuple[float, float | None, float | None]:
     """Seconds from the kill of a node to its replicas running off it, and (for the
-    Raft leader) to a manager answering again. A worker holding one of 3 replicas is
-    failed; with `fault` leader, the Raft leader's node, holding one of one-per-node,
-    and the controller and the measurement use another manager."""
+    Raft leader) to a manager answering again and to a write accepted (the floor). A
+    worker holding one of 3 replicas is failed; with `fault` leader, the Raft leader's
+    node, holding one of one-per-node, and the controller and the measurement use
+    another manager."""
     leader_case = fault == "leader"
     name = f"fk-{(mode or 'native')[:4]}{'-ag' if agents else ''}-{n}"
     on = next(h for h in sandbox.nodes if h != _leader(sandbox)) if leader_case else "node-1"
     replicas = len(sandbox.nodes) - 1 if leader_case else FROM_KILL_REPLICAS
     client = docker.DockerClient(base_url=sandbox.docker_host(on), version="auto", timeout=10)
     controller = None
+    stack = mode == STACK_CASE
     labels = {"placement.managed": "true", "placement.failover-mode": mode} if mode else {}
+    if stack:
+        labels = {"placement.managed": "true"}  # the stack's policy and defaults decide
     # The leader case: one task on every node but the last (a worker), so the leader's
     # node holds one and a free node is left; the constraint goes once they run.
     pin = [f"node.hostname!={sandbox.nodes[-1]}"] if leader_case else []
@@ -219,12 +278,17 @@ def _from_kill_case(
         netns = f"/run/netns/{sandbox.state.node(on).netns}"
         env = {**os.environ, "DOCKER_HOST": sandbox.docker_host(on)}
         command = [sys.executable, "-m", "controller", "run", "--policy", str(policy)]
+        if stack:
+            command[-1] = str(STACK_POLICY)
         if agents is not None:
             urls, secret = agents
             command += ["--agents", ",".join(urls), "--agent-secret-file", str(secret)]
-            command += ["--agent-interval", "1"]
+            if not stack:
+                command += ["--agent-interval", "1"]
+        if not stack:  # the stack's own: its resync, liveness on by default
+            command += ["--resync", "1", "--liveness"]
         controller = subprocess.Popen(
-            ["nsenter", f"--net={netns}", *command, "--resync", "1", "--liveness"],
+            ["nsenter", f"--net={netns}", *command],
             env=env,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
@@ -237,9 +301,13 @@ def _from_kill_case(
         victim = next(h for h in sorted(_hosts(client, name)) if h != "node-1")
     fault = "crash" if leader_case else fault
     answering: list[float] = []
+    floor: _WriteFloor | None = None
     try:
         killed = time.monotonic()
         sandbox.fail(victim, fault)
+        if leader_case:
+            managers = [sandbox.docker_host(h) for h in sandbox.nodes[:3] if h != victim]
+            floor = _WriteFloor(managers, killed)
 
         def moved() -> bool:
             hosts = _answered(lambda: _hosts(client, name))
@@ -248,14 +316,20 @@ def _from_kill_case(
             return hosts is not None and sum(c for h, c in hosts.items() if h != victim) >= replicas
 
         at = _until(moved, 90, f"{name} off {victim}")
+        write_at = None
+        if floor is not None:
+            _until(lambda: floor.at is not None, 60, "a write accepted")
+            write_at = floor.stop()
         sandbox.restore(victim)
         _until(
             lambda: _answered(lambda: _node_state(client, victim)) == "ready",
             90,
             f"{victim} ready",
         )
-        return at - killed, (answering[0] - killed if leader_case else None)
+        return at - killed, (answering[0] - killed if leader_case else None), write_at
     finally:
+        if floor is not None:
+            floor.stop()
         if controller is not None:
             controller.terminate()
             controller.wait(timeout=20)
@@ -263,7 +337,7 @@ def _from_kill_case(
         client.close()
 
 
-def _from_kill(repeat: int, fault: str) -> int:
+def _from_kill(repeat: int, fault: str, cases: tuple[str, ...], results_file: Path | None) -> int:
     leader = fault == "leader"
     spec = SandboxSpec(
         name=f"bench-fk-{os.getpid()}",
@@ -273,24 +347,25 @@ def _from_kill(repeat: int, fault: str) -> int:
     )
     results: dict[str, list[float]] = {}
     answered: list[float] = []
+    floors: list[float] = []
     secret = Path(tempfile.mkdtemp()) / "agent-secret"
     secret.write_text("failover-bench\n")
-    cases = ("native Swarm", "confirmed", "speculative", AGENTS_CASE)
-    if fault == "leader":
-        cases = ("native Swarm", AGENTS_CASE)
     with Sandbox.up(spec) as sandbox, _agents(sandbox, secret) as urls:
-        for n in range(repeat):
-            for case in cases:
-                mode = None if case == "native Swarm" else case.split(",")[0]
-                with_agents = (urls, secret) if case == AGENTS_CASE else None
-                took, election = _from_kill_case(sandbox, mode, n, with_agents, fault)
-                results.setdefault(case, []).append(took)
-                if election is not None:
-                    answered.append(election)
-                print(f"run {n + 1} {case}: {took:.2f} s", flush=True)
         client = sandbox.client()
         version = client.version().get("Version", "?")
         client.close()
+        for n in range(repeat):
+            for case in cases:
+                mode = None if case == "native Swarm" else case.split(",")[0]
+                with_agents = (urls, secret) if case in (AGENTS_CASE, STACK_CASE) else None
+                took, election, write = _from_kill_case(sandbox, mode, n, with_agents, fault)
+                results.setdefault(case, []).append(took)
+                if election is not None:
+                    answered.append(election)
+                if write is not None:
+                    floors.append(write)
+                floor = f", a write accepted {write:.2f} s after the kill" if write else ""
+                print(f"run {n + 1} {case}: {took:.2f} s{floor}", flush=True)
     native = statistics.median(results["native Swarm"])
     print(f"dockerd {version}, Swarm's default heartbeat, {repeat} run(s) each, medians;")
     what = {"crash": "kill of a worker", "partition": "cut of a worker"}.get(
@@ -299,12 +374,45 @@ def _from_kill(repeat: int, fault: str) -> int:
     print(f"seconds from the {what} to its replicas running on other nodes")
     if answered:
         print(f"a manager answered again (a new Raft leader) {statistics.median(answered):.2f} s")
-        print("after the kill (median of every run)")
+        print(f"and accepted a write (the floor) {statistics.median(floors):.2f} s after the kill")
     print(f"{'case':<22}{'failover s':>12}{'vs native':>11}")
     for case, runs in results.items():
         fo = statistics.median(runs)
         print(f"{case:<22}{fo:>12.2f}{fo / native:>10.2f}x")
+    verdict = _verdict(results, floors)
+    if verdict:
+        print(verdict)
+    if results_file is not None:
+        raw = {
+            "dockerd": version,
+            "fault": fault,
+            "repeat": repeat,
+            "seconds_from_kill": results,
+            "manager_answered": answered,
+            "write_floor": floors,
+            "verdict": verdict,
+        }
+        results_file.write_text(json.dumps(raw, indent=2) + "\n")
     return 0
+
+
+def _verdict(results: dict[str, list[float]], floors: list[float]) -> str:
+    """The rule of the module's docstring, on this run's medians; "" without the cases."""
+    if STACK_CASE not in results or "native Swarm" not in results:
+        return ""
+    stack = statistics.median(results[STACK_CASE])
+    native = statistics.median(results["native Swarm"])
+    if floors:
+        floor = statistics.median(floors)
+        ok = stack - floor <= GOAL_SECONDS
+        rule = f"{STACK_CASE} {stack:.2f} s, {stack - floor:.2f} s after the floor {floor:.2f} s"
+        return f"verdict: {'PASS' if ok else 'FAIL'} ({rule}; goal within {GOAL_SECONDS:g} s)"
+    ok = stack <= GOAL_SECONDS and stack <= GOAL_RATIO * native
+    rule = f"{STACK_CASE} {stack:.2f} s, {stack / native:.2f}x native {native:.2f} s"
+    return (
+        f"verdict: {'PASS' if ok else 'FAIL'} ({rule}; goal at most {GOAL_SECONDS:g} s "
+        f"and {GOAL_RATIO:g}x)"
+    )
 
 
 def main() -> int:
@@ -320,9 +428,26 @@ def main() -> int:
         help="with --heartbeat default: a worker's dockerd SIGKILLed, its link cut, or the "
         "Raft leader's dockerd SIGKILLed (three managers)",
     )
+    parser.add_argument(
+        "--cases",
+        default="",
+        help="with --heartbeat default: comma-separated case names (default: all of the "
+        f"fault's); native Swarm always runs. Names: confirmed, speculative, {AGENTS_CASE!r}, "
+        f"{STACK_CASE!r}",
+    )
+    parser.add_argument("--results", type=Path, help="write every run's figures here (JSON)")
     args = parser.parse_args()
     if args.heartbeat == "default":
-        return _from_kill(args.repeat, {"cut": "partition"}.get(args.fault, args.fault))
+        every = ("confirmed", "speculative", AGENTS_CASE, STACK_CASE)
+        if args.fault == "leader":
+            every = (AGENTS_CASE, STACK_CASE)
+        chosen = tuple(c.strip() for c in args.cases.split(",") if c.strip()) or every
+        unknown = set(chosen) - set(every)
+        if unknown:
+            parser.error(f"unknown case(s) for --fault {args.fault}: {', '.join(sorted(unknown))}")
+        cases = ("native Swarm", *(c for c in every if c in chosen))
+        fault = {"cut": "partition"}.get(args.fault, args.fault)
+        return _from_kill(args.repeat, fault, cases, args.results)
     args.heartbeat = float(args.heartbeat)
     spec = SandboxSpec(name=f"bench-fo-{os.getpid()}", nodes=4, heartbeat_seconds=args.heartbeat)
     results: dict[str, list[tuple[float, float | None]]] = {}
