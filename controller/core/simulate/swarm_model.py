@@ -13,6 +13,8 @@ Modelled on swarmkit (docs/failover.md describes the levers, measured on real sw
   copy on its node it outlasts a running node's second copy;
 - a link cut makes the node `disconnected` at once and down after the same grace; a
   new Raft leader calls a node `unknown` until it reports (its tasks keep running);
+- a task assigned to a node whose engine has failed, before Swarm marks it down, never
+  starts (it is replaced once the node is down, or starts if the node is back first);
 - a restored node is ready JOIN_SECONDS later; nothing moves back to it by itself;
 - drain stops the node's tasks and replaces them at once; pause only stops new ones;
 - a replica count change adds or removes slots (see slots.py); the scheduler places
@@ -354,6 +356,9 @@ class SimSwarm:
                 task.desired is TaskState.RUNNING
                 and task.running_at is not None
                 and task.running_at <= now
+                # A failed engine starts nothing: the task stays assigned until the node
+                # is marked down (and it is replaced) or comes back before that.
+                and task.node_id not in self.failing
             ):
                 self._runs(task)
         self._progress_updates()
