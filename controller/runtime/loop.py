@@ -49,6 +49,7 @@ from controller.adapters.tcp_probe import tcp_connects
 from controller.adapters.write_fence import UNFENCED, WriteFence
 from controller.adapters.writes import Executor, Rehearsal, docker_executor
 from controller.core.decisions import Decision
+from controller.runtime.cycle_retry import CycleRetry
 from controller.runtime.cycle_trigger import Trigger
 from controller.runtime.endpoints import Health, probe_routes
 from controller.runtime.health_inputs import HealthConfig, build_inputs
@@ -445,7 +446,7 @@ class Controller:
 
     async def _worker(self) -> None:
         assert self.reconciler is not None
-        backoff = 0.5
+        retry = CycleRetry()
         while True:
             reasons = await self.trigger.wait()
             started = self.health.cycle_started = time.monotonic()
@@ -456,17 +457,18 @@ class Controller:
                 self.health.cycle_started = None
                 self.health.last_error = f"{why}: {exc}"
                 self.metrics.cycle_errors.labels(cause).inc()
-                self.say(f"cycle failed, {why}: {exc}")
+                now = time.monotonic()
+                if retry.should_say(f"cycle failed, {why}: {exc}", now):
+                    self.say(f"cycle failed, {why}: {exc}")
                 if cause == "unexpected":
                     log.error("reconcile cycle failed", exc_info=exc)
-                await anyio.sleep(backoff)
-                backoff = min(backoff * 2, 10.0)
+                await anyio.sleep(retry.failed(cause, now))
                 self.trigger.fire("retry")
                 continue
             self._record(result, time.monotonic() - started)
             if self.view is not None:
                 self.view.update(result, self.policy(), role_of(result.standby))
-            backoff = 0.5
+            retry.succeeded()
             if result.wants_another:
                 self.trigger.fire("conflict")
 
