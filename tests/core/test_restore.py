@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from controller.core.actions import SetReplicas
+from controller.core.memory import Memory
 from controller.core.replicas import BASE_LABEL, REPLICA_RECORD_LABELS, read_replica_record
 
 from .builders import snapshot
@@ -113,3 +114,19 @@ def test_a_preempted_service_whose_rollout_swarm_paused_waits() -> None:
         "2 task(s) preempted: rollout paused by Swarm; the controller waits: "
         "a write would resume it"
     )
+
+
+def test_a_count_the_operator_scaled_over_and_back_is_not_restored() -> None:
+    """As failover's surge (test_failover): the operator scaled `low` while its record
+    stood, then back to the count the preemption wrote, before the forget went out. The
+    record no longer says the count is the controller's: restoring it would take the
+    operator's 4 up to 6."""
+    low = svc("low", 4, priority="low", labels=preempted(6, 4))
+    seen_over = Memory(overridden={low.id: 900.0})  # remembered, or read from the mirror
+    result = run(snapshot(slot_nodes(2, 2, 2), [low], on(low, 1, 1, 2, 3)), memory=seen_over)
+    raised = [a for a in result.actions if isinstance(a, SetReplicas) and a.replicas > 4]
+    assert not raised, "the operator's 4 stands"
+    assert not any(d.rule == "restore" for d in result.decisions)
+    (forget,) = result.actions
+    assert isinstance(forget, SetReplicas) and forget.replicas == 4
+    assert set(forget.remove_labels) == set(REPLICA_RECORD_LABELS)

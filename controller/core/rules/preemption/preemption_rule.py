@@ -132,7 +132,7 @@ def _victims(ctx: PlanContext, pending: Service) -> tuple[list[Service], list[st
             or not service.replicas
         ):
             continue
-        why = _not_now(service, settings.max_unavailable)
+        why = _not_now(service, settings.max_unavailable, ctx.memory.overridden)
         if ("service", service.id) in written:
             why = "already changed this cycle"
         if why is not None:
@@ -143,7 +143,7 @@ def _victims(ctx: PlanContext, pending: Service) -> tuple[list[Service], list[st
     return victims, skipped
 
 
-def _not_now(service: Service, max_unavailable: int) -> str | None:
+def _not_now(service: Service, max_unavailable: int, overridden: Mapping[str, float]) -> str | None:
     if max_unavailable <= 0:
         return "max-unavailable 0: the controller never stops its tasks"
     if service.in_rollout:
@@ -154,7 +154,7 @@ def _not_now(service: Service, max_unavailable: int) -> str | None:
     record = service.replica_record
     if record is None:
         return None
-    if operator_changed(service, record):
+    if operator_changed(service, record, overridden):
         return "an operator scaled it; its record is being cleared"
     if record.operation == REBALANCE:
         return "a rebalancing move is in flight"

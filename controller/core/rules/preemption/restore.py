@@ -31,11 +31,13 @@ from controller.core.replicas import (
 RULE = "restore"
 
 
-def _preempted(service: Service) -> ReplicaRecord | None:
+def _preempted(ctx: PlanContext, service: Service) -> ReplicaRecord | None:
     if service.replica_record_error is not None:
         return None  # reported by the failover rule
     record = service.replica_record
-    if record is None or record.operation != PREEMPT or operator_changed(service, record):
+    if record is None or record.operation != PREEMPT:
+        return None
+    if operator_changed(service, record, ctx.memory.overridden):
         return None  # the failover rule forgets a record the operator overrode
     return record
 
@@ -51,13 +53,15 @@ def plan_restores(ctx: PlanContext) -> RuleOutput:
         services: list[tuple[Service, tuple[str, ...]]] = []
         for service in level:
             if not (
-                service.updating or demand(ctx.snapshot, service) or _preempted(service) is not None
+                service.updating
+                or demand(ctx.snapshot, service)
+                or _preempted(ctx, service) is not None
             ):
                 continue  # claims no room, is not restored, holds up nothing
             try:
                 services.append((service, eligible_nodes(ctx.snapshot, service)))
             except ConstraintError as exc:
-                if _preempted(service) is not None:
+                if _preempted(ctx, service) is not None:
                     decisions.append(
                         Decision(
                             RULE, f"service {service.name}", Outcome.SKIP, f"{exc}: cannot plan"
@@ -72,7 +76,7 @@ def plan_restores(ctx: PlanContext) -> RuleOutput:
             if service.updating and updating is None:
                 updating = service.name
         for service, eligible in services:
-            record = _preempted(service)
+            record = _preempted(ctx, service)
             if record is None:
                 continue
             if updating is not None:
