@@ -348,6 +348,7 @@ def _from_kill(repeat: int, fault: str, cases: tuple[str, ...], results_file: Pa
     results: dict[str, list[float]] = {}
     answered: list[float] = []
     floors: list[float] = []
+    after_floor: dict[str, list[float]] = {}  # case -> seconds after its own run's floor
     secret = Path(tempfile.mkdtemp()) / "agent-secret"
     secret.write_text("failover-bench\n")
     with Sandbox.up(spec) as sandbox, _agents(sandbox, secret) as urls:
@@ -364,6 +365,7 @@ def _from_kill(repeat: int, fault: str, cases: tuple[str, ...], results_file: Pa
                     answered.append(election)
                 if write is not None:
                     floors.append(write)
+                    after_floor.setdefault(case, []).append(took - write)
                 floor = f", a write accepted {write:.2f} s after the kill" if write else ""
                 print(f"run {n + 1} {case}: {took:.2f} s{floor}", flush=True)
     native = statistics.median(results["native Swarm"])
@@ -379,6 +381,9 @@ def _from_kill(repeat: int, fault: str, cases: tuple[str, ...], results_file: Pa
     for case, runs in results.items():
         fo = statistics.median(runs)
         print(f"{case:<22}{fo:>12.2f}{fo / native:>10.2f}x")
+    for case, gaps in after_floor.items():
+        runs = ", ".join(f"{g:.2f}" for g in gaps)
+        print(f"{case}: {statistics.median(gaps):.2f} s after its own run's floor ({runs})")
     verdict = _verdict(results, floors)
     if verdict:
         print(verdict)
@@ -390,6 +395,7 @@ def _from_kill(repeat: int, fault: str, cases: tuple[str, ...], results_file: Pa
             "seconds_from_kill": results,
             "manager_answered": answered,
             "write_floor": floors,
+            "after_own_floor": after_floor,
             "verdict": verdict,
         }
         results_file.write_text(json.dumps(raw, indent=2) + "\n")
