@@ -9,7 +9,7 @@ from controller.core.apply import apply_actions
 from controller.core.labels import EXCLUDED_LABEL, exclusion_constraint
 from controller.core.memory import Memory
 from controller.core.mirror import Mirror
-from controller.core.model import NodeState, TaskState
+from controller.core.model import NodeState, Service, Task, TaskState
 from controller.core.plan import plan
 from controller.core.replicas import (
     BASE_LABEL,
@@ -93,12 +93,9 @@ def test_the_operator_wins_when_they_scaled_during_an_operation() -> None:
     assert any(d.outcome == "forget" for d in result.decisions)
 
 
-def test_the_operator_still_wins_when_their_forget_waited_and_they_scaled_back() -> None:
-    """Found by the model check: during a rollout whose failure action is rollback the
-    write that forgets the record waits (it would restart the rollout). The operator
-    scales 3 -> 2, then back to 3, the very count the surge had written: the record must
-    not read as the controller's own raise again, or its trim would take the operator's
-    3 back to the old base."""
+def _surged_3_for_2_in_a_rollback() -> tuple[Service, list[Task]]:
+    """web surged 2 -> 3, all running, while an operator's rollout whose failure action is
+    rollback runs: a write would end the rollback, so the forget of the record waits."""
     surge = {
         BASE_LABEL: "2",
         "swarm-placement.replicas-set": "3",
@@ -106,8 +103,17 @@ def test_the_operator_still_wins_when_their_forget_waited_and_they_scaled_back()
         "swarm-placement.operation-since": "100",
     }
     web = service("web", replicas=3, labels={**MANAGED, **surge}, update_state="updating")
-    web = replace(web, update_failure_action="rollback")  # a write would end its rollback
-    tasks = [running(web, 1, 1), running(web, 2, 2), running(web, 3, 3)]
+    web = replace(web, update_failure_action="rollback")
+    return web, [running(web, 1, 1), running(web, 2, 2), running(web, 3, 3)]
+
+
+def test_the_operator_still_wins_when_their_forget_waited_and_they_scaled_back() -> None:
+    """Found by the model check: during a rollout whose failure action is rollback the
+    write that forgets the record waits (it would restart the rollout). The operator
+    scales 3 -> 2, then back to 3, the very count the surge had written: the record must
+    not read as the controller's own raise again, or its trim would take the operator's
+    3 back to the old base."""
+    web, tasks = _surged_3_for_2_in_a_rollback()
     settled = run(snapshot(nodes(), [web], tasks), Memory(), now=101.0).memory
     down = replace(web, replicas=2, version=web.version + 1)
     scaled = run(snapshot(nodes(), [down], tasks[:2]), settled, now=102.0)
@@ -118,6 +124,46 @@ def test_the_operator_still_wins_when_their_forget_waited_and_they_scaled_back()
     trims = [a for a in later.actions if isinstance(a, SetReplicas) and a.replicas == 2]
     assert not trims, "the operator's 3 stands"
     assert any(d.outcome == "forget" for d in later.decisions), later.decisions
+
+
+def test_a_restarted_controller_still_knows_the_operator_scaled_over_its_record() -> None:
+    """Found by the model check: as above, but the controller restarts (or a standby
+    that started after the override takes the lease) once the operator is back at the
+    count the surge wrote. Memory alone forgot the override and the trim took the
+    operator's 3 down to 2: the mirror keeps it, from the cycle that saw it."""
+    web, tasks = _surged_3_for_2_in_a_rollback()
+    mirror = Mirror(config_id="cfg", version=5)
+    rules = rules_named("failover", "mirror")
+
+    def cycle(snap, memory: Memory, now: float):  # type: ignore[no-untyped-def]
+        return plan(snapshot=snap, policy=Policy.default(), memory=memory, now=now, rules=rules)
+
+    first = replace(snapshot(nodes(), [web], tasks), mirror=mirror)
+    settled = cycle(first, Memory(), now=101.0).memory
+    down = replace(web, replicas=2, version=web.version + 1)
+    seen = replace(snapshot(nodes(), [down], tasks[:2]), mirror=mirror)
+    scaled = cycle(seen, settled, now=102.0)
+    (kept,) = scaled.actions  # the forget waits for the rollout; the mirror write does not
+    assert isinstance(kept, SetMirror) and kept.save_overridden == {web.id: "100.000"}
+    assert any(d.action is kept for d in scaled.decisions), "a write, a decision"
+    back = replace(web, replicas=3, version=web.version + 2)
+    after = apply_actions(replace(snapshot(nodes(), [back], tasks), mirror=mirror), (kept,))
+    for restarted in (Memory(), Memory(watches=True)):
+        later = cycle(after, restarted, now=200.0)
+        assert any(d.outcome == "forget" for d in later.decisions), later.decisions
+    # The rollout ends: the forget goes out, at the operator's 3.
+    done = replace(back, update_state="completed")
+    ended = replace(snapshot(nodes(), [done], tasks), mirror=after.mirror)
+    writes = [a for a in cycle(ended, Memory(), now=201.0).actions if isinstance(a, SetReplicas)]
+    assert [(a.replicas, set(a.remove_labels)) for a in writes] == [(3, set(REPLICA_RECORD_LABELS))]
+    # Without the mirror's word a new controller reads the record as its own raise.
+    bare = cycle(replace(ended, mirror=mirror), Memory(), now=201.0)
+    assert [a.replicas for a in bare.actions if isinstance(a, SetReplicas)] == [2]
+    # Once the record is gone, so is the mirror's word.
+    plain = replace(done, labels=dict(MANAGED))
+    forgot = replace(snapshot(nodes(), [plain], tasks), mirror=after.mirror)
+    (drop,) = cycle(forgot, Memory(), now=202.0).actions
+    assert isinstance(drop, SetMirror) and drop.drop_overridden == (web.id,)
 
 
 def test_priority_none_is_not_failed_over_but_held_and_recorded() -> None:
@@ -199,51 +245,3 @@ def test_a_speculative_surge_is_in_flight_for_steering() -> None:
     }
     assert is_in_flight(service("web", replicas=3, labels=labels))
     assert not is_in_flight(service("web", replicas=3))
-
-
-def test_a_restarted_controller_still_knows_the_operator_scaled_over_its_record() -> None:
-    """Found by the model check: as above, but the controller restarts (or a standby
-    that started after the override takes the lease) once the operator is back at the
-    count the surge wrote. Memory alone forgot the override and the trim took the
-    operator's 3 down to 2: the mirror keeps it, from the cycle that saw it."""
-    surge = {
-        BASE_LABEL: "2",
-        "swarm-placement.replicas-set": "3",
-        "swarm-placement.operation": "surge",
-        "swarm-placement.operation-since": "100",
-    }
-    web = service("web", replicas=3, labels={**MANAGED, **surge}, update_state="updating")
-    web = replace(web, update_failure_action="rollback")
-    tasks = [running(web, 1, 1), running(web, 2, 2), running(web, 3, 3)]
-    mirror = Mirror(config_id="cfg", version=5)
-    rules = rules_named("failover", "mirror")
-
-    def cycle(snap, memory: Memory, now: float):  # type: ignore[no-untyped-def]
-        return plan(snapshot=snap, policy=Policy.default(), memory=memory, now=now, rules=rules)
-
-    first = replace(snapshot(nodes(), [web], tasks), mirror=mirror)
-    settled = cycle(first, Memory(), now=101.0).memory
-    down = replace(web, replicas=2, version=web.version + 1)
-    seen = replace(snapshot(nodes(), [down], tasks[:2]), mirror=mirror)
-    scaled = cycle(seen, settled, now=102.0)
-    (kept,) = scaled.actions  # the forget waits for the rollout; the mirror write does not
-    assert isinstance(kept, SetMirror) and kept.save_overridden == {web.id: "100.000"}
-    assert any(d.action is kept for d in scaled.decisions), "a write, a decision"
-    back = replace(web, replicas=3, version=web.version + 2)
-    after = apply_actions(replace(snapshot(nodes(), [back], tasks), mirror=mirror), (kept,))
-    for restarted in (Memory(), Memory(watches=True)):
-        later = cycle(after, restarted, now=200.0)
-        assert any(d.outcome == "forget" for d in later.decisions), later.decisions
-    # The rollout ends: the forget goes out, at the operator's 3.
-    done = replace(back, update_state="completed")
-    ended = replace(snapshot(nodes(), [done], tasks), mirror=after.mirror)
-    writes = [a for a in cycle(ended, Memory(), now=201.0).actions if isinstance(a, SetReplicas)]
-    assert [(a.replicas, set(a.remove_labels)) for a in writes] == [(3, set(REPLICA_RECORD_LABELS))]
-    # Without the mirror's word a new controller reads the record as its own raise.
-    bare = cycle(replace(ended, mirror=mirror), Memory(), now=201.0)
-    assert [a.replicas for a in bare.actions if isinstance(a, SetReplicas)] == [2]
-    # Once the record is gone, so is the mirror's word.
-    plain = replace(done, labels=dict(MANAGED))
-    forgot = replace(snapshot(nodes(), [plain], tasks), mirror=after.mirror)
-    (drop,) = cycle(forgot, Memory(), now=202.0).actions
-    assert isinstance(drop, SetMirror) and drop.drop_overridden == (web.id,)
