@@ -152,6 +152,8 @@ FROM_KILL_REPLICAS = 3
 AGENT_PORT = 9810
 AGENTS_CASE = "speculative, agents"
 STACK_CASE = "stack defaults"
+# --controller-logs: where each from-kill case's controller writes its decision log.
+CONTROLLER_LOGS: Path | None = None
 STACK_POLICY = Path(__file__).resolve().parents[1] / "policies" / "stack.yaml"
 # The goal the verdict checks (see the module's docstring).
 GOAL_SECONDS = 2.0
@@ -272,6 +274,7 @@ def _from_kill_case(
     _until(running, 60, f"{name} running, one per node" if leader_case else f"{name} running")
     if pin:
         sandbox.set_constraints(name)
+    out = None
     if mode is not None:
         policy = Path(tempfile.mkdtemp()) / "policy.yaml"
         policy.write_text("apiVersion: placement/v1\n")
@@ -287,11 +290,12 @@ def _from_kill_case(
                 command += ["--agent-interval", "1"]
         if not stack:  # the stack's own: its resync, liveness on by default
             command += ["--resync", "1", "--liveness"]
+        out = (CONTROLLER_LOGS / f"{name}.log").open("wb") if CONTROLLER_LOGS else None
         controller = subprocess.Popen(
             ["nsenter", f"--net={netns}", *command],
             env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
+            stdout=out or subprocess.DEVNULL,
+            stderr=subprocess.STDOUT if out else subprocess.DEVNULL,
         )
         # Adopted, at rest, every node seen alive by gossip and probe, agents reporting.
         time.sleep(5)
@@ -333,6 +337,8 @@ def _from_kill_case(
         if controller is not None:
             controller.terminate()
             controller.wait(timeout=20)
+        if out is not None:
+            out.close()
         _answered(lambda: client.api.remove_service(name))
         client.close()
 
@@ -442,7 +448,14 @@ def main() -> int:
         f"{STACK_CASE!r}",
     )
     parser.add_argument("--results", type=Path, help="write every run's figures here (JSON)")
+    parser.add_argument(
+        "--controller-logs", type=Path, help="keep each case's controller log in this folder"
+    )
     args = parser.parse_args()
+    if args.controller_logs is not None:
+        global CONTROLLER_LOGS  # noqa: PLW0603 (a bench's one switch)
+        args.controller_logs.mkdir(parents=True, exist_ok=True)
+        CONTROLLER_LOGS = args.controller_logs
     if args.heartbeat == "default":
         every = ("confirmed", "speculative", AGENTS_CASE, STACK_CASE)
         if args.fault == "leader":
