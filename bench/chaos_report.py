@@ -171,3 +171,42 @@ def _at(label: str) -> float:
         return float(head)
     except ValueError:
         return -1.0
+
+
+def timeline(run: dict[str, Any]) -> str:
+    """One arm's run as it happened, to read a failed pair back from its log alone: each
+    event when it was done and what it answered, which manager led before each manager
+    fault, when no manager answered, and when Swarm saw each node other than ready."""
+    lines = [
+        f"  {e['at']:5.1f}s {e['event']} (planned {e['planned']}, took {e['took']} s): "
+        + str(e["detail"])
+        for e in run.get("events", [])
+    ]
+    leaders = [
+        f"{m['node']} at {m['planned']} s: {m['leader'] or '?'}"
+        for m in run.get("manager_faults", [])
+    ]
+    lines.append(f"  leader before each manager fault: {', '.join(leaders) or 'none recorded'}")
+    samples = run.get("samples_seen", [])
+    silent = _spans([(s[0], not s[1]) for s in samples])
+    lines.append(f"  no manager answered: {silent or 'never'}")
+    hosts = sorted({h for s in samples for h in s[4]})
+    for host in hosts:
+        seen = [(s[0], s[4].get(host, "?") != "ready") for s in samples if s[1]]
+        lines.append(f"  {host} not ready: {_spans(seen) or 'never'}")
+    return "\n".join(lines)
+
+
+def _spans(marks: list[tuple[float, bool]]) -> str:
+    """'from-to' spans of consecutive marked samples, in seconds."""
+    spans: list[list[float]] = []
+    for t, marked in marks:
+        if marked and spans and spans[-1][1] < 0:
+            continue
+        if marked:
+            spans.append([t, -1.0])
+        elif spans and spans[-1][1] < 0:
+            spans[-1][1] = t
+    if spans and spans[-1][1] < 0:
+        spans[-1][1] = marks[-1][0]
+    return ", ".join(f"{a:.1f}-{b:.1f}" for a, b in spans)

@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 
 from chaos_app import SERVICES, UNMANAGED
 from chaos_ci import MINUTES, SEED, calibration, gross_harm, limit, side_by_side
-from chaos_report import CONVERGE_LIMIT, comparable, losses, table
+from chaos_report import CONVERGE_LIMIT, comparable, losses, table, timeline
 from chaos_schedule import NODE_FAULTS, PAIRED, SINGLE, make_schedule
 
 # The limit is a 99th percentile: fewer A/A pairs than this would make it the largest
@@ -78,6 +78,10 @@ def test_with_the_controller_no_service_comes_to_gross_harm(
         )
         + "\n\ncontroller actions:\n"
         + "\n".join(str(d) for d in ctl["decisions"])
+        + "\n\nas it happened, Swarm alone:\n"
+        + timeline(swarm)
+        + "\n\nas it happened, with the controller:\n"
+        + timeline(ctl)
         + f"\n\ngross harm (A/A limit {most:.2f}): {harm or 'none'}"
         + f"\nnot comparable: {comparable(swarm, ctl) or 'nothing'}"
     )
