@@ -357,15 +357,30 @@ def test_the_hold_counts_from_the_last_suspicion_not_from_an_old_answer() -> Non
     assert isinstance(trim, SetReplicas) and trim.replicas == 3
 
 
-def test_gossip_listing_the_node_again_is_evidence_it_lives() -> None:
+def test_gossip_listing_the_node_again_is_evidence_it_lives_where_nothing_else_can_say() -> None:
+    # No probe word at all (this controller reaches no node's address): the gossip is the
+    # only source, and its listing the node again says it lives.
     web4, tasks, memory = speculated_by_agents()
-    relisted = (
-        LivenessSignal("n3", "gossip", True, 104.0, "in the ingress gossip peers"),
-        LivenessSignal("n3", "probe", False, 100.0, "timed out"),
-    )
+    relisted = (LivenessSignal("n3", "gossip", True, 104.0, "in the ingress gossip peers"),)
     snap = with_signals(cluster([web4], tasks), *relisted)
     (trim,) = run(snap, memory, now=104.0 + FALSE_ALARM_HOLD_SECONDS).actions
     assert isinstance(trim, SetReplicas) and trim.replicas == 3
+
+
+def test_gossip_listing_the_node_again_is_no_evidence_while_its_probe_fails() -> None:
+    # Seen on a real swarm: a killed dockerd's node came back into the ingress gossip
+    # peers 8 s after the kill (another node's stale view of the network, synced back),
+    # while its gossip port refused every connect. The surge stands until Swarm decides.
+    web4, tasks, memory = speculated_by_agents()
+    relisted = (
+        LivenessSignal("n3", "gossip", True, 104.0, "in the ingress gossip peers"),
+        LivenessSignal("n3", "probe", False, 100.0, "refused or timed out"),
+    )
+    snap = with_signals(cluster([web4], tasks), *relisted)
+    result = run(snap, memory, now=104.0 + 10 * FALSE_ALARM_HOLD_SECONDS)
+    assert result.actions == ()
+    (note,) = [d for d in result.decisions if d.rule == "speculative"]
+    assert note.outcome == "wait", note.reason
 
 
 def test_no_trim_until_suspect_after_and_a_poll_have_passed_since_the_start() -> None:

@@ -14,17 +14,17 @@ What follows the surge:
   (Swarm's delayed replacements are not running yet, so exactly they are dropped).
 - Every node comes back to no suspicion while Swarm has not given it up, and positive
   evidence says it lives (its probe or another node's agent reaches it, or the gossip
-  lists it again) and has held for FALSE_ALARM_HOLD_SECONDS since it was last suspected:
-  a false alarm, back to the operator's count. A missing word (an agent that did not
-  answer one poll) is no evidence, and neither is a first cycle: no trim until this
-  controller has watched the liveness signals for `controller.suspect-after` and a poll
-  (after a start or a lease takeover). Swarm still calling the node ready
-  SWARM_SAYS_ALIVE_SECONDS after the surge is evidence too, whatever the signals say.
-  Swarm's scale-down picks among the nodes with the most tasks of the service and
-  cannot be told which task to drop: where a node holding an
-  original ties with a node holding a surged task, the trim may stop the original (the
-  service keeps its count), so the trim names those nodes and the disruption budgets
-  apply to it. Trimmed while the surged tasks are still starting, they go first.
+  lists it again while no connect to it fails) and has held for FALSE_ALARM_HOLD_SECONDS
+  since it was last suspected: a false alarm, back to the operator's count. A missing
+  word (an agent that did not answer one poll) is no evidence, and neither is a first
+  cycle: no trim until this controller has watched the liveness signals for
+  `controller.suspect-after` and a poll (after a start or a lease takeover). Swarm still
+  calling the node ready SWARM_SAYS_ALIVE_SECONDS after the surge is evidence too,
+  whatever the signals say. Swarm's scale-down picks among the nodes with the most tasks
+  of the service and cannot be told which task to drop: where a node holding an original
+  ties with a node holding a surged task, the trim may stop the original (the service
+  keeps its count), so the trim names those nodes and the disruption budgets apply to
+  it. Trimmed while the surged tasks are still starting, they go first.
 
 A node that flaps costs a bounded number of surges: a surge for a node that raised a
 false alarm within FLAP_WINDOW_SECONDS is charged to the disruption budget like a
@@ -446,11 +446,15 @@ def _not_yet_false_alarm(
 def lives_since(ctx: PlanContext, node_id: str, *, after: float) -> float | None:
     """Since when positive evidence says the node lives: its probe or another node's
     agent reaches it, or the gossip lists it again (it turned after `after`: the gossip
-    is slow to drop a dead peer, so its old word proves nothing). None: nothing says so."""
+    is slow to drop a dead peer, so its old word proves nothing) while no connect to the
+    node fails: a killed dockerd's node can come back into the peers from another node's
+    stale view while its gossip port refuses. None: nothing says so."""
+    signals = [s for s in ctx.snapshot.liveness if s.node_id == node_id]
+    unreached = any(not s.alive and s.source != GOSSIP_SOURCE for s in signals)
     times = [
         s.since
-        for s in ctx.snapshot.liveness
-        if s.node_id == node_id and s.alive and (s.source != GOSSIP_SOURCE or s.since > after)
+        for s in signals
+        if s.alive and (s.source != GOSSIP_SOURCE or (s.since > after and not unreached))
     ]
     return min(times) if times else None
 
