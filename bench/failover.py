@@ -28,7 +28,10 @@ but the last worker; the Raft leader's dockerd is killed, and the controller run
 another manager (its engine, its namespace). Native Swarm against speculative with
 agents; the time until a manager answers again (Raft has a new leader) is printed too,
 and the floor: the first moment after the kill at which Swarm accepts a write (a config
-created, tried every 0.1 s), which no controller can beat.
+created, tried every 0.1 s), which no controller can beat. Each run also prints when
+the manager that took that write first called the free worker ready again: a new
+leader places no task on a node it has not heard from since the election. It is shown,
+not judged: the rule below was stated before it was measured.
 
 The case `stack defaults` runs the controller as compose.yaml deploys it: the stack's
 policy (policies/stack.yaml), liveness on by default, an agent on every node polled at
@@ -162,11 +165,14 @@ GOAL_RATIO = 0.15
 
 class _WriteFloor:
     """From the kill on, try a write every 0.1 s (a config created, then removed) on
-    every manager left until one is accepted: the first moment Swarm takes a write."""
+    every manager left until one is accepted: the first moment Swarm takes a write.
+    Then, on the manager that took it, the first moment it calls the `free` node ready
+    again (`free_ready`): a new leader places nothing on a node it has not heard from."""
 
-    def __init__(self, hosts: list[str], start: float) -> None:
-        self._hosts, self._start = hosts, start
+    def __init__(self, hosts: list[str], start: float, free: str) -> None:
+        self._hosts, self._start, self._free = hosts, start, free
         self.at: float | None = None
+        self.free_ready: float | None = None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
@@ -184,9 +190,17 @@ class _WriteFloor:
                 else:
                     self.at = time.monotonic() - self._start
                     _answered(config.remove)
+                    self._wait_free(client)
                     return
                 finally:
                     client.close()
+            self._stop.wait(0.1)
+
+    def _wait_free(self, client: docker.DockerClient) -> None:
+        while not self._stop.is_set():
+            if _answered(lambda: _node_state(client, self._free)) == "ready":
+                self.free_ready = time.monotonic() - self._start
+                return
             self._stop.wait(0.1)
 
     def stop(self) -> float | None:
@@ -244,9 +258,10 @@ def _from_kill_case(
     n: int,
     agents: tuple[list[str], Path] | None = None,
     fault: str = "crash",
-) -> tuple[float, float | None, float | None]:
+) -> tuple[float, float | None, float | None, float | None]:
     """Seconds from the kill of a node to its replicas running off it, and (for the
-    Raft leader) to a manager answering again and to a write accepted (the floor). A
+    Raft leader) to a manager answering again, to a write accepted (the floor) and to
+    the free node called ready by the manager that took it. A
     worker holding one of 3 replicas is failed; with `fault` leader, the Raft leader's
     node, holding one of one-per-node, and the controller and the measurement use
     another manager."""
@@ -311,7 +326,7 @@ def _from_kill_case(
         sandbox.fail(victim, fault)
         if leader_case:
             managers = [sandbox.docker_host(h) for h in sandbox.nodes[:3] if h != victim]
-            floor = _WriteFloor(managers, killed)
+            floor = _WriteFloor(managers, killed, free=sandbox.nodes[-1])
 
         def moved() -> bool:
             hosts = _answered(lambda: _hosts(client, name))
@@ -320,17 +335,18 @@ def _from_kill_case(
             return hosts is not None and sum(c for h, c in hosts.items() if h != victim) >= replicas
 
         at = _until(moved, 90, f"{name} off {victim}")
-        write_at = None
+        write_at = free_at = None
         if floor is not None:
-            _until(lambda: floor.at is not None, 60, "a write accepted")
-            write_at = floor.stop()
+            _until(lambda: floor.free_ready is not None, 60, "a write taken, the free node ready")
+            write_at, free_at = floor.stop(), floor.free_ready
         sandbox.restore(victim)
         _until(
             lambda: _answered(lambda: _node_state(client, victim)) == "ready",
             90,
             f"{victim} ready",
         )
-        return at - killed, (answering[0] - killed if leader_case else None), write_at
+        election = answering[0] - killed if leader_case else None
+        return at - killed, election, write_at, free_at
     finally:
         if floor is not None:
             floor.stop()
@@ -355,6 +371,7 @@ def _from_kill(repeat: int, fault: str, cases: tuple[str, ...], results_file: Pa
     answered: list[float] = []
     floors: list[float] = []
     after_floor: dict[str, list[float]] = {}  # case -> seconds after its own run's floor
+    free_ready: list[float] = []  # the free node ready again, as the new leader says
     secret = Path(tempfile.mkdtemp()) / "agent-secret"
     secret.write_text("failover-bench\n")
     with Sandbox.up(spec) as sandbox, _agents(sandbox, secret) as urls:
@@ -365,7 +382,7 @@ def _from_kill(repeat: int, fault: str, cases: tuple[str, ...], results_file: Pa
             for case in cases:
                 mode = None if case == "native Swarm" else case.split(",")[0]
                 with_agents = (urls, secret) if case in (AGENTS_CASE, STACK_CASE) else None
-                took, election, write = _from_kill_case(sandbox, mode, n, with_agents, fault)
+                took, election, write, free = _from_kill_case(sandbox, mode, n, with_agents, fault)
                 results.setdefault(case, []).append(took)
                 if election is not None:
                     answered.append(election)
@@ -373,6 +390,9 @@ def _from_kill(repeat: int, fault: str, cases: tuple[str, ...], results_file: Pa
                     floors.append(write)
                     after_floor.setdefault(case, []).append(took - write)
                 floor = f", a write accepted {write:.2f} s after the kill" if write else ""
+                if free is not None:
+                    free_ready.append(free)
+                    floor += f", the free node ready {free:.2f} s"
                 print(f"run {n + 1} {case}: {took:.2f} s{floor}", flush=True)
     native = statistics.median(results["native Swarm"])
     print(f"dockerd {version}, Swarm's default heartbeat, {repeat} run(s) each, medians;")
@@ -402,6 +422,7 @@ def _from_kill(repeat: int, fault: str, cases: tuple[str, ...], results_file: Pa
             "manager_answered": answered,
             "write_floor": floors,
             "after_own_floor": after_floor,
+            "free_node_ready": free_ready,
             "verdict": verdict,
         }
         results_file.write_text(json.dumps(raw, indent=2) + "\n")
