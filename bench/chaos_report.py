@@ -199,14 +199,14 @@ def timeline(run: dict[str, Any]) -> str:
 
 def _spans(marks: list[tuple[float, bool]]) -> str:
     """'from-to' spans of consecutive marked samples, in seconds."""
-    spans: list[list[float]] = []
+    spans: list[tuple[float, float]] = []
+    start: float | None = None
     for t, marked in marks:
-        if marked and spans and spans[-1][1] < 0:
-            continue
-        if marked:
-            spans.append([t, -1.0])
-        elif spans and spans[-1][1] < 0:
-            spans[-1][1] = t
-    if spans and spans[-1][1] < 0:
-        spans[-1][1] = marks[-1][0]
+        if marked and start is None:
+            start = t
+        elif not marked and start is not None:
+            spans.append((start, t))
+            start = None
+    if start is not None:  # still marked at the last sample
+        spans.append((start, marks[-1][0]))
     return ", ".join(f"{a:.1f}-{b:.1f}" for a, b in spans)
