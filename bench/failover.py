@@ -33,6 +33,14 @@ the manager that took that write first called the free worker ready again: a new
 leader places no task on a node it has not heard from since the election. It is shown,
 not judged: the rule below was stated before it was measured.
 
+Two cases with no controller bound what any controller could do in the leader case: the
+bench writes the surge itself (the service scaled by one, its spec sent back whole).
+`write at floor` makes that scale the floor's own write, retried every 0.1 s from the
+kill: Swarm places the task on whichever node reports to the new leader first, beside a
+replica if that node holds one. `write at free ready` writes it the moment the manager
+that took the first write calls the free worker ready: the best any writer can do that,
+like the controller, stacks no surged task on a node holding one.
+
 The case `stack defaults` runs the controller as compose.yaml deploys it: the stack's
 policy (policies/stack.yaml), liveness on by default, an agent on every node polled at
 the default interval (5 s), and a service that only opts in (`placement.managed=true`,
@@ -43,6 +51,13 @@ default` and `--fault crash` or `cut`, the median of `stack defaults` over the r
 most 2 s and at most 0.15x native Swarm's median in the same run: PASS, else FAIL. With
 `--fault leader`, the stack case's median is within 2 s of the median floor: PASS, else
 FAIL. Every run's figures go to `--results FILE` (JSON), whatever the verdict.
+
+Two more rules for `--fault leader`, stated before their runs. Reach: the 2 s goal is
+within reach of a write only if `write at floor` has its replicas running at most 2 s
+after its own run's floor (median over runs); else no controller acting through Swarm
+can meet it. Reaction: measured per run from the moment the bench sees the free worker
+ready, the median of `stack defaults` is at most 0.5 s more than that of `write at free
+ready`: PASS, else FAIL (the controller is ready to write when Swarm can place).
 """
 
 from __future__ import annotations
@@ -57,7 +72,8 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import docker
@@ -155,27 +171,50 @@ FROM_KILL_REPLICAS = 3
 AGENT_PORT = 9810
 AGENTS_CASE = "speculative, agents"
 STACK_CASE = "stack defaults"
+IDEAL_FLOOR = "write at floor"
+IDEAL_FREE = "write at free ready"
 # --controller-logs: where each from-kill case's controller writes its decision log.
 CONTROLLER_LOGS: Path | None = None
 STACK_POLICY = Path(__file__).resolve().parents[1] / "policies" / "stack.yaml"
 # The goal the verdict checks (see the module's docstring).
 GOAL_SECONDS = 2.0
 GOAL_RATIO = 0.15
+REACTION_SECONDS = 0.5
 
 
 class _WriteFloor:
     """From the kill on, try a write every 0.1 s (a config created, then removed) on
     every manager left until one is accepted: the first moment Swarm takes a write.
     Then, on the manager that took it, the first moment it calls the `free` node ready
-    again (`free_ready`): a new leader places nothing on a node it has not heard from."""
+    again (`free_ready`): a new leader places nothing on a node it has not heard from.
 
-    def __init__(self, hosts: list[str], start: float, free: str) -> None:
+    With `surge` (the ideal writers), the bench writes the surge itself: as the floor's
+    own write (`at_free` False), or the moment the free node is ready (`at_free`)."""
+
+    def __init__(
+        self,
+        hosts: list[str],
+        start: float,
+        free: str,
+        surge: Callable[[docker.DockerClient], object] | None = None,
+        at_free: bool = False,
+    ) -> None:
         self._hosts, self._start, self._free = hosts, start, free
+        self._surge, self._at_free = surge, at_free
         self.at: float | None = None
         self.free_ready: float | None = None
+        self.surged: float | None = None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
+
+    def _first_write(self, client: docker.DockerClient, n: int) -> None:
+        if self._surge is not None and not self._at_free:
+            self._surge(client)
+            self.surged = time.monotonic() - self._start
+            return
+        config = client.configs.create(name=f"bench-floor-{os.getpid()}-{n}", data=b"x")
+        _answered(config.remove)
 
     def _run(self) -> None:
         n = 0
@@ -184,12 +223,11 @@ class _WriteFloor:
                 client = docker.DockerClient(base_url=host, version="1.41", timeout=1)
                 try:
                     n += 1
-                    config = client.configs.create(name=f"bench-floor-{os.getpid()}-{n}", data=b"x")
+                    self._first_write(client, n)
                 except (docker.errors.DockerException, requests.RequestException):
                     continue
                 else:
                     self.at = time.monotonic() - self._start
-                    _answered(config.remove)
                     self._wait_free(client)
                     return
                 finally:
@@ -200,6 +238,11 @@ class _WriteFloor:
         while not self._stop.is_set():
             if _answered(lambda: _node_state(client, self._free)) == "ready":
                 self.free_ready = time.monotonic() - self._start
+                break
+            self._stop.wait(0.1)
+        while self._surge is not None and self._at_free and not self._stop.is_set():
+            if _answered(lambda: self._surge(client)) is not None:
+                self.surged = time.monotonic() - self._start
                 return
             self._stop.wait(0.1)
 
@@ -207,6 +250,22 @@ class _WriteFloor:
         self._stop.set()
         self._thread.join(timeout=10)
         return self.at
+
+
+def _scale_by_one(name: str) -> Callable[[docker.DockerClient], object]:
+    """The surge an ideal writer sends: the service's spec back whole, one more replica."""
+
+    def scale(client: docker.DockerClient) -> object:
+        api = client.api
+        attrs = api.inspect_service(name)
+        spec = attrs["Spec"]
+        spec["Mode"]["Replicated"]["Replicas"] += 1
+        url = api._url("/services/{0}/update", attrs["ID"])
+        return api._result(
+            api._post_json(url, data=spec, params={"version": attrs["Version"]["Index"]})
+        )
+
+    return scale
 
 
 @contextlib.contextmanager
@@ -252,21 +311,36 @@ def _leader(sandbox: Sandbox) -> str:
     return next(n["hostname"] for n in sandbox.node_info() if n["leader"])
 
 
+@dataclass(frozen=True)
+class _KillRun:
+    """One run, in seconds from the kill: the replicas running off the killed node, and
+    (the Raft leader's) a manager answering again, a write accepted (the floor), the free
+    node called ready by the manager that took it, and an ideal writer's surge written;
+    `stacked` when the replicas ran with none on the free node (two on one node)."""
+
+    took: float
+    election: float | None = None
+    write: float | None = None
+    free: float | None = None
+    surged: float | None = None
+    stacked: bool = False
+
+
 def _from_kill_case(
     sandbox: Sandbox,
     mode: str | None,
     n: int,
     agents: tuple[list[str], Path] | None = None,
     fault: str = "crash",
-) -> tuple[float, float | None, float | None, float | None]:
-    """Seconds from the kill of a node to its replicas running off it, and (for the
-    Raft leader) to a manager answering again, to a write accepted (the floor) and to
-    the free node called ready by the manager that took it. A
-    worker holding one of 3 replicas is failed; with `fault` leader, the Raft leader's
-    node, holding one of one-per-node, and the controller and the measurement use
-    another manager."""
+    ideal: str | None = None,
+) -> _KillRun:
+    """A worker holding one of 3 replicas is failed; with `fault` leader, the Raft
+    leader's node, holding one of one-per-node, and the controller and the measurement
+    use another manager. `ideal` (no controller): the bench writes the surge itself, at
+    the floor (IDEAL_FLOOR) or when the free node is ready (IDEAL_FREE)."""
     leader_case = fault == "leader"
-    name = f"fk-{(mode or 'native')[:4]}{'-ag' if agents else ''}-{n}"
+    tag = {IDEAL_FLOOR: "wflo", IDEAL_FREE: "wfre"}.get(ideal or "", (mode or "native")[:4])
+    name = f"fk-{tag}{'-ag' if agents else ''}-{n}"
     on = next(h for h in sandbox.nodes if h != _leader(sandbox)) if leader_case else "node-1"
     replicas = len(sandbox.nodes) - 1 if leader_case else FROM_KILL_REPLICAS
     client = docker.DockerClient(base_url=sandbox.docker_host(on), version="auto", timeout=10)
@@ -326,7 +400,10 @@ def _from_kill_case(
         sandbox.fail(victim, fault)
         if leader_case:
             managers = [sandbox.docker_host(h) for h in sandbox.nodes[:3] if h != victim]
-            floor = _WriteFloor(managers, killed, free=sandbox.nodes[-1])
+            surge = _scale_by_one(name) if ideal else None
+            floor = _WriteFloor(
+                managers, killed, sandbox.nodes[-1], surge=surge, at_free=ideal == IDEAL_FREE
+            )
 
         def moved() -> bool:
             hosts = _answered(lambda: _hosts(client, name))
@@ -335,18 +412,25 @@ def _from_kill_case(
             return hosts is not None and sum(c for h, c in hosts.items() if h != victim) >= replicas
 
         at = _until(moved, 90, f"{name} off {victim}")
-        write_at = free_at = None
+        stacked = leader_case and sandbox.nodes[-1] not in (
+            _answered(lambda: _hosts(client, name)) or {}
+        )
+        run = _KillRun(at - killed)
         if floor is not None:
             _until(lambda: floor.free_ready is not None, 60, "a write taken, the free node ready")
-            write_at, free_at = floor.stop(), floor.free_ready
+            if ideal == IDEAL_FREE:
+                _until(lambda: floor.surged is not None, 60, "the surge written")
+            election = answering[0] - killed
+            run = _KillRun(
+                at - killed, election, floor.stop(), floor.free_ready, floor.surged, stacked
+            )
         sandbox.restore(victim)
         _until(
             lambda: _answered(lambda: _node_state(client, victim)) == "ready",
             90,
             f"{victim} ready",
         )
-        election = answering[0] - killed if leader_case else None
-        return at - killed, election, write_at, free_at
+        return run
     finally:
         if floor is not None:
             floor.stop()
@@ -372,6 +456,8 @@ def _from_kill(repeat: int, fault: str, cases: tuple[str, ...], results_file: Pa
     floors: list[float] = []
     after_floor: dict[str, list[float]] = {}  # case -> seconds after its own run's floor
     free_ready: list[float] = []  # the free node ready again, as the new leader says
+    after_free: dict[str, list[float]] = {}  # case -> seconds after its run's free node ready
+    stacked: dict[str, list[bool]] = {}
     secret = Path(tempfile.mkdtemp()) / "agent-secret"
     secret.write_text("failover-bench\n")
     with Sandbox.up(spec) as sandbox, _agents(sandbox, secret) as urls:
@@ -380,20 +466,28 @@ def _from_kill(repeat: int, fault: str, cases: tuple[str, ...], results_file: Pa
         client.close()
         for n in range(repeat):
             for case in cases:
-                mode = None if case == "native Swarm" else case.split(",")[0]
+                ideal = case if case in (IDEAL_FLOOR, IDEAL_FREE) else None
+                mode = None if case == "native Swarm" or ideal else case.split(",")[0]
                 with_agents = (urls, secret) if case in (AGENTS_CASE, STACK_CASE) else None
-                took, election, write, free = _from_kill_case(sandbox, mode, n, with_agents, fault)
-                results.setdefault(case, []).append(took)
-                if election is not None:
-                    answered.append(election)
-                if write is not None:
-                    floors.append(write)
-                    after_floor.setdefault(case, []).append(took - write)
-                floor = f", a write accepted {write:.2f} s after the kill" if write else ""
-                if free is not None:
-                    free_ready.append(free)
-                    floor += f", the free node ready {free:.2f} s"
-                print(f"run {n + 1} {case}: {took:.2f} s{floor}", flush=True)
+                run = _from_kill_case(sandbox, mode, n, with_agents, fault, ideal)
+                results.setdefault(case, []).append(run.took)
+                line = f"run {n + 1} {case}: {run.took:.2f} s"
+                if run.election is not None:
+                    answered.append(run.election)
+                if run.write is not None:
+                    floors.append(run.write)
+                    after_floor.setdefault(case, []).append(run.took - run.write)
+                    line += f", a write accepted {run.write:.2f} s after the kill"
+                if run.free is not None:
+                    free_ready.append(run.free)
+                    after_free.setdefault(case, []).append(run.took - run.free)
+                    stacked.setdefault(case, []).append(run.stacked)
+                    line += f", the free node ready {run.free:.2f} s"
+                if run.surged is not None:
+                    line += f", the surge written {run.surged:.2f} s"
+                if run.stacked:
+                    line += ", stacked (none on the free node)"
+                print(line, flush=True)
     native = statistics.median(results["native Swarm"])
     print(f"dockerd {version}, Swarm's default heartbeat, {repeat} run(s) each, medians;")
     what = {"crash": "kill of a worker", "partition": "cut of a worker"}.get(
@@ -408,10 +502,15 @@ def _from_kill(repeat: int, fault: str, cases: tuple[str, ...], results_file: Pa
         fo = statistics.median(runs)
         print(f"{case:<22}{fo:>12.2f}{fo / native:>10.2f}x")
     for case, gaps in after_floor.items():
-        runs = ", ".join(f"{g:.2f}" for g in gaps)
-        print(f"{case}: {statistics.median(gaps):.2f} s after its own run's floor ({runs})")
-    verdict = _verdict(results, floors)
-    if verdict:
+        listed = ", ".join(f"{g:.2f}" for g in gaps)
+        print(f"{case}: {statistics.median(gaps):.2f} s after its own run's floor ({listed})")
+    for case, gaps in after_free.items():
+        listed = ", ".join(f"{g:.2f}" for g in gaps)
+        print(f"{case}: {statistics.median(gaps):.2f} s after its run's free node ready ({listed})")
+    verdicts = [
+        v for v in (_verdict(results, floors), _reach(after_floor), _reaction(after_free)) if v
+    ]
+    for verdict in verdicts:
         print(verdict)
     if results_file is not None:
         raw = {
@@ -423,7 +522,9 @@ def _from_kill(repeat: int, fault: str, cases: tuple[str, ...], results_file: Pa
             "write_floor": floors,
             "after_own_floor": after_floor,
             "free_node_ready": free_ready,
-            "verdict": verdict,
+            "after_free_node_ready": after_free,
+            "stacked": stacked,
+            "verdict": "; ".join(verdicts),
         }
         results_file.write_text(json.dumps(raw, indent=2) + "\n")
     return 0
@@ -448,6 +549,32 @@ def _verdict(results: dict[str, list[float]], floors: list[float]) -> str:
     )
 
 
+def _reach(after_floor: dict[str, list[float]]) -> str:
+    """The reach rule of the module's docstring; "" without `write at floor`."""
+    if IDEAL_FLOOR not in after_floor:
+        return ""
+    gap = statistics.median(after_floor[IDEAL_FLOOR])
+    within = gap <= GOAL_SECONDS
+    what = "within reach of a write" if within else "out of reach of any write"
+    return (
+        f"reach: the {GOAL_SECONDS:g} s goal is {what} ({IDEAL_FLOOR} ran {gap:.2f} s after "
+        "its own run's floor)"
+    )
+
+
+def _reaction(after_free: dict[str, list[float]]) -> str:
+    """The reaction rule of the module's docstring; "" without both cases."""
+    if STACK_CASE not in after_free or IDEAL_FREE not in after_free:
+        return ""
+    stack = statistics.median(after_free[STACK_CASE])
+    ideal = statistics.median(after_free[IDEAL_FREE])
+    ok = stack - ideal <= REACTION_SECONDS
+    return (
+        f"reaction: {'PASS' if ok else 'FAIL'} ({STACK_CASE} {stack:.2f} s after the free "
+        f"node ready, {IDEAL_FREE} {ideal:.2f} s; goal at most {REACTION_SECONDS:g} s more)"
+    )
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
@@ -466,7 +593,7 @@ def main() -> int:
         default="",
         help="with --heartbeat default: comma-separated case names (default: all of the "
         f"fault's); native Swarm always runs. Names: confirmed, speculative, {AGENTS_CASE!r}, "
-        f"{STACK_CASE!r}",
+        f"{STACK_CASE!r}; with --fault leader also {IDEAL_FLOOR!r}, {IDEAL_FREE!r}",
     )
     parser.add_argument("--results", type=Path, help="write every run's figures here (JSON)")
     parser.add_argument(
@@ -480,7 +607,7 @@ def main() -> int:
     if args.heartbeat == "default":
         every = ("confirmed", "speculative", AGENTS_CASE, STACK_CASE)
         if args.fault == "leader":
-            every = (AGENTS_CASE, STACK_CASE)
+            every = (AGENTS_CASE, STACK_CASE, IDEAL_FLOOR, IDEAL_FREE)
         chosen = tuple(c.strip() for c in args.cases.split(",") if c.strip()) or every
         unknown = set(chosen) - set(every)
         if unknown:
