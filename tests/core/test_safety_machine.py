@@ -7,10 +7,15 @@ interval, its writes applied to the simulated swarm), once with Swarm alone. Bot
 from the same six-node swarm and see the same steps:
 
 - a node crashes, or its link is cut (disconnected at once, down after the grace), and
-  later returns; a new Raft leader calls a node `unknown` until it reports;
+  later returns; a new Raft leader calls a node `unknown` until it reports, or (an
+  election) calls every node `unknown`, each reporting in its own time;
 - a `failed` or `degraded` health report on a node, or its end (an `ok` report); a
   placement plugin vetoes a node for a service, or all vetoes end (the controller alone
   sees these);
+- the liveness signals (gossip, probe, agent: core/health/suspicion) follow each crash,
+  cut and return, and also lie: they call a live node gone (a false alarm), one of them
+  has no word on a node, or the gossip lists a dead node again; a restarted controller
+  or a new leader has none until its first poll;
 - an operator scales a service, edits its constraints or its possible owners, or
   redeploys the stack (`docker stack deploy`: every spec replaced by the stack file's,
   without the controller's labels and constraints);
@@ -91,7 +96,13 @@ from controller.core.labels import (
 from controller.core.memory import Memory
 from controller.core.mirror import Mirror
 from controller.core.model import ClusterSnapshot, NodeState, Service, Task, TaskState
-from controller.core.outside_inputs import HealthReport, HealthState, PluginAdvice, PluginVeto
+from controller.core.outside_inputs import (
+    HealthReport,
+    HealthState,
+    LivenessSignal,
+    PluginAdvice,
+    PluginVeto,
+)
 from controller.core.plan import Plan, plan
 from controller.core.simulate import SimSwarm, SwarmTimings
 from controller.policy import policy_from_data
@@ -110,6 +121,8 @@ WORKERS = ("n2", "n3", "n4", "n5", "n6")  # node-1, the manager, runs the contro
 PAUSED = frozenset({"paused", "rollback_paused"})
 NO_REASON = "the rule gave no reason"
 POSSIBLE_PAIRS = ("node-2,node-3", "node-3,node-4", "node-4,node-5")
+SOURCES = ("gossip", "probe", "agent")
+POLL = 0.5  # a restarted controller's first liveness poll
 
 
 def _stop_first(svc: Service) -> Service:
@@ -199,6 +212,10 @@ class SafetyMachine(RuleBasedStateMachine):
         self.seen_stops: Counter[str] = Counter()
         self.seen_starts: Counter[str] = Counter()
         self.next_resync = T0
+        # The liveness signals the controller reads, and the truth they may miss.
+        self.signals = {(n, s): LivenessSignal(n, s, True, T0) for n in WORKERS for s in SOURCES}
+        self.dead: set[str] = set()
+        self.signals_from = T0
         self.cycle()
 
     # --- the controller -------------------------------------------------------------
@@ -210,7 +227,16 @@ class SafetyMachine(RuleBasedStateMachine):
             plugins=PluginAdvice(
                 vetoes=tuple(self.vetoes[k] for k in sorted(self.vetoes)), answered=("veto",)
             ),
+            liveness=tuple(self.signals[k] for k in sorted(self.signals))
+            if self.now >= self.signals_from
+            else (),
         )
+
+    def _signals(self, node_id: str, sources: tuple[str, ...], *, alive: bool) -> None:
+        for source in sources:
+            current = self.signals.get((node_id, source))
+            if current is None or current.alive != alive:
+                self.signals[(node_id, source)] = LivenessSignal(node_id, source, alive, self.now)
 
     def cycle(self) -> None:
         self.ctrl.changed = False
@@ -303,24 +329,66 @@ class SafetyMachine(RuleBasedStateMachine):
     def crash(self, node_id: str) -> None:
         self.ctrl.fail(node_id)
         self.twin.fail(node_id)
+        self._gone(node_id)
         self.event()
 
     @rule(node_id=st.sampled_from(WORKERS))
     def cut_link(self, node_id: str) -> None:
         self.ctrl.cut_link(node_id)
         self.twin.cut_link(node_id)
+        self._gone(node_id)
         self.event()
+
+    def _gone(self, node_id: str) -> None:
+        if node_id in self.ctrl.failing:
+            self.dead.add(node_id)
+            self._signals(node_id, SOURCES, alive=False)
 
     @rule(node_id=st.sampled_from(WORKERS))
     def restore(self, node_id: str) -> None:
         self.ctrl.restore(node_id)
         self.twin.restore(node_id)
+        self.dead.discard(node_id)
+        self._signals(node_id, SOURCES, alive=True)
+        self.event()
+
+    # --- the liveness signals lie (the controller alone sees them) ---------------------
+
+    @rule(
+        node_id=st.sampled_from(WORKERS),
+        sources=st.sampled_from([("gossip", "probe"), ("probe", "agent"), SOURCES, ("probe",)]),
+    )
+    def signals_say_gone(self, node_id: str, sources: tuple[str, ...]) -> None:
+        """Signals call a node gone whatever it is (the controller's own route to it, a
+        slow gossip round): on a live node, a false alarm."""
+        self._signals(node_id, sources, alive=False)
+        self.event()
+
+    @rule(node_id=st.sampled_from(WORKERS))
+    def signals_recover(self, node_id: str) -> None:
+        """The signals about a live node say so again; about a dead node, only the gossip
+        can (it lists the node again while no connect to it succeeds)."""
+        sources = ("gossip",) if node_id in self.dead else SOURCES
+        self._signals(node_id, sources, alive=True)
+        self.event()
+
+    @rule(node_id=st.sampled_from(WORKERS), source=st.sampled_from(SOURCES))
+    def signal_lost(self, node_id: str, source: str) -> None:
+        """A source has no word on the node (its agents did not answer the poll)."""
+        self.signals.pop((node_id, source), None)
         self.event()
 
     @rule(node_id=st.sampled_from(WORKERS), reports_after=st.sampled_from([1.0, 4.0, 10.0]))
     def leader_change(self, node_id: str, reports_after: float) -> None:
         self.ctrl.leader_change(node_id, reports_after)
         self.twin.leader_change(node_id, reports_after)
+        self.event()
+
+    @rule(reports_after=st.lists(st.sampled_from([0.5, 1.0, 4.0, 8.0]), min_size=6, max_size=6))
+    def election(self, reports_after: list[float]) -> None:
+        for node_id, after in zip(sorted(NODE_NAMES), reports_after, strict=True):
+            self.ctrl.leader_change(node_id, after)
+            self.twin.leader_change(node_id, after)
         self.event()
 
     # --- outside inputs (the controller alone sees them) -----------------------------
@@ -444,11 +512,13 @@ class SafetyMachine(RuleBasedStateMachine):
     @rule()
     def controller_restart(self) -> None:
         self.memory = Memory()
+        self.signals_from = self.now + POLL
         self.event()
 
     @rule()
     def lease_takeover(self) -> None:
         self.memory, self.standby = self.standby, Memory()
+        self.signals_from = self.now + POLL
         self.event()
 
     @invariant()
@@ -472,7 +542,9 @@ class SafetyMachine(RuleBasedStateMachine):
             self._ok(node_id)
         self._written_off()
         self.vetoes.clear()
+        self.dead.clear()
         for node_id in WORKERS:
+            self._signals(node_id, SOURCES, alive=True)
             for swarm in (self.ctrl, self.twin):
                 if node_id in swarm.failing or swarm.nodes[node_id].state is not NodeState.READY:
                     swarm.restore(node_id)
