@@ -649,3 +649,18 @@ def test_the_sequences_the_machine_found_hold(steps: list[tuple[str, dict[str, o
         getattr(machine, name)(**arguments)
         machine.counts_hold()
     machine.teardown()
+
+
+def test_a_surge_written_before_any_node_reports_to_a_new_leader_holds() -> None:
+    """An election right after a crash: every node `unknown`, the crashed one suspected.
+    The surge goes out before any node reports and Swarm stacks it on the first that
+    does; the counts hold and everything settles at the operator's counts."""
+    machine = SafetyMachine()
+    machine.crash("n2")
+    machine.election([4.0, 4.0, 8.0, 4.0, 8.0, 8.0])
+    machine.wait(2.0)
+    assert machine.ctrl.services["s-api"].replicas == 4  # written while all are unknown
+    assert all(n.state is not NodeState.READY for n in machine.ctrl.nodes.values())
+    machine.wait(12.0)
+    machine.counts_hold()
+    machine.teardown()

@@ -39,6 +39,14 @@ Never harm: no surge without a free node (ready, active, allowed, holding none o
 service's tasks, not suspected) for every replica, none while a confirmed failover still
 waits for its replacements (it comes first for the room), none in a health panic; with
 no room the service waits for confirmation, as `confirmed` services always do.
+
+After a Raft election the new leader calls every node `unknown` and places nothing on a
+node until it reports, each agent after a random session back-off (up to 8 s, measured
+up to 12 s after the first write the new leader took). A free node in that state whose
+every liveness signal says it lives counts as free, so the surge is written as soon as
+writes are taken and Swarm places it on the first node that reports: beside a replica
+if that node holds one. Such a surge names those nodes and is charged to the disruption
+budget like a move's first half, and the trim may then stop an original there.
 """
 
 from __future__ import annotations
@@ -58,7 +66,15 @@ from controller.core.health.suspicion import GOSSIP_SOURCE, SWARM_UNDECIDED
 from controller.core.kernel.drop_order import STABLE_SORT_SLOTS, scale_down_order
 from controller.core.kernel.ledger import scale_down_stops
 from controller.core.memory import Memory, SpeculationMemory
-from controller.core.model import NodeState, Service, ServiceMode, Task, TaskState
+from controller.core.model import (
+    Availability,
+    ClusterSnapshot,
+    NodeState,
+    Service,
+    ServiceMode,
+    Task,
+    TaskState,
+)
 from controller.core.replicas import (
     SPECULATE,
     SURGE,
@@ -233,7 +249,10 @@ def _plan_service(
             f"for the room ({', '.join(waiting[:5])}): it waits for confirmation",
         )
     free = _free_nodes(ctx, service, avoid=frozenset(suspected))
+    unheard: tuple[str, ...] = ()
     if free < len(on):
+        unheard = _unheard_free_nodes(ctx, service, avoid=frozenset(suspected))
+    if free + len(unheard) < len(on):
         return None, Decision(
             RULE,
             subject,
@@ -258,15 +277,35 @@ def _plan_service(
     # disruption budget like a move's first half (it names the node), so a flapping link
     # churns within the budgets.
     charged = tuple(n for n in nodes if notes.recent_false_alarms(n))
+    # Free nodes a new Raft leader has not heard from yet: Swarm places the surge on the
+    # first node that reports, beside a replica if that one holds one, so the surge is
+    # charged like a move's first half, naming those nodes (the trim may stop one there).
+    beside = _beside(ctx, service, avoid=frozenset(suspected)) if unheard else ()
     action = change_replicas(
         service,
         replicas=replicas + len(on),
         operation=SPECULATE,
         now=ctx.now,
         detail=f"nodes={','.join(nodes)}; {len(on)} replica(s) on suspected {where}",
-        evicts_from=charged,
+        evicts_from=tuple(sorted({*charged, *beside})),
     )
     charge = ""
+    if beside:
+        refusal = ctx.budget().refusal(action)
+        if refusal is not None:
+            return None, Decision(
+                RULE,
+                subject,
+                Outcome.WAIT,
+                f"{len(on)} task(s) on suspected {where}; free {_names(ctx, unheard)} not "
+                f"reported to a new Raft leader yet, so the surge may land beside a replica "
+                f"and is charged to the disruption budget, and {refusal}: it waits",
+            )
+        charge = (
+            f"; free {_names(ctx, unheard)} has not reported to a new Raft leader yet: Swarm "
+            f"places the surge on the first node that reports, beside a replica if that is "
+            f"{_names(ctx, beside)}, so it is charged to the disruption budget"
+        )
     if charged:
         flappy = ", ".join(suspected[n].hostname for n in charged)
         refusal = ctx.budget().refusal(action)
@@ -279,7 +318,7 @@ def _plan_service(
                 f"{FLAP_WINDOW_SECONDS:.0f} s, so the surge is charged to the disruption "
                 f"budget, and {refusal}: it waits",
             )
-        charge = f"; {flappy} raised a false alarm lately: charged to the disruption budget"
+        charge += f"; {flappy} raised a false alarm lately: charged to the disruption budget"
     return action, Decision(
         RULE,
         subject,
@@ -545,3 +584,68 @@ def _free_nodes(ctx: PlanContext, service: Service, *, avoid: frozenset[str]) ->
         and allowed(n)
         and room.fit_count(service, (n.id,)) >= 1
     )
+
+
+def _unheard_free_nodes(
+    ctx: PlanContext, service: Service, *, avoid: frozenset[str]
+) -> tuple[str, ...]:
+    """Nodes that would be free but that a new Raft leader has not heard from yet
+    (`unknown`), while every liveness signal about them says they live: Swarm places on
+    them once they report, which after an election takes up to its session back-off."""
+    said = _signal_words(ctx)
+    try:
+        allowed = node_filter(parse_constraint(c) for c in service.constraints)
+    except ConstraintError:
+        return ()
+    occupied = {t.node_id for t in ctx.snapshot.tasks_of(service.id)}
+    room = observe_room(_as_reported(ctx, avoid))
+    return tuple(
+        n.id
+        for n in ctx.snapshot.nodes
+        if n.state is NodeState.UNKNOWN
+        and n.availability is Availability.ACTIVE
+        and said.get(n.id) == {True}
+        and n.id not in occupied
+        and n.id not in avoid
+        and allowed(n)
+        and room.fit_count(service, (n.id,)) >= 1
+    )
+
+
+def _beside(ctx: PlanContext, service: Service, *, avoid: frozenset[str]) -> tuple[str, ...]:
+    """Nodes holding a task of the service on which Swarm could place a surged task
+    beside it, now or once they report: active, allowed, not suspected, with room."""
+    try:
+        allowed = node_filter(parse_constraint(c) for c in service.constraints)
+    except ConstraintError:
+        return ()
+    occupied = {t.node_id for t in ctx.snapshot.tasks_of(service.id)}
+    room = observe_room(_as_reported(ctx, avoid))
+    return tuple(
+        n.id
+        for n in ctx.snapshot.nodes
+        if n.id in occupied
+        and n.id not in avoid
+        and allowed(n)
+        and room.fit_count(service, (n.id,)) >= 1
+    )
+
+
+def _as_reported(ctx: PlanContext, avoid: frozenset[str]) -> ClusterSnapshot:
+    """The snapshot as Swarm will count room once every `unknown` node not in `avoid`
+    has reported to the new leader."""
+    nodes = tuple(
+        replace(n, state=NodeState.READY)
+        if n.state is NodeState.UNKNOWN and n.id not in avoid
+        else n
+        for n in ctx.snapshot.nodes
+    )
+    return replace(ctx.snapshot, nodes=nodes)
+
+
+def _signal_words(ctx: PlanContext) -> dict[str, set[bool]]:
+    """Node id -> what its liveness signals say (alive or not), all sources together."""
+    said: dict[str, set[bool]] = {}
+    for signal in ctx.snapshot.liveness:
+        said.setdefault(signal.node_id, set()).add(signal.alive)
+    return said
