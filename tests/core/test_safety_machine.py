@@ -15,7 +15,8 @@ from the same six-node swarm and see the same steps:
 - the liveness signals (gossip, probe, agent: core/health/suspicion) follow each crash,
   cut and return, and also lie: they call a live node gone (a false alarm), one of them
   has no word on a node, or the gossip lists a dead node again; a restarted controller
-  or a new leader has none until its first poll;
+  or a new leader has none until its first poll (a false alarm, and a crash followed by
+  an election, are also drawn as one step each, so that sequences reach their ends);
 - an operator scales a service, edits its constraints or its possible owners, or
   redeploys the stack (`docker stack deploy`: every spec replaced by the stack file's,
   without the controller's labels and constraints);
@@ -371,6 +372,28 @@ class SafetyMachine(RuleBasedStateMachine):
         sources = ("gossip",) if node_id in self.dead else SOURCES
         self._signals(node_id, sources, alive=True)
         self.event()
+
+    @rule(
+        node_id=st.sampled_from(WORKERS),
+        sources=st.sampled_from([("gossip", "probe"), ("probe", "agent"), SOURCES]),
+        lasts=st.sampled_from([1.0, 2.0, 4.0]),
+    )
+    def false_alarm(self, node_id: str, sources: tuple[str, ...], lasts: float) -> None:
+        """The three steps of a false alarm in one, so that sequences reach its trim."""
+        self.signals_say_gone(node_id, sources)
+        self.wait(lasts)
+        self.signals_recover(node_id)
+
+    @rule(
+        node_id=st.sampled_from(WORKERS),
+        reports_after=st.lists(st.sampled_from([0.5, 1.0, 4.0, 8.0]), min_size=6, max_size=6),
+    )
+    def crash_then_election(self, node_id: str, reports_after: list[float]) -> None:
+        """A node dies and Raft elects a new leader (the dead node's manager's work):
+        every node `unknown`, the dead one suspected, in one step."""
+        self.crash(node_id)
+        self.wait(1.0)
+        self.election(reports_after)
 
     @rule(node_id=st.sampled_from(WORKERS), source=st.sampled_from(SOURCES))
     def signal_lost(self, node_id: str, source: str) -> None:
