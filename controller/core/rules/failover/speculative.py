@@ -69,6 +69,7 @@ from controller.core.memory import Memory, SpeculationMemory
 from controller.core.model import (
     Availability,
     ClusterSnapshot,
+    Node,
     NodeState,
     Service,
     ServiceMode,
@@ -569,21 +570,8 @@ def _free_nodes(ctx: PlanContext, service: Service, *, avoid: frozenset[str]) ->
     """Nodes that would take a surged task first: ready and active, allowed by the
     constraints, holding no task of the service (Swarm places on the fewest), not
     suspected, with room for one task as Swarm counts it (reservations, max per node)."""
-    try:
-        allowed = node_filter(parse_constraint(c) for c in service.constraints)
-    except ConstraintError:
-        return 0
-    occupied = {t.node_id for t in ctx.snapshot.tasks_of(service.id)}
-    room = observe_room(ctx.snapshot)
-    return sum(
-        1
-        for n in ctx.snapshot.nodes
-        if n.accepts_tasks
-        and n.id not in occupied
-        and n.id not in avoid
-        and allowed(n)
-        and room.fit_count(service, (n.id,)) >= 1
-    )
+    nodes, occupied = _placeable(ctx, service, avoid)
+    return sum(1 for n in nodes if n.accepts_tasks and n.id not in occupied)
 
 
 def _unheard_free_nodes(
@@ -593,42 +581,41 @@ def _unheard_free_nodes(
     (`unknown`), while every liveness signal about them says they live: Swarm places on
     them once they report, which after an election takes up to its session back-off."""
     said = _signal_words(ctx)
-    try:
-        allowed = node_filter(parse_constraint(c) for c in service.constraints)
-    except ConstraintError:
-        return ()
-    occupied = {t.node_id for t in ctx.snapshot.tasks_of(service.id)}
-    room = observe_room(_as_reported(ctx, avoid))
+    nodes, occupied = _placeable(ctx, service, avoid, reported=True)
     return tuple(
         n.id
-        for n in ctx.snapshot.nodes
+        for n in nodes
         if n.state is NodeState.UNKNOWN
         and n.availability is Availability.ACTIVE
         and said.get(n.id) == {True}
         and n.id not in occupied
-        and n.id not in avoid
-        and allowed(n)
-        and room.fit_count(service, (n.id,)) >= 1
     )
 
 
 def _beside(ctx: PlanContext, service: Service, *, avoid: frozenset[str]) -> tuple[str, ...]:
     """Nodes holding a task of the service on which Swarm could place a surged task
     beside it, now or once they report: active, allowed, not suspected, with room."""
+    nodes, occupied = _placeable(ctx, service, avoid, reported=True)
+    return tuple(n.id for n in nodes if n.id in occupied)
+
+
+def _placeable(
+    ctx: PlanContext, service: Service, avoid: frozenset[str], *, reported: bool = False
+) -> tuple[list[Node], set[str]]:
+    """The nodes not in `avoid` that the service's constraints allow and that have room
+    for one more of its tasks as Swarm counts it (with `reported`, as it will once every
+    `unknown` node has reported), and the nodes holding its tasks."""
     try:
         allowed = node_filter(parse_constraint(c) for c in service.constraints)
     except ConstraintError:
-        return ()
-    occupied = {t.node_id for t in ctx.snapshot.tasks_of(service.id)}
-    room = observe_room(_as_reported(ctx, avoid))
-    return tuple(
-        n.id
+        return [], set()
+    room = observe_room(_as_reported(ctx, avoid) if reported else ctx.snapshot)
+    nodes = [
+        n
         for n in ctx.snapshot.nodes
-        if n.id in occupied
-        and n.id not in avoid
-        and allowed(n)
-        and room.fit_count(service, (n.id,)) >= 1
-    )
+        if n.id not in avoid and allowed(n) and room.fit_count(service, (n.id,)) >= 1
+    ]
+    return nodes, {t.node_id for t in ctx.snapshot.tasks_of(service.id)}
 
 
 def _as_reported(ctx: PlanContext, avoid: frozenset[str]) -> ClusterSnapshot:
