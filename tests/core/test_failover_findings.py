@@ -153,3 +153,26 @@ def test_one_false_alarm_for_two_services_trimmed_for_the_same_suspicion() -> No
         "web",
     ]
     assert len(trimmed.memory.speculation.false_alarms.get("n3", ())) == 1
+
+
+# Finding 7: after a Raft election every node is `unknown`, and failover read that as no
+# node allowing the service any more: it withdrew a standing surge before its task ran.
+
+
+def test_an_election_does_not_withdraw_a_standing_failover_surge() -> None:
+    web = service("web", replicas=3, labels={**MANAGED, "placement.failover-mode": "confirmed"})
+    tasks = [running(web, 1, 1), running(web, 2, 2), running(web, 3, 3)]
+    memory = run(snapshot(four(), [web], tasks), Memory(), 100.0).memory
+    left = tasks[:2]
+    surged = run(snapshot(four({3: D}), [web], left), memory, 101.0)
+    (surge,) = [a for a in surged.actions if isinstance(a, SetReplicas)]
+    web4 = applied(web, surge)
+    starting = replace(running(web4, 4, 4), state=TaskState.STARTING)
+    now_tasks = [*moved(left, web4), starting]
+    # A Raft election before the surged task runs: every node but the dead one unknown.
+    election = snapshot(four({1: U, 2: U, 3: D, 4: U}), [web4], now_tasks)
+    result = run(election, surged.memory, 102.0)
+    assert replicas_of(result, "web") == [], said(result, "web")
+    # The nodes report, the surged task runs: the trim as usual.
+    ran = snapshot(four({3: D}), [web4], [*moved(left, web4), running(web4, 4, 4)])
+    assert replicas_of(run(ran, result.memory, 110.0), "web") == [3]

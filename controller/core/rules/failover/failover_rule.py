@@ -25,9 +25,10 @@ from controller.core.clock import utc_time
 from controller.core.constraints import ConstraintError, node_filter, parse_constraint
 from controller.core.context import PlanContext, RuleOutput
 from controller.core.decisions import Decision, Outcome
+from controller.core.health.suspicion import SWARM_UNDECIDED
 from controller.core.kernel.ledger import scale_down_stops
 from controller.core.labels import without_exclusions
-from controller.core.model import Service, ServiceMode
+from controller.core.model import Availability, Service, ServiceMode
 from controller.core.replicas import (
     HOLD,
     REBALANCE,
@@ -189,7 +190,7 @@ def _trim(
         service, record, evicts_from=evicts, ends_surge=record.operation == SURGE
     )
     if record.operation == SURGE:
-        if not free_nodes(ctx, service)[0]:
+        if not _may_take(ctx, service):
             return trim, Decision(
                 RULE,
                 subject,
@@ -260,6 +261,20 @@ def _trim(
         )
     return None, Decision(
         RULE, subject, Outcome.WAIT, f"{record.operation}: {running} of {written} running"
+    )
+
+
+def _may_take(ctx: PlanContext, service: Service) -> bool:
+    """Whether some active node Swarm has not given up allows the service's tasks: ready,
+    or `unknown` to a new Raft leader until it reports (after an election every node
+    is, alive or not; the speculative rule counts such nodes too)."""
+    try:
+        allowed = node_filter(parse_constraint(c) for c in service.constraints)
+    except ConstraintError:
+        return False
+    return any(
+        n.state in SWARM_UNDECIDED and n.availability is Availability.ACTIVE and allowed(n)
+        for n in ctx.snapshot.nodes
     )
 
 
