@@ -11,6 +11,8 @@ from controller.core.memory import Memory
 from controller.core.model import ClusterSnapshot, Node, NodeState, Service, Task, TaskState
 from controller.core.outside_inputs import LivenessSignal
 from controller.core.plan import Plan, plan
+from controller.core.replicas import read_replica_record
+from controller.core.rules.failover.failover_rule import TRIM_AFTER_SECONDS
 from controller.core.rules.failover.speculative import (
     FALSE_ALARM_HOLD_SECONDS,
     FLAP_FALSE_ALARMS,
@@ -70,6 +72,159 @@ def said(result: Plan, name: str, rule: str = "failover") -> str:
     return " | ".join(
         d.reason for d in result.decisions if d.rule == rule and d.subject == f"service {name}"
     )
+
+
+# Finding 4: the aged trim. A trim past TRIM_AFTER_SECONDS went out even where Swarm's
+# scale-down drops a running surged task (a node's second copy) and keeps a delayed
+# replacement alone on its node that does not run yet.
+
+
+def _gone(n: int) -> tuple[LivenessSignal, ...]:
+    return (
+        LivenessSignal(f"n{n}", "probe", False, 109.0, "refused"),
+        LivenessSignal(f"n{n}", "indirect", False, 109.0, "unreachable from node-2"),
+    )
+
+
+def _alive(*ns: int) -> tuple[LivenessSignal, ...]:
+    return tuple(
+        s
+        for n in ns
+        for s in (
+            LivenessSignal(f"n{n}", "probe", True, 90.0, "accepts"),
+            LivenessSignal(f"n{n}", "indirect", True, 90.0, "reached by node-2"),
+        )
+    )
+
+
+def test_the_trim_after_an_election_waits_for_the_delayed_replacement_to_run() -> None:
+    """The old Raft leader's node (node-1) dies. The speculative surge goes out when the
+    new leader takes writes (112), lands beside a replica on node-2, the first node to
+    report, and Swarm marks node-1 down only twice its grace after the election (142).
+    The hand-over keeps the surge's start, so the record is already 30 s old: the trim
+    must still not drop the running surged task while Swarm's delayed replacement for
+    node-1's task waits on node-4."""
+    web = service("web", replicas=3, labels=MANAGED)
+    tasks = [running(web, 1, 1), running(web, 2, 2), running(web, 3, 3)]
+    memory = Memory()
+    for now in (100.0, 101.0):
+        memory = run(snapshot(four(), [web], tasks), memory, now).memory
+
+    election = replace(
+        snapshot(four({i: U for i in (1, 2, 3, 4)}), [web], tasks),
+        liveness=(*_gone(1), *_alive(2, 3, 4)),
+    )
+    surged = run(election, memory, 112.0)
+    (surge,) = [a for a in surged.actions if isinstance(a, SetReplicas)]
+    assert surge.replicas == 4, said(surged, "web", "speculative")
+    web4 = applied(web, surge)
+    # Swarm placed the surged task on node-2, the first node to report.
+    tasks4 = [*moved(tasks, web4), running(web4, 2, 4)]
+    reported = replace(
+        snapshot(four({1: U}), [web4], tasks4), liveness=(*_gone(1), *_alive(2, 3, 4))
+    )
+    memory = run(reported, surged.memory, 115.0).memory
+
+    # 142: node-1 down; its task given up, the replacement assigned to node-4 (no task
+    # of web there), waiting out the restart delay.
+    after_down = [t for t in tasks4 if t.node_id != "n1"]
+    down = replace(
+        snapshot(four({1: D}), [web4], after_down),
+        liveness=(*_gone(1), *_alive(2, 3, 4)),
+        delayed=(delayed(web4, 4, 1),),
+    )
+    handed = run(down, memory, 142.0)
+    (handover,) = [a for a in handed.actions if isinstance(a, SetReplicas)]
+    record = read_replica_record(handover.set_labels)
+    assert record is not None and record.operation == "surge" and record.since == 112.0
+    web_surge = applied(web4, handover)
+    now = 142.5
+    assert now - record.since >= TRIM_AFTER_SECONDS  # the claim: aged at once
+    waiting = replace(down, services=(web_surge,), tasks=tuple(moved(after_down, web_surge)))
+    waiting = replace(waiting, delayed=(delayed(web_surge, 4, 1),))
+    held = run(waiting, handed.memory, now)
+    assert replicas_of(held, "web") == [], said(held, "web")
+    assert "waits" in said(held, "web")
+
+    # The replacement runs: now the surged task is spare, and the trim goes.
+    ran = replace(
+        waiting,
+        tasks=(*moved(after_down, web_surge), running(web_surge, 4, 1)),
+        delayed=(),
+    )
+    trimmed = run(ran, held.memory, 147.5)
+    assert replicas_of(trimmed, "web") == [3], said(trimmed, "web")
+
+
+def test_a_restart_delay_past_the_trim_age_does_not_stop_the_surged_task() -> None:
+    """A confirmed loss with a restart delay of 60 s: Swarm assigns the replacement to
+    the free node-4 at once, the controller's surged task lands beside a replica. At
+    30 s the replacement still waits: the trim must not stop the running surged task."""
+    web = service("web", replicas=3, labels={**MANAGED, "placement.failover-mode": "confirmed"})
+    tasks = [running(web, 1, 1), running(web, 2, 2), running(web, 3, 3)]
+    memory = run(snapshot(four(), [web], tasks), Memory(), 100.0).memory
+    left = tasks[:2]
+    lost = replace(snapshot(four({3: D}), [web], left), delayed=(delayed(web, 4, 3),))
+    surged = run(lost, memory, 101.0)
+    (surge,) = [a for a in surged.actions if isinstance(a, SetReplicas)]
+    assert surge.replicas == 4
+    web4 = applied(web, surge)
+    beside = [*moved(left, web4), running(web4, 1, 4)]
+    layout = replace(snapshot(four({3: D}), [web4], beside), delayed=(delayed(web4, 4, 3),))
+    early = run(layout, surged.memory, 102.0)
+    assert replicas_of(early, "web") == [], said(early, "web")
+    late = run(layout, early.memory, 101.0 + TRIM_AFTER_SECONDS + 1.0)
+    assert replicas_of(late, "web") == [], said(late, "web")
+    # 161: the replacement runs; the trim drops the surged task, a spare one.
+    ran = replace(layout, tasks=(*beside, running(web4, 4, 3)), delayed=())
+    assert replicas_of(run(ran, late.memory, 161.0), "web") == [3]
+
+
+def _surged_for_node_2(replicas: int) -> tuple[Service, list[Task], list[Task], Memory]:
+    """web's tasks alternate on node-1 and node-2; node-2 dies and failover surges. The
+    service as surged, its tasks left, the tasks lost, and the memory."""
+    web = service("web", replicas=replicas, labels=MANAGED)
+    tasks = [running(web, 1 + (i % 2), i) for i in range(1, replicas + 1)]
+    memory = run(snapshot(four(), [web], tasks), Memory(), 100.0).memory
+    left = [t for t in tasks if t.node_id != "n2"]
+    surged = run(snapshot(four({2: D}), [web], left), memory, 101.0)
+    (surge,) = [a for a in surged.actions if isinstance(a, SetReplicas)]
+    websurge = applied(web, surge)
+    gone = [t for t in tasks if t.node_id == "n2"]
+    return websurge, moved(left, websurge), moved(gone, websurge), surged.memory
+
+
+def _unplaced(svc: Service, slots: range) -> list[Task]:
+    return [replace(running(svc, 1, s), node_id="", state=TaskState.PENDING) for s in slots]
+
+
+def test_surged_tasks_that_find_no_room_are_trimmed_once_the_replacements_run() -> None:
+    """What the age rule was for: surged tasks with no room stay pending, with no node.
+    Swarm drops slots it has not placed before any placed one whatever the number of
+    slots (swarmkit sorts them last), so once Swarm's own replacements run the trim
+    stops nothing, in a service of more slots than swarmkit sorts predictably too."""
+    for replicas in (3, 8):
+        web, left, gone, memory = _surged_for_node_2(replicas)
+        again = [replace(t, node_id=f"n{3 + (i % 2)}") for i, t in enumerate(gone)]
+        pending = _unplaced(web, range(replicas + 1, replicas + len(gone) + 1))
+        snap = snapshot(four({2: D}), [web], [*left, *again, *pending])
+        result = run(snap, memory, 110.0)
+        (trim,) = [a for a in result.actions if isinstance(a, SetReplicas)]
+        assert trim.replicas == replicas and trim.evicts_from == (), said(result, "web")
+
+
+def test_an_old_surge_with_nothing_running_in_its_place_is_trimmed_and_stops_nothing() -> None:
+    """No room at all: Swarm's replacements and the surged tasks all pending. After
+    TRIM_AFTER_SECONDS the count goes back (only unplaced slots go)."""
+    web, left, _, memory = _surged_for_node_2(3)
+    pending = _unplaced(web, range(1, (web.replicas or 0) + 1))
+    waiting = [t for t in pending if t.slot not in {t.slot for t in left}]
+    snap = snapshot(four({2: D}), [web], [*left, *waiting])
+    young = run(snap, memory, 110.0)
+    assert replicas_of(young, "web") == [], said(young, "web")
+    old = run(snap, young.memory, 101.0 + TRIM_AFTER_SECONDS)
+    (trim,) = [a for a in old.actions if isinstance(a, SetReplicas)]
+    assert trim.replicas == 3 and trim.evicts_from == (), said(old, "web")
 
 
 # Finding 5: a false-alarm trim the guards hold (an operator's rollout) was counted as a

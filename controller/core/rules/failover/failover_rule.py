@@ -45,6 +45,9 @@ RULE = "failover"
 
 # A rebalance is trimmed once every surged task runs, or after this long with at least
 # the base count running (a surged task that cannot start must not hold the count up).
+# A surge's trim after this long drops only tasks that do not run: the age is counted
+# from the first surge for the loss (after a Raft election or a long restart delay it
+# is past at once), and Swarm's delayed replacements may still wait out their delay.
 TRIM_AFTER_SECONDS = 30.0
 
 
@@ -201,8 +204,10 @@ def _trim(
         # Trim while the delayed replacements still wait (not running, so they go first);
         # give up after a while. Where Swarm would drop a running task instead (a node's
         # second copy goes before a delayed replacement alone on its node), wait until
-        # every task runs: the trim then stops only spare ones, never going below base.
-        if stops > max(0, running - base) and not aged:
+        # every task runs, however old the surge: the trim then stops only spare ones,
+        # never going below base. Trimmed sooner, the task it stops is a running one
+        # and its place is kept for one that has yet to start.
+        if stops > max(0, running - base):
             where = f"on {_hostnames(ctx, evicts)}" if evicts else "where its tie-break picks"
             return None, Decision(
                 RULE,
