@@ -331,3 +331,19 @@ def test_an_election_does_not_withdraw_a_standing_failover_surge() -> None:
     # The nodes report, the surged task runs: the trim as usual.
     ran = snapshot(four({3: D}), [web4], [*moved(left, web4), running(web4, 4, 4)])
     assert replicas_of(run(ran, result.memory, 110.0), "web") == [3]
+
+
+def test_a_loss_seen_first_after_an_election_waits_for_a_node_to_report() -> None:
+    """A node died and Swarm marked it down just before an election: every other node is
+    `unknown`. The replicas are not pending for want of an allowed node: the surge waits
+    for one to report, and says so."""
+    web = service("web", replicas=3, labels={**MANAGED, "placement.failover-mode": "confirmed"})
+    tasks = [running(web, 1, 1), running(web, 2, 2), running(web, 3, 3)]
+    memory = run(snapshot(four(), [web], tasks), Memory(), 100.0).memory
+    election = snapshot(four({1: U, 2: U, 3: D, 4: U}), [web], tasks[:2])
+    result = run(election, memory, 101.0)
+    assert replicas_of(result, "web") == []
+    assert "reported to a new Raft leader" in said(result, "web")
+    assert "stay pending" not in said(result, "web")
+    reported = run(snapshot(four({3: D}), [web], tasks[:2]), result.memory, 105.0)
+    assert replicas_of(reported, "web") == [4], said(reported, "web")

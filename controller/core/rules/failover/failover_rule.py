@@ -146,6 +146,14 @@ def _plan_service(ctx: PlanContext, service: Service) -> tuple[Action | None, De
             f"`swarm-placement start {service.name}` brings them back",
         )
     allowed, free, could_be = free_nodes(ctx, service)
+    if not allowed and _may_take(ctx, service):
+        return None, Decision(
+            RULE,
+            subject,
+            Outcome.WAIT,
+            f"{missing} replica(s) lost with a node, and no node the constraints allow has "
+            "reported to a new Raft leader yet: the surge waits until one does",
+        )
     if not allowed:
         return None, Decision(
             RULE,
