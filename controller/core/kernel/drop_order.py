@@ -42,7 +42,24 @@ def scale_down_order(tasks: Sequence[Task]) -> list[Task]:
 def dropped_tasks(slots: Sequence[Task], keep: int) -> tuple[Task, ...] | None:
     """The tasks a scale-down to `keep` drops, or None when Swarm's pick cannot be
     predicted: more slots than swarmkit sorts stably, or a slot holding two tasks (an
-    update in progress)."""
+    update in progress), unless it drops only slots Swarm has not placed."""
     if len(slots) > STABLE_SORT_SLOTS or len({t.slot for t in slots}) != len(slots):
-        return None
+        return _unplaced_dropped(slots, keep)
     return tuple(scale_down_order(slots)[max(keep, 0) :])
+
+
+def _unplaced_dropped(slots: Sequence[Task], keep: int) -> tuple[Task, ...] | None:
+    """Swarm's pick where it drops only slots with no node: swarmkit sorts every slot
+    that is not one task on a node after all the others, whatever its sort's stability,
+    so when all of those are unplaced and the drop fits in them, only unplaced slots go
+    (which of them is not known; none runs). None otherwise."""
+    by_slot: dict[int, list[Task]] = {}
+    for task in slots:
+        by_slot.setdefault(task.slot, []).append(task)
+    last = [s for s in by_slot.values() if len(s) != 1 or not s[0].node_id]
+    drop = len(by_slot) - max(keep, 0)
+    if drop <= 0:
+        return ()
+    if drop > len(last) or any(t.node_id for s in last for t in s):
+        return None
+    return tuple(t for s in last[:drop] for t in s)

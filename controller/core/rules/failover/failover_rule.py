@@ -25,9 +25,10 @@ from controller.core.clock import utc_time
 from controller.core.constraints import ConstraintError, node_filter, parse_constraint
 from controller.core.context import PlanContext, RuleOutput
 from controller.core.decisions import Decision, Outcome
+from controller.core.health.suspicion import SWARM_UNDECIDED
 from controller.core.kernel.ledger import scale_down_stops
 from controller.core.labels import without_exclusions
-from controller.core.model import Service, ServiceMode
+from controller.core.model import Availability, Service, ServiceMode
 from controller.core.replicas import (
     HOLD,
     REBALANCE,
@@ -44,6 +45,9 @@ RULE = "failover"
 
 # A rebalance is trimmed once every surged task runs, or after this long with at least
 # the base count running (a surged task that cannot start must not hold the count up).
+# A surge's trim after this long drops only tasks that do not run: the age is counted
+# from the first surge for the loss (after a Raft election or a long restart delay it
+# is past at once), and Swarm's delayed replacements may still wait out their delay.
 TRIM_AFTER_SECONDS = 30.0
 
 
@@ -142,6 +146,14 @@ def _plan_service(ctx: PlanContext, service: Service) -> tuple[Action | None, De
             f"`swarm-placement start {service.name}` brings them back",
         )
     allowed, free, could_be = free_nodes(ctx, service)
+    if not allowed and _may_take(ctx, service):
+        return None, Decision(
+            RULE,
+            subject,
+            Outcome.WAIT,
+            f"{missing} replica(s) lost with a node, and no node the constraints allow has "
+            "reported to a new Raft leader yet: the surge waits until one does",
+        )
     if not allowed:
         return None, Decision(
             RULE,
@@ -189,7 +201,7 @@ def _trim(
         service, record, evicts_from=evicts, ends_surge=record.operation == SURGE
     )
     if record.operation == SURGE:
-        if not free_nodes(ctx, service)[0]:
+        if not _may_take(ctx, service):
             return trim, Decision(
                 RULE,
                 subject,
@@ -200,8 +212,10 @@ def _trim(
         # Trim while the delayed replacements still wait (not running, so they go first);
         # give up after a while. Where Swarm would drop a running task instead (a node's
         # second copy goes before a delayed replacement alone on its node), wait until
-        # every task runs: the trim then stops only spare ones, never going below base.
-        if stops > max(0, running - base) and not aged:
+        # every task runs, however old the surge: the trim then stops only spare ones,
+        # never going below base. Trimmed sooner, the task it stops is a running one
+        # and its place is kept for one that has yet to start.
+        if stops > max(0, running - base):
             where = f"on {_hostnames(ctx, evicts)}" if evicts else "where its tie-break picks"
             return None, Decision(
                 RULE,
@@ -260,6 +274,20 @@ def _trim(
         )
     return None, Decision(
         RULE, subject, Outcome.WAIT, f"{record.operation}: {running} of {written} running"
+    )
+
+
+def _may_take(ctx: PlanContext, service: Service) -> bool:
+    """Whether some active node Swarm has not given up allows the service's tasks: ready,
+    or `unknown` to a new Raft leader until it reports (after an election every node
+    is, alive or not; the speculative rule counts such nodes too)."""
+    try:
+        allowed = node_filter(parse_constraint(c) for c in service.constraints)
+    except ConstraintError:
+        return False
+    return any(
+        n.state in SWARM_UNDECIDED and n.availability is Availability.ACTIVE and allowed(n)
+        for n in ctx.snapshot.nodes
     )
 
 

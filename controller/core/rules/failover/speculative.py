@@ -413,7 +413,7 @@ def _follow(
         return None, Decision(RULE, subject, Outcome.WAIT, waits)
     base = record.base
     names = ", ".join(by_id[n].hostname for n in nodes if n in by_id)
-    cost = _false_alarm(ctx, nodes, notes)
+    cost = _false_alarm(ctx, record, nodes, notes)
     # What the false alarm cost: the surged replicas' time, an upper bound (they start
     # a moment after the write).
     extra = extra_replica_seconds(record, ctx.now)
@@ -499,12 +499,21 @@ def lives_since(ctx: PlanContext, node_id: str, *, after: float) -> float | None
     return min(times) if times else None
 
 
-def _false_alarm(ctx: PlanContext, nodes: Sequence[str], notes: _Notes) -> str:
-    """Note the false alarm of each node; what it starts, for the decision."""
+def _false_alarm(
+    ctx: PlanContext, record: ReplicaRecord, nodes: Sequence[str], notes: _Notes
+) -> str:
+    """Note the false alarm of each node, once per alarm; what it starts, for the decision.
+
+    A trim the guards hold (a rollout, the budget) is planned again every cycle, and
+    several services surged for one suspicion are trimmed for it: a false alarm noted
+    since the surge began is this one (a new surge needs the record gone first)."""
     by_id = ctx.snapshot.node_by_id
     flapped = []
     for node_id in nodes:
-        times = (*notes.false_alarms.get(node_id, ()), ctx.now)
+        noted = notes.false_alarms.get(node_id, ())
+        if any(t >= record.since for t in noted):
+            continue
+        times = (*noted, ctx.now)
         notes.false_alarms[node_id] = times
         if len(times) >= FLAP_FALSE_ALARMS:
             notes.confirmed_until[node_id] = ctx.now + FLAP_CONFIRMED_SECONDS
