@@ -4,7 +4,8 @@
 Each layout runs the real `plan()` (every rule, default policy) against the what-if
 simulator's Swarm (core/simulate): its scheduler, its stop-first updater (one task at a
 time, each replacement running before the next stops), its scale-down order. The running
-count is sampled after every write and every tick.
+count is sampled after every write and every tick, and every cycle's writes are checked
+to be named by a decision whose reason reads a time as a time.
 """
 
 from __future__ import annotations
@@ -26,8 +27,9 @@ from controller.core.simulate import SimSwarm, SwarmTimings
 from controller.policy import Policy
 
 from .builders import MANAGED, node, running, service, snapshot
+from .test_reason_times import EPOCH, EPOCH_LIKE
 
-T0 = 1_000_000.0
+T0 = EPOCH  # a moment of today: a reason that shows epoch seconds is caught
 TICK = 0.5
 RESYNC = 2.0
 TIMINGS = SwarmTimings(heartbeat_seconds=1.0)
@@ -75,6 +77,16 @@ class Run:
     plans: list[Plan]
     writes: int
 
+    def unexplained(self) -> list[str]:
+        """Writes no decision names, fallbacks, and reasons with epoch seconds."""
+        out: list[str] = []
+        for result in self.plans:
+            named = [d.action for d in result.decisions]
+            out += [f"no decision: {a}" for a in result.actions if a not in named]
+            out += [d.reason for d in result.decisions if d.outcome == "write"]
+            out += [d.reason for d in result.decisions if EPOCH_LIKE.search(d.reason)]
+        return out
+
 
 def run(snap: ClusterSnapshot, *, seconds: float = 90.0) -> Run:
     """The controller (every rule, default policy but a 2 s resync) on the simulated swarm
@@ -114,13 +126,6 @@ def reasons(result: Run, outcome: str) -> list[str]:
     return [d.reason for p in result.plans for d in p.decisions if d.outcome == outcome]
 
 
-def first_owners_plan(snap: ClusterSnapshot) -> Plan:
-    """The first cycle after the possible-owner marks and the first steering are in
-    place (the cycle finding 8 stopped at)."""
-    result = run(snap, seconds=1.0)
-    return result.plans[-1]
-
-
 # --- finding 8: the layout a new user gets ---------------------------------------------
 
 
@@ -135,6 +140,7 @@ def test_finding_8_tasks_on_a_manager_and_a_worker_outside_two_owners_move() -> 
     assert set(result.final) <= {"node-2", "node-3"}, (result.final, reasons(result, "keep"))
     assert sum(result.final.values()) == 3 and result.constrained
     assert result.minimum >= 3 - 1
+    assert not result.unexplained(), result.unexplained()
 
 
 def test_finding_8_moves_at_once_the_first_cycle_it_can() -> None:
@@ -181,6 +187,7 @@ def test_where_no_surge_covers_the_tasks_leave_as_swarm_moves_them() -> None:
     assert result.final == {"node-3": 3} and result.constrained
     assert result.minimum == 3 - 1
     assert any("leave as Swarm moves them" in r for r in reasons(result, "move"))
+    assert not result.unexplained(), result.unexplained()
 
 
 def test_with_max_unavailable_0_only_surges_move_tasks() -> None:
@@ -204,14 +211,28 @@ def test_with_max_unavailable_0_and_no_surge_the_tasks_stay_and_it_says_why() ->
     assert gaps and "max-unavailable 0" in gaps[0], gaps
 
 
-def test_reservations_that_leave_no_room_for_a_surge() -> None:
-    """Each node has 2 CPUs, each task reserves 1: the possible owners have room for the
-    3 tasks and no more, so no surge fits; the tasks move one at a time as Swarm would."""
+def test_reservations_with_room_for_one_more_task_on_each_owner() -> None:
+    """Each node has 2 CPUs, each task reserves 1: the surges are sized to the little
+    room there is, each round's exclusion leaves room for the replacements Swarm's
+    updater starts, and the service never runs fewer than 3."""
     svc = stop_first(3, "node-2,node-3", reserve_cpus=1.0)
-    nodes = nodes_of(cpus=2.0)
-    result = run(layout(svc, nodes, (1, 2, 4)))
+    result = run(layout(svc, nodes_of(cpus=2.0), (1, 2, 4)))
     assert set(result.final) <= {"node-2", "node-3"} and sum(result.final.values()) == 3
-    assert result.minimum >= 3 - 1 and result.constrained
+    assert result.minimum >= 3 and result.constrained
+
+
+def test_a_surge_whose_replacements_would_have_no_room_is_not_made() -> None:
+    """4 replicas on 2-CPU nodes, one each; possible owners node-2 and node-3. The one
+    surge that covers node-1 and node-4 (four more) fits, but fills every node: Swarm's
+    updater would then find no room for the first replacement, hold the second task, and
+    the move would stall (at 905f1cc the rule then undid its own exclusion every other
+    cycle). Instead node-1 goes by a smaller surge, and node-4, which no surge can cover
+    then, as Swarm's updater moves it, within max-unavailable 1."""
+    svc = stop_first(4, "node-2,node-3", reserve_cpus=1.0)
+    result = run(layout(svc, nodes_of(cpus=2.0), (4, 2, 1, 3)))
+    assert result.final == {"node-2": 2, "node-3": 2} and result.constrained
+    assert result.minimum >= 4 - 1
+    assert not result.unexplained(), result.unexplained()
 
 
 def test_reservations_with_room_for_a_surge() -> None:
@@ -298,6 +319,7 @@ def test_escapes_never_go_below_max_unavailable_and_end_on_the_owners(
         c for n, c in zip(snap.nodes, capacity, strict=True) if n.hostname in owners
     )
     result = run(snap, seconds=60.0)
+    assert not result.unexplained(), result.unexplained()
     assert result.minimum >= replicas - unavailable, (result.minimum, reasons(result, "move"))
     assert sum(result.final.values()) >= replicas, result.final
     fits = not svc.reservations.nano_cpus or room_on_owners >= replicas
