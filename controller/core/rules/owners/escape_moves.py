@@ -56,40 +56,19 @@ def escape_move(
     """The next step off `leaving` (the sources the service may not stay on) when a surge
     of the tasks to move would not land exactly on the targets (`refused` says why)."""
     subject = f"service {service.name}"
-    sources = steering.vacate
-    base = service.replicas or 0
-    moved = sum(current.get(n, 0) for n in sources)
-    cover = covering_surge(
-        ctx,
-        service,
-        fits,
-        current=current,
-        sources=sources,
-        need=moved,
-        limit=cover_limit(base, moved),
+    order = tuple(
+        sorted(leaving, key=lambda n: (current.get(n, 0), ctx.snapshot.node_by_id[n].hostname, n))
     )
-    if cover is not None:
-        why = (
-            f"stop-first: start {cover} task(s) first ({refused}; with {cover}, at least "
-            f"{moved} run elsewhere whichever node Swarm picks); the task(s) on "
-            f"{hostnames(ctx, sources)} stop once they run"
+    surged = _covered(ctx, service, steering, current=current, order=order, fits=fits)
+    if surged is not None:
+        k, vacate, why = surged
+        moved = sum(current.get(n, 0) for n in vacate)
+        surge, over = vacating_surge(ctx, service, k=k, vacate=vacate, moved=moved)
+        if surge is None:
+            return None, Decision(RULE, subject, Outcome.KEEP, f"its tasks where they are: {over}")
+        return surge, Decision(
+            RULE, subject, Outcome.MOVE, f"stop-first: {why} ({refused})", action=surge
         )
-        return _surged(ctx, service, k=cover, vacate=sources, moved=moved, why=why)
-    order = sorted(
-        leaving, key=lambda n: (current.get(n, 0), ctx.snapshot.node_by_id[n].hostname, n)
-    )
-    partial = _partial_cover(ctx, service, fits, current=current, sources=sources, order=order)
-    if partial is not None:
-        k, batch = partial
-        need = sum(current.get(n, 0) for n in batch)
-        rest = [n for n in order if n not in batch]
-        why = (
-            f"stop-first: start {k} task(s) first ({refused}; with {k}, at least {need} "
-            f"run off {hostnames(ctx, sources)} whichever node Swarm picks); the task(s) "
-            f"on {hostnames(ctx, batch)} stop once they run, and those on "
-            f"{hostnames(ctx, rest)} follow"
-        )
-        return _surged(ctx, service, k=k, vacate=batch, moved=need, why=why)
     excluded, held = _swarms_way(ctx, service, steering, current=current, order=order, fits=fits)
     if excluded is not None:
         per = service.update_batch
@@ -106,26 +85,53 @@ def escape_move(
         RULE,
         subject,
         Outcome.KEEP,
-        f"stop-first and {refused}, and no larger surge fits (no room for it on the nodes "
-        f"it may use); stopping them first as Swarm would: {held}: its tasks stay where "
-        "they are",
+        f"stop-first and {refused}, and no larger surge fits (within twice the count, with "
+        f"room for it and for the replacements Swarm starts); stopping them first as Swarm "
+        f"would: {held}: its tasks stay where they are",
     )
 
 
-def _surged(
+def _covered(
     ctx: PlanContext,
     service: Service,
+    steering: Steering,
     *,
-    k: int,
-    vacate: Sequence[str],
-    moved: int,
-    why: str,
-) -> tuple[Action | None, Decision]:
-    subject = f"service {service.name}"
-    surge, over = vacating_surge(ctx, service, k=k, vacate=tuple(sorted(vacate)), moved=moved)
-    if surge is None:
-        return None, Decision(RULE, subject, Outcome.KEEP, f"its tasks where they are: {over}")
-    return surge, Decision(RULE, subject, Outcome.MOVE, why, action=surge)
+    current: Mapping[str, int],
+    order: Sequence[str],
+    fits: Fits,
+) -> tuple[int, tuple[str, ...], str] | None:
+    """Steps 1 and 2: the surge, the nodes it lets go, and why; None when none covers."""
+    sources = steering.vacate
+    moved = sum(current.get(n, 0) for n in sources)
+    limit = cover_limit(service.replicas or 0, moved)
+    k = covering_surge(
+        ctx, service, fits, current=current, sources=sources, need=moved, limit=limit
+    )
+    if k is not None:
+        return (
+            k,
+            tuple(sources),
+            (
+                f"start {k} task(s) first (with {k}, at least {moved} run elsewhere whichever "
+                f"node Swarm picks); the task(s) on {hostnames(ctx, sources)} stop once they run"
+            ),
+        )
+    partial = _partial_cover(ctx, service, fits, current=current, sources=sources, order=order)
+    if partial is None:
+        return None
+    k, batch = partial
+    need = sum(current.get(n, 0) for n in batch)
+    rest = [n for n in order if n not in batch]
+    return (
+        k,
+        batch,
+        (
+            f"start {k} task(s) first (with {k}, at least {need} run off "
+            f"{hostnames(ctx, sources)} whichever node Swarm picks); the task(s) on "
+            f"{hostnames(ctx, batch)} stop once they run, and those on {hostnames(ctx, rest)} "
+            "follow"
+        ),
+    )
 
 
 def _partial_cover(
