@@ -7,6 +7,7 @@ the tasks itself (filler services load them first), so no test passes by chance.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import time
 from collections.abc import Iterator
@@ -15,6 +16,7 @@ from pathlib import Path
 
 import docker
 import pytest
+import requests
 
 from controller.adapters.engine import update_service_spec
 from controller.sandbox import Sandbox, SandboxSpec
@@ -573,3 +575,74 @@ def test_a_failover_trim_on_a_two_one_layout_never_stops_a_running_original_earl
             print(ctl.out.getvalue())
     finally:
         _restore(racks, single)
+
+
+# A new user's policy: every default (move cooldown 5 minutes, max-unavailable 1), but a
+# resync every second so that the test waits for Swarm, not for the timer.
+NEW_USER_POLICY = """\
+apiVersion: placement/v1
+controller:
+  resync-interval: 1s
+"""
+
+
+def _running_on_live_nodes(client: docker.DockerClient, name: str) -> int:
+    """Running tasks of the service on nodes Swarm reports ready."""
+    live = {n["ID"] for n in client.api.nodes() if n["Status"]["State"] == "ready"}
+    return sum(
+        1
+        for t in client.api.tasks(filters={"service": name, "desired-state": "running"})
+        if t["Status"]["State"] == "running" and t.get("NodeID") in live
+    )
+
+
+class _LiveSampler(RunningSampler):
+    """RunningSampler, counting only tasks on nodes Swarm reports ready."""
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            with contextlib.suppress(docker.errors.DockerException, requests.RequestException):
+                self.samples.append(_running_on_live_nodes(self._client, self._service))
+            self._stop.wait(self._interval)
+
+
+def test_stop_first_tasks_on_a_manager_and_a_worker_reach_two_possible_owners(  # type: ignore[no-untyped-def]
+    racks, client, tmp_path
+) -> None:
+    """Issue 46, finding 8, as a new user meets it: 3 stop-first replicas without
+    reservations, possible owners node-2 and node-3, and Swarm started them on node-1
+    (the manager), node-2 and node-4. A surge that covers both nodes to leave whatever
+    Swarm's tie-break would be more than the count, and the rule kept the tasks there
+    for good. Now every task reaches a possible owner within 60 s, never more than
+    max-unavailable (1) below 3 while they move, the default cooldown notwithstanding."""
+    _fill(racks, "node-3")  # Swarm's own pick then leaves node-3 out
+    api = _name("api")
+    racks.create_service(
+        api,
+        replicas=3,
+        update_order="stop-first",
+        labels=_managed(possible_nodes="node-2,node-3"),
+    )
+    racks.wait_services_running([api])
+    assert running_by_node(client, api) == {"node-1": 1, "node-2": 1, "node-4": 1}
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(NEW_USER_POLICY)
+    owners = {"node-2", "node-3"}
+    with (
+        _LiveSampler(racks.manager_host, api) as sampler,
+        ControllerThread(racks.manager_host, policy=policy) as ctl,
+    ):
+        wait_until(
+            lambda: (
+                (on := running_by_node(client, api)) and set(on) <= owners and sum(on.values()) == 3
+            ),
+            60,
+            "every task on node-2 or node-3",
+        )
+        wait_until(
+            lambda: _requires_possible_mark(client, api), 30, "the possible-owner constraint"
+        )
+    out = ctl.out.getvalue()
+    print(f"running at least {sampler.minimum} of 3 over {len(sampler.samples)} samples")
+    assert sampler.minimum >= 3 - 1, (sampler.samples, out)
+    assert "no larger surge fits" not in out, out

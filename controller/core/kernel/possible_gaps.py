@@ -2,9 +2,10 @@
 that is no possible owner of it, and the owners rule's word on why they still do.
 
 Possible owners are hard: a node that is not one never hosts the service. The owners rule
-moves such tasks off at once (a stop-first service by surge, core/rules/owners), but a move
-can be held (no room on the possible owners, a count the controller holds, a cap): while
-it is, `status`, the web view and a metric show it, with the reason.
+moves such tasks off at once (a stop-first service by surge, or within max-unavailable
+where no surge can: core/rules/owners/escape_moves), but a move can be held (no room on
+the possible owners, a count the controller holds, a cap): while it is, `status`, the web
+view and a metric show it, with the reason.
 """
 
 from __future__ import annotations

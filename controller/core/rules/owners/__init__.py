@@ -3,6 +3,8 @@
 - `owner_rule`: the rule itself, which plans each steered service's placement;
 - `owner_waits`: why a service's tasks stay where they are for now;
 - `owner_moves`: how a move is carried out without leaving a service worse off;
+- `escape_moves`, `surge_landing`: how a stop-first service leaves nodes it may not stay
+  on whatever the layout, and where Swarm starts a surge's tasks;
 - `owner_notes`: the decisions that explain a placement;
 - `assign`, `fits`, `steer`: the target placement, the room for it as Swarm counts it, and
   the constraints that steer Swarm there;

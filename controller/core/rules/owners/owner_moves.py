@@ -19,12 +19,12 @@ budgets and the cooldown apply to it.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 
 from controller.core.actions import Action, SetServiceConstraints
 from controller.core.constraints import ConstraintError, node_filter, parse_constraint
 from controller.core.context import PlanContext
-from controller.core.counts import ScaleUp, running_by_node, scale_down, scale_up
+from controller.core.counts import scale_down
 from controller.core.decisions import Decision, Outcome
 from controller.core.kernel.ledger import scale_down_stops
 from controller.core.labels import (
@@ -40,93 +40,24 @@ from controller.core.replicas import (
     change_replicas,
     restore_replicas,
 )
+from controller.core.rules.owners.escape_moves import escape_move
 from controller.core.rules.owners.fits import Fits
 from controller.core.rules.owners.steer import Steering
+from controller.core.rules.owners.surge_landing import (
+    cover_limit,
+    covering_surge,
+    hostnames,
+    landing_refusal,
+    replacements_fit,
+    surge_after,
+    vacating_surge,
+)
 
 RULE = "owners"
 
 
 def is_stop_first(service: Service) -> bool:
     return service.update_order != "start-first"
-
-
-def _hosts(ctx: PlanContext, nodes: Iterable[str]) -> str:
-    by_id = ctx.snapshot.node_by_id
-    return ", ".join(by_id[n].hostname if n in by_id else n for n in sorted(nodes))
-
-
-def _surge(
-    ctx: PlanContext,
-    service: Service,
-    fits: Fits,
-    *,
-    current: Mapping[str, int],
-    k: int,
-    constraints: tuple[str, ...] | None = None,
-) -> ScaleUp | None:
-    """Where Swarm would start k more tasks under the service's constraints as they are
-    (or as `constraints` would make them)."""
-    try:
-        satisfies = node_filter(
-            parse_constraint(c)
-            for c in (service.constraints if constraints is None else constraints)
-        )
-    except ConstraintError:
-        return None
-    room = {}
-    for node in ctx.snapshot.nodes:
-        if node.accepts_tasks and satisfies(node) and (more := fits.more(service, node.id)):
-            room[node.id] = more
-    return scale_up(current, room, k, running_by_node(ctx.snapshot))
-
-
-def _landing(
-    ctx: PlanContext,
-    service: Service,
-    fits: Fits,
-    *,
-    current: Mapping[str, int],
-    desired: Mapping[str, int],
-    k: int,
-) -> str | None:
-    """Why a surge of k would not land exactly on the targets (None: it would)."""
-    gains = {n: c - current.get(n, 0) for n, c in desired.items() if c > current.get(n, 0)}
-    up = _surge(ctx, service, fits, current=current, k=k)
-    if up is None:
-        refusals = sorted({r for n in gains if (r := fits.refusal(service, n))})
-        return "no room for a surge" + (f" ({'; '.join(refusals)})" if refusals else "")
-    astray = sorted(n for n, most in up.at_most.items() if most > gains.get(n, 0))
-    if astray:
-        return f"a surge could start a task on {_hosts(ctx, astray)}, not on its target"
-    return None
-
-
-def _covering(
-    ctx: PlanContext,
-    service: Service,
-    fits: Fits,
-    *,
-    current: Mapping[str, int],
-    sources: Iterable[str],
-    need: int,
-    limit: int,
-) -> int | None:
-    """The smallest surge (at most `limit`) after which at least `need` new tasks run off
-    `sources`, whichever node Swarm picks in a tie; None when there is none."""
-    sources = frozenset(sources)
-    for k in range(max(need, 1), limit + 1):
-        up = _surge(ctx, service, fits, current=current, k=k)
-        if up is None:
-            return None  # no room for k more: none for more either
-        if k - sum(most for n, most in up.at_most.items() if n in sources) >= need:
-            return k
-    return None
-
-
-def _cover_limit(base: int, moved: int) -> int:
-    """How far a surge that covers an escape may raise the count: by the operator's
-    count at most (never more than doubled), and at least by the tasks it moves."""
-    return max(moved, base)
 
 
 def stop_first_move(
@@ -137,15 +68,13 @@ def stop_first_move(
     current: Mapping[str, int],
     desired: Mapping[str, int],
     fits: Fits,
-    escape: bool = False,
+    leaving: frozenset[str] = frozenset(),
 ) -> tuple[Action | None, Decision]:
     """Steps 1 and 2 of a stop-first move off `steering.vacate`.
 
-    `escape`: the service may not stay on some source (not a possible owner, say). Its
-    surge need not land exactly on the targets, only off the sources: when a surge of
-    the tasks to move could land back on a source (Swarm ranks a source holding no more
-    tasks than the targets alike), the surge is made large enough that enough new tasks
-    run elsewhere whatever the tie-break.
+    `leaving`: the sources the service may not stay on (not a possible owner, say).
+    When a surge of the tasks to move could land elsewhere than on the targets, these
+    still leave, by the protocol of escape_moves.
     """
     subject = f"service {service.name}"
     sources = steering.vacate
@@ -186,50 +115,28 @@ def stop_first_move(
             "so no surge can move it",
         )
     k = sum(current.get(n, 0) for n in sources)
-    refused = _landing(ctx, service, fits, current=current, desired=desired, k=k)
+    refused = landing_refusal(ctx, service, fits, current=current, desired=desired, k=k)
+    if refused is None and not replacements_fit(
+        ctx, service, fits, current=current, k=k, leave=sources
+    ):
+        refused = (
+            f"once they run, Swarm's updater would have no room to start the replacement "
+            f"it makes for each task on {hostnames(ctx, sources)} before it stops the next"
+        )
     why = (
         f"stop-first: start {k} task(s) on the targets first; the task(s) on "
-        f"{_hosts(ctx, sources)} stop once they run"
+        f"{hostnames(ctx, sources)} stop once they run"
     )
-    if refused is not None and escape:
-        cover = _covering(
-            ctx,
-            service,
-            fits,
-            current=current,
-            sources=sources,
-            need=k,
-            limit=_cover_limit(service.replicas or 0, k),
+    if refused is not None and leaving:
+        return escape_move(
+            ctx, service, steering, current=current, leaving=leaving, fits=fits, refused=refused
         )
-        if cover is None:
-            return None, Decision(
-                RULE,
-                subject,
-                Outcome.KEEP,
-                f"stop-first and {refused}, and no larger surge fits (no room for it on "
-                "the nodes it may use): its tasks stay where they are",
-            )
-        why = (
-            f"stop-first: start {cover} task(s) first ({refused}; with {cover}, at least "
-            f"{k} run elsewhere whichever node Swarm picks); the task(s) on "
-            f"{_hosts(ctx, sources)} stop once they run"
-        )
-        k, refused = cover, None
     if refused is not None:
         return None, Decision(
             RULE, subject, Outcome.KEEP, f"stop-first and {refused}: its tasks stay where they are"
         )
-    surge = change_replicas(
-        service,
-        replicas=(service.replicas or 0) + k,
-        operation=REBALANCE,
-        now=ctx.now,
-        detail=f"stop-first: move {sum(current.get(n, 0) for n in sources)} task(s) off "
-        f"{_hosts(ctx, sources)}",
-        evicts_from=sources,
-        vacate=sources,
-    )
-    if (over := ctx.budget().refusal(surge)) is not None:
+    surge, over = vacating_surge(ctx, service, k=k, vacate=sources, moved=k)
+    if surge is None:
         return None, Decision(RULE, subject, Outcome.KEEP, f"its tasks where they are: {over}")
     return surge, Decision(RULE, subject, Outcome.MOVE, why, action=surge)
 
@@ -260,7 +167,7 @@ def finish_stop_first(
     excluded = service.excluded
     if set(holding) <= excluded:
         return None, Decision(
-            RULE, subject, Outcome.WAIT, f"moving tasks off {_hosts(ctx, holding)}"
+            RULE, subject, Outcome.WAIT, f"moving tasks off {hostnames(ctx, holding)}"
         )
     ready = {n.id for n in ctx.snapshot.nodes if n.is_ready}
     running_on = [
@@ -273,7 +180,7 @@ def finish_stop_first(
             subject,
             Outcome.WAIT,
             f"stop-first move: {running} of {record.written} running; the task(s) on "
-            f"{_hosts(ctx, holding)} stop once all run",
+            f"{hostnames(ctx, holding)} stop once all run",
         )
     staying = sum(1 for n in running_on if n not in record.vacate)
     if staying < record.base:
@@ -297,11 +204,11 @@ def finish_stop_first(
             RULE,
             subject,
             Outcome.WAIT,
-            f"stop-first move: the task(s) on {_hosts(ctx, holding)} "
+            f"stop-first move: the task(s) on {hostnames(ctx, holding)} "
             f"stop once the budget allows ({over})",
         )
     why = (
-        f"stop-first move: the surged task(s) run, so the task(s) on {_hosts(ctx, holding)} "
+        f"stop-first move: the surged task(s) run, so the task(s) on {hostnames(ctx, holding)} "
         f"stop now (replicas stay at {record.written} until the trim)"
     )
     return action, Decision(RULE, subject, Outcome.MOVE, why, action=action)
@@ -319,9 +226,9 @@ def _top_up(
     tasks run elsewhere; when no larger surge fits, the surge is withdrawn (the failover
     rule's trim) and the move is tried afresh."""
     subject = f"service {service.name}"
-    hosts = _hosts(ctx, record.vacate)
-    limit = record.base + _cover_limit(record.base, short) - record.written
-    more = _covering(
+    hosts = hostnames(ctx, record.vacate)
+    limit = record.base + cover_limit(record.base, short) - record.written
+    more = covering_surge(
         ctx,
         service,
         Fits.observe(ctx.snapshot),
@@ -375,14 +282,14 @@ def surge_to_reduce(
     surplus nodes, checked). Only the moved tasks restart."""
     subject = f"service {service.name}"
     surplus = sum(current[n] - desired.get(n, 0) for n in reduce)
-    hosts = _hosts(ctx, reduce)
-    refused = _landing(ctx, service, fits, current=current, desired=desired, k=surplus)
+    hosts = hostnames(ctx, reduce)
+    refused = landing_refusal(ctx, service, fits, current=current, desired=desired, k=surplus)
     if refused is None:
-        up = _surge(ctx, service, fits, current=current, k=surplus)
+        up = surge_after(ctx, service, fits, current=current, k=surplus)
         assert up is not None  # _landing found it
         _, sources = scale_down(up.after, surplus)
         if not sources <= set(reduce):
-            refused = f"the trim could take a task off {_hosts(ctx, sources - set(reduce))}"
+            refused = f"the trim could take a task off {hostnames(ctx, sources - set(reduce))}"
     if refused is not None:
         return None, Decision(
             RULE,

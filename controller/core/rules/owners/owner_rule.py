@@ -428,7 +428,7 @@ def _plan_service(
             current=current,
             desired=result.desired,
             fits=shared.fits,
-            escape=not set(steering.vacate) <= cands.keepable,
+            leaving=frozenset(steering.vacate) - cands.keepable,
         )
     elif steering.constraints == service.constraints:
         if not (steering.reduce and not steering.vacate):
