@@ -275,6 +275,7 @@ class SafetyMachine(RuleBasedStateMachine):
         self.seen_starts: Counter[str] = Counter()
         self.next_resync = T0
         self.other_behind_since: float | None = None
+        self.settling = False
         # The liveness signals the controller reads, and the truth they may miss.
         self.signals = {(n, s): LivenessSignal(n, s, True, T0) for n in WORKERS for s in SOURCES}
         self.dead: set[str] = set()
@@ -312,8 +313,12 @@ class SafetyMachine(RuleBasedStateMachine):
             left = moved_from(action)
             if left and hasattr(action, "service_id"):
                 self.memory = self.memory.note_move(action.service_id, self.now, left)
-        # The standby plans too but never writes; it takes over with what it watched.
-        self.standby = plan(snapshot=snap, policy=POLICY, memory=self.standby, now=self.now).memory
+        # The standby plans too but never writes; it takes over with what it watched
+        # (not once faults stop: no takeover follows, and it halves the settling's cost).
+        if not self.settling:
+            self.standby = plan(
+                snapshot=snap, policy=POLICY, memory=self.standby, now=self.now
+            ).memory
         before = Counter(self.ctrl.stopped_by_writes)
         self.ctrl.apply(result.actions)
         self.check_stops(before, result)
@@ -676,6 +681,7 @@ class SafetyMachine(RuleBasedStateMachine):
                     swarm.operator_update(sid)
 
     def teardown(self) -> None:
+        self.settling = True
         for node_id in sorted(self.reports):
             self._ok(node_id)
         self._written_off()

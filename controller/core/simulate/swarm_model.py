@@ -3,7 +3,10 @@
 Modelled on swarmkit (docs/failover.md describes the levers, measured on real swarms):
 - a failed node is marked down 2.5 heartbeats after the failure (the grace is three
   heartbeats from the last one, on average half a period before the failure: measured
-  10.8-12.0 s at the default 5 s, 2.7 s at 1 s); its replicated tasks are replaced in
+  10.8-12.0 s at the default 5 s, 1.8-3.1 s at 1 s; swarmkit draws each period from
+  heartbeat ± 0.5 s, which the model does not: docs/availability.md gives the bounds,
+  and tests/integration/test_model_conformance_swarm.py the timelines compared on a real
+  swarm); its replicated tasks are replaced in
   the same slot (restart condition `none`: not at all); global tasks there just stop.
   As swarmkit's restart supervisor does, the replacement is created with desired state
   READY, assigned a node by the scheduler at once (it holds its reservations there), and
