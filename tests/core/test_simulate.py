@@ -216,3 +216,17 @@ def test_the_planner_fails_over_and_back_on_the_simulated_swarm() -> None:
 
 def test_a_simulation_is_deterministic() -> None:
     assert _failover_failback().timeline == _failover_failback().timeline
+
+
+def test_a_global_service_s_rollout_and_constraint_change_keep_one_task_per_node() -> None:
+    """The global orchestrator replaces a task on its own node, and stops the task on a
+    node the new constraints refuse without starting one elsewhere."""
+    agent = replace(service("agent", replicas=None), update_order="stop-first")
+    tasks = [replace(running(agent, n, 0), id=f"t-agent-{n}") for n in (1, 2, 3)]
+    swarm = SimSwarm(snapshot(NODES, [agent], tasks), FAST, T0)
+    swarm.rollout("s-agent", fails=False)
+    _run(swarm, T0 + 10.0)
+    assert _placed(swarm) == {"agent": {"node-1": 1, "node-2": 1, "node-3": 1}}
+    swarm.operator_update("s-agent", constraints=("node.hostname!=node-2",))
+    _run(swarm, T0 + 20.0)
+    assert _placed(swarm) == {"agent": {"node-1": 1, "node-3": 1}}

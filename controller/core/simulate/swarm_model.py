@@ -3,7 +3,10 @@
 Modelled on swarmkit (docs/failover.md describes the levers, measured on real swarms):
 - a failed node is marked down 2.5 heartbeats after the failure (the grace is three
   heartbeats from the last one, on average half a period before the failure: measured
-  10.8-12.0 s at the default 5 s, 2.7 s at 1 s); its replicated tasks are replaced in
+  10.8-12.0 s at the default 5 s, 1.8-3.1 s at 1 s; swarmkit draws each period from
+  heartbeat ± 0.5 s, which the model does not: docs/availability.md gives the bounds,
+  and tests/integration/test_model_conformance_swarm.py the timelines compared on a real
+  swarm); its replicated tasks are replaced in
   the same slot (restart condition `none`: not at all); global tasks there just stop.
   As swarmkit's restart supervisor does, the replacement is created with desired state
   READY, assigned a node by the scheduler at once (it holds its reservations there), and
@@ -11,8 +14,16 @@ Modelled on swarmkit (docs/failover.md describes the levers, measured on real sw
   snapshot's `delayed`, not among the tasks Swarm wants running. A scale-down counts it
   like any slot (slots.py): not running, it sorts after the running slots, but as a first
   copy on its node it outlasts a running node's second copy;
-- a link cut makes the node `disconnected` at once and down after the same grace; a
-  new Raft leader calls a node `unknown` until it reports (its tasks keep running);
+- a silent link cut leaves the node `ready` until its heartbeat grace expires, then
+  `down` (swarmkit's dispatcher marks a node `disconnected` only when it ends a session
+  it can see end); a new Raft leader calls every node `unknown` and gives it twice the
+  grace, counted from the election (`nodeStore.AddUnknown`: 6 heartbeats): a live node
+  is `ready` again once it reports, a dead one stays `unknown`, holding its tasks in the
+  API, until that grace ends, then `down`;
+- what Swarm's API lists is not what runs: a task on a node whose engine died or whose
+  link is cut reads `running` until the node is down, but serves no one. `running()`
+  counts what really runs (engine alive, link up), and a stop of such a task by a
+  write costs nothing;
 - a task assigned to a node whose engine has failed, before Swarm marks it down, never
   starts (it is replaced once the node is down, or starts if the node is back first);
 - a restored node is ready JOIN_SECONDS later; nothing moves back to it by itself;
@@ -81,6 +92,11 @@ class SwarmTimings:
     @property
     def down_after(self) -> float:
         return 2.5 * self.heartbeat_seconds
+
+    @property
+    def unknown_grace(self) -> float:
+        """How long a new leader waits for an `unknown` node (from the election)."""
+        return 6.0 * self.heartbeat_seconds
 
 
 @dataclass
@@ -154,6 +170,10 @@ class SimSwarm:
         # not counted as running, and stopping them costs nothing.
         self.written_off: frozenset[str] = frozenset()
         self.failing: dict[str, float] = {}  # node -> when Swarm marks it down
+        # The ground truth Swarm's API hides: nodes whose engine died ("crash") or whose
+        # link is cut ("cut"), until restored. Their tasks serve no one.
+        self.broken: dict[str, str] = {}
+        self.unknown_until: dict[str, float] = {}  # unknown node -> when it is marked down
         self.returning: dict[str, float] = {}  # node -> when it is ready again
         self.updates: dict[str, _Update] = {}
         self.changed = False  # a node or service changed: Swarm would send an event
@@ -178,17 +198,18 @@ class SimSwarm:
         )
 
     def running(self, service_id: str) -> int:
-        """The service's running tasks on nodes that hold their tasks (ready, or unknown or
-        disconnected to Swarm but not yet given up), not written off."""
-        return sum(
-            1
-            for t in self.tasks.values()
-            if t.service_id == service_id
-            and t.state is TaskState.RUNNING
-            and t.desired is TaskState.RUNNING
-            and t.node_id in self.nodes
-            and self.nodes[t.node_id].state is not NodeState.DOWN
-            and t.node_id not in self.written_off
+        """The service's tasks that really run: on a node Swarm has not marked down, whose
+        engine is alive and link up (whatever the API says), and not written off."""
+        return sum(1 for t in self.tasks.values() if t.service_id == service_id and self.serves(t))
+
+    def serves(self, task: SimTask) -> bool:
+        return (
+            task.state is TaskState.RUNNING
+            and task.desired is TaskState.RUNNING
+            and task.node_id in self.nodes
+            and self.nodes[task.node_id].state is not NodeState.DOWN
+            and task.node_id not in self.broken
+            and task.node_id not in self.written_off
         )
 
     def placement(self) -> dict[str, dict[str, int]]:
@@ -204,20 +225,27 @@ class SimSwarm:
     # --- what the scenario does ------------------------------------------------------
 
     def fail(self, node_id: str) -> None:
+        """The node's engine dies: Swarm marks it down once its grace ends."""
+        self._break(node_id, "crash")
+
+    def _break(self, node_id: str, how: str) -> None:
         node = self.nodes[node_id]
-        if node_id in self.failing or not node.is_ready:
+        if node_id in self.broken or node.state is NodeState.DOWN:
             self._say(f"{node.hostname} has already failed")
             return
-        self.failing[node_id] = self.now + self.timings.down_after
-        self._say(
-            f"{node.hostname} fails; Swarm will mark it down in {self.timings.down_after:g} s"
-        )
+        self.broken[node_id] = how
+        self.reporting.pop(node_id, None)  # an unknown node that died never reports
+        at = self.unknown_until.get(node_id, self.now + self.timings.down_after)
+        self.failing[node_id] = at
+        self._say(f"{node.hostname}: {how}; Swarm will mark it down in {at - self.now:g} s")
 
     def restore(self, node_id: str) -> None:
         node = self.nodes[node_id]
+        self.broken.pop(node_id, None)
         if self.failing.pop(node_id, None) is not None:
             self._say(f"{node.hostname} is back before Swarm noticed it was gone")
-            if node.state is not NodeState.READY:  # a cut link: it reports again
+            self.unknown_until.pop(node_id, None)
+            if node.state is not NodeState.READY:  # an unknown node reports again
                 self._node_state(node_id, NodeState.READY)
         elif not node.is_ready:
             self.returning[node_id] = self.now + JOIN_SECONDS
@@ -226,22 +254,22 @@ class SimSwarm:
             self._say(f"{node.hostname} is not failed: nothing to restore")
 
     def cut_link(self, node_id: str) -> None:
-        """The node's link to the managers is cut: its session ends (disconnected) and
-        Swarm marks it down after the heartbeat grace; its tasks go on running there."""
-        node = self.nodes[node_id]
-        if node_id in self.failing or not node.is_ready:
-            self._say(f"{node.hostname} is already cut off or failed")
-            return
-        self.failing[node_id] = self.now + self.timings.down_after
-        self._node_state(node_id, NodeState.DISCONNECTED)
+        """The node's link to the managers is cut, silently: the node stays `ready` until
+        its heartbeat grace ends, then `down`; its tasks reach no one meanwhile."""
+        self._break(node_id, "cut")
 
     def leader_change(self, node_id: str, reports_after: float) -> None:
-        """A new Raft leader has not heard from the node yet: `unknown` until it reports
-        (a node that has failed meanwhile stays unknown until it is marked down)."""
+        """A new Raft leader has not heard from the node yet: `unknown` until it reports,
+        for at most twice the grace from now; a dead node never reports, so it is marked
+        down then, whatever the old leader's timer said."""
         node = self.nodes[node_id]
-        if node.state is not NodeState.READY:
+        if node.state is NodeState.DOWN:
             return
-        self.reporting[node_id] = self.now + reports_after
+        self.unknown_until[node_id] = self.now + self.timings.unknown_grace
+        if node_id in self.broken:
+            self.failing[node_id] = self.unknown_until[node_id]
+        else:
+            self.reporting[node_id] = self.now + reports_after
         self._node_state(node_id, NodeState.UNKNOWN)
 
     def operator_update(
@@ -338,6 +366,7 @@ class SimSwarm:
         for node_id, at in sorted(self.failing.items(), key=lambda kv: kv[1]):
             if at <= now:
                 del self.failing[node_id]
+                self.unknown_until.pop(node_id, None)
                 self._node_state(node_id, NodeState.DOWN)
                 self._evict(_on_node(node_id), "node down", delay=True)
         for node_id, at in sorted(self.returning.items(), key=lambda kv: kv[1]):
@@ -348,6 +377,7 @@ class SimSwarm:
             if at <= now:
                 del self.reporting[node_id]
                 if self.nodes[node_id].state is NodeState.UNKNOWN and node_id not in self.failing:
+                    self.unknown_until.pop(node_id, None)
                     self._node_state(node_id, NodeState.READY)
         for task in list(self.tasks.values()):
             if task.desired is TaskState.READY and task.start_at <= now:
@@ -358,7 +388,7 @@ class SimSwarm:
                 and task.running_at <= now
                 # A failed engine starts nothing: the task stays assigned until the node
                 # is marked down (and it is replaced) or comes back before that.
-                and task.node_id not in self.failing
+                and task.node_id not in self.broken
             ):
                 self._runs(task)
         self._progress_updates()
@@ -402,11 +432,7 @@ class SimSwarm:
         if task is None or task.id not in self.tasks:
             return
         del self.tasks[task.id]
-        if (
-            self._cause == "write"
-            and task.state is TaskState.RUNNING
-            and task.node_id not in self.written_off
-        ):
+        if self._cause == "write" and self.serves(task):
             self.stopped_by_writes[task.service_id] += 1
         where = self.nodes[task.node_id].hostname if task.node_id in self.nodes else "no node"
         self._say(f"{self._name(task)} on {where} stopped ({why})")
@@ -452,6 +478,14 @@ class SimSwarm:
             ),
             key=lambda t: t.slot,
         )
+        if service.mode is ServiceMode.GLOBAL:
+            # The global orchestrator stops a task on a node the service no longer
+            # accepts, and starts none elsewhere.
+            self._cause = "write" if by_write else "swarm"
+            for task in dirty:
+                self._remove(task, "its node no longer meets the constraints")
+            self._cause = "swarm"
+            return
         if not dirty and service.id not in self.updates:
             return
         # A new spec supersedes the update under way: only the tasks it rules out go.
@@ -488,6 +522,9 @@ class SimSwarm:
                 if old is None or (update.placement_only and self._meets(service, old)):
                     continue
                 new = self._new_task(service, old.slot)
+                if service.mode is ServiceMode.GLOBAL:  # a global task stays on its node
+                    new.node_id, new.state = old.node_id, TaskState.ASSIGNED
+                    new.running_at = self.now + START_SECONDS
                 if service.update_order == "start-first":
                     new.replaces = old.id
                 else:
