@@ -173,7 +173,6 @@ class Controller:
                     token=config.ui_token,
                     hosts=config.ui_hosts,
                     tls=config.tls is not None,
-                    mutual_tls=config.tls is not None and config.tls.client_ca is not None,
                 ),
                 trace_url=config.trace_url,
                 clock=clock,
@@ -202,7 +201,6 @@ class Controller:
             tls=config.tls is not None,
             metrics_token=config.metrics_token is not None,
             ui=config.ui,
-            mutual_tls=config.tls is not None and config.tls.client_ca is not None,
             health=config.health,
         ):
             log.warning("%s", sentence)  # stderr, where a person looks for trouble

@@ -88,7 +88,7 @@ def _request(name: bytes, raw: bytes) -> Request:
 
 
 def _cookie() -> Callable[[bytes], object]:
-    access = UiAccess.configured(token="t" * 32, hosts=(), tls=False, mutual_tls=False)
+    access = UiAccess.configured(token="t" * 32, hosts=(), tls=False)
     return lambda raw: access.authorized(_request(b"cookie", COOKIE.encode() + b"=" + raw))
 
 
