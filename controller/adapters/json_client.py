@@ -15,6 +15,7 @@ Docker plugins put their error in `{"Err": "..."}`, which is reported as such.
 from __future__ import annotations
 
 import functools
+import ipaddress
 import json
 import ssl
 from dataclasses import dataclass
@@ -52,6 +53,17 @@ class Endpoint:
 
     address: str
     ca: Path | None = None
+
+    def in_clear(self) -> bool:
+        """Plain HTTP to another machine: what is sent can be read and the answer
+        forged on the way (a unix socket or loopback stays on this machine)."""
+        parts = urlsplit(self.address)
+        if parts.scheme not in ("tcp", "http") or not parts.hostname:
+            return False
+        try:
+            return not ipaddress.ip_address(parts.hostname).is_loopback
+        except ValueError:
+            return parts.hostname != "localhost"
 
     def client(self, timeout: float) -> tuple[httpx.AsyncClient, str]:
         """A client for one call, and the base URL to ask. No proxy from the environment:
