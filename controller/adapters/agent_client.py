@@ -65,6 +65,11 @@ def probe_via(
         )
     except HttpJsonError as exc:
         raise AgentError(str(exc)) from exc
+    return probe_answer_from(answer)
+
+
+def probe_answer_from(answer: dict[str, Any]) -> bool:
+    """Whether a probe answer says the address is reachable; AgentError if it says neither."""
     reachable = answer.get("reachable")
     if not isinstance(reachable, bool):
         raise AgentError(f"unusable probe answer: reachable is {reachable!r}, not true or false")

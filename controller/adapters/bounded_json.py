@@ -6,7 +6,11 @@ plugin's answer raise RecursionError, which is no ValueError and went through ev
 agent reads from outside (placement plugins, agents, the health webhook, the decision
 log, snapshot files) goes through `parse_json`: the depth is counted before parsing, in
 C-speed passes over the text, and `NaN` or `Infinity` (which json accepts and JSON does
-not have) is refused. Whatever is wrong is one `JsonInputError`, a ValueError naming it.
+not have) is refused, as is an integer too long for Python to read. Whatever is wrong is
+one `JsonInputError`, a ValueError naming it.
+
+Every step is linear in the input's size: an attacker's bytes cost their length, never
+its square (tests/adapters/test_parse_cost.py measures it for every outside input).
 """
 
 from __future__ import annotations
@@ -17,7 +21,12 @@ from itertools import accumulate
 from typing import Any
 
 MAX_DEPTH = 32  # the deepest any input has is 4 (an agent's report)
-_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')
+# A string, or what is left of one that is never closed. The closing quote is optional
+# and nothing backtracks (possessive quantifiers), so every match succeeds where it
+# starts and the scan goes once over the text. A pattern that must find the closing
+# quote fails on `"` + `\\"` * k, and the engine tries again from each later quote:
+# k squared steps in one C call, holding the GIL (32 KiB took 3.8 s).
+_STRING = re.compile(rb'"(?:[^"\\]++|\\.)*+"?', re.DOTALL)
 _OPEN, _CLOSE = b"[{", b"]}"
 _NOT_BRACKET = bytes(b for b in range(256) if b not in _OPEN + _CLOSE)
 _STEP = {**dict.fromkeys(_OPEN, 1), **dict.fromkeys(_CLOSE, -1)}
@@ -57,3 +66,5 @@ def parse_json(raw: bytes | str, *, max_bytes: int, max_depth: int = MAX_DEPTH) 
         raise JsonInputError(
             f"not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
         ) from None
+    except ValueError as exc:  # an integer of more digits than int() reads (4300)
+        raise JsonInputError(f"not a usable number: {exc}") from None

@@ -199,7 +199,7 @@ def register(subparsers: Any) -> None:
         help=(
             "a file (a Docker secret) whose token logs a browser in to the web view at "
             "/ui/login; without it the controller makes one and prints the login link "
-            "(under mutual TLS the client certificate is enough)"
+            "(asked under mutual TLS too: the client certificate opens the port only)"
         ),
     )
     option(

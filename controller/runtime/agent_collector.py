@@ -17,6 +17,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 import anyio
@@ -26,6 +27,7 @@ from controller.adapters.agent_client import AgentError, fetch_report
 from controller.adapters.agent_report import AgentReport
 from controller.core.model import ClusterSnapshot, NodeState, NodeUsage
 from controller.core.outside_inputs import SourceStatus, WorkloadEvent
+from controller.runtime.calls_in_flight import CallsInFlight
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +72,8 @@ class AgentCollector:
         # report is believed only for that node, whatever node id it claims.
         self._runs_on: dict[str, str] = {}
         self.polls = 0
+        self.calls = CallsInFlight("agent report")  # one report call per agent at a time
+        self.probe_calls = CallsInFlight("indirect probe")  # runtime/indirect_probes.py
 
     async def run(self) -> None:
         while True:
@@ -103,9 +107,13 @@ class AgentCollector:
             except AgentError as exc:
                 results[address] = str(exc)
 
-        threads = [threading.Thread(target=one, args=(a,), daemon=True) for a in targets]
-        for thread in threads:
-            thread.start()
+        threads = []
+        for address in targets:
+            thread = self.calls.start(address, partial(one, address))
+            if thread is None:
+                results[address] = "its last call has not ended"
+            else:
+                threads.append(thread)
         for thread in threads:
             thread.join(self.timeout * 3)
         now = self._clock()

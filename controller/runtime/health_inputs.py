@@ -130,5 +130,5 @@ def build_inputs(
         )
     gatherer = liveness() if config.liveness and liveness is not None else None
     if gatherer is not None and agents is not None:
-        gatherer.indirect = IndirectProbes(agents)
+        gatherer.indirect = IndirectProbes(agents, calls=agents.probe_calls)
     return HealthInputs(plugins=plugins, agents=agents, liveness=gatherer)

@@ -12,11 +12,12 @@ overlay's gossip takes 5 to 7 s (docs/speculative-failover.md).
 from __future__ import annotations
 
 import contextlib
-import threading
 from collections.abc import Callable
+from functools import partial
 
 from controller.adapters.agent_client import AgentError, probe_via
 from controller.runtime.agent_collector import AgentCollector
+from controller.runtime.calls_in_flight import CallsInFlight
 
 FANOUT = 3
 ProbeVia = Callable[..., bool]
@@ -30,8 +31,11 @@ class IndirectProbes:
         timeout: float = 1.0,
         fanout: int = FANOUT,
         probe: ProbeVia = probe_via,
+        calls: CallsInFlight | None = None,
     ) -> None:
         self._agents, self.timeout, self.fanout, self._probe = agents, timeout, fanout, probe
+        # One probe per agent and address at a time: a poll skips a pair still asking.
+        self.calls = calls or CallsInFlight("indirect probe")
 
     def __call__(self, node_id: str, address: str) -> tuple[bool, str] | None:
         """(alive, why) from the agents of other nodes; None when none of them answered."""
@@ -55,9 +59,8 @@ class IndirectProbes:
                     ca=self._agents.ca,
                 )
 
-        threads = [threading.Thread(target=ask, args=p, daemon=True) for p in points]
-        for thread in threads:
-            thread.start()
+        started = (self.calls.start(f"{u} for {address}", partial(ask, n, u)) for n, u in points)
+        threads = [thread for thread in started if thread is not None]
         for thread in threads:
             thread.join(self.timeout + 1)
         reached = sorted(name for name, ok in dict(answers).items() if ok)

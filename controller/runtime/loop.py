@@ -160,7 +160,11 @@ class Controller:
             else None
         )
         self.metrics = Metrics(
-            policy, self.lease, agents=self._agents_reporting, plugin_failures=self._plugin_failures
+            policy,
+            self.lease,
+            agents=self._agents_reporting,
+            plugin_failures=self._plugin_failures,
+            skipped_calls=self._skipped_calls,
         )
         self.health = Health(started=time.monotonic(), loop_beat=time.monotonic(), lease=self.lease)
         self.view = (
@@ -169,7 +173,6 @@ class Controller:
                     token=config.ui_token,
                     hosts=config.ui_hosts,
                     tls=config.tls is not None,
-                    mutual_tls=config.tls is not None and config.tls.client_ca is not None,
                 ),
                 trace_url=config.trace_url,
                 clock=clock,
@@ -198,7 +201,6 @@ class Controller:
             tls=config.tls is not None,
             metrics_token=config.metrics_token is not None,
             ui=config.ui,
-            mutual_tls=config.tls is not None and config.tls.client_ca is not None,
             health=config.health,
         ):
             log.warning("%s", sentence)  # stderr, where a person looks for trouble
@@ -226,6 +228,12 @@ class Controller:
     def _plugin_failures(self) -> dict[str, int]:
         plugins = self.inputs.plugins if self.inputs is not None else None
         return dict(plugins.failures) if plugins is not None else {}
+
+    def _skipped_calls(self) -> dict[str, int]:
+        agents = self.inputs.agents if self.inputs is not None else None
+        if agents is None:
+            return {}
+        return {c.kind: c.skipped for c in (agents.calls, agents.probe_calls)}
 
     def _agents_reporting(self) -> int | None:
         agents = self.inputs.agents if self.inputs is not None else None

@@ -64,11 +64,13 @@ class _StateCollector(Collector):
         lease: LeaseKeeper | None,
         agents: Callable[[], int | None],
         plugin_failures: Callable[[], Mapping[str, int]],
+        skipped_calls: Callable[[], Mapping[str, int]] = dict,
     ) -> None:
         self._policy = policy
         self._lease = lease
         self._agents = agents
         self._plugin_failures = plugin_failures
+        self._skipped_calls = skipped_calls
 
     def collect(self) -> Iterator[Metric]:
         build = InfoMetricFamily("placement_build", "The controller's version and Python.")
@@ -82,6 +84,14 @@ class _StateCollector(Collector):
         for name, count in sorted(self._plugin_failures().items()):
             failures.add_metric([name], count)
         yield failures
+        skipped = CounterMetricFamily(
+            "placement_outbound_calls_skipped",
+            "Calls to an agent not made because the last call to it had not ended, by call.",
+            labels=["call"],
+        )
+        for kind, count in sorted(self._skipped_calls().items()):
+            skipped.add_metric([kind], count)
+        yield skipped
         reloads = CounterMetricFamily(
             "placement_policy_reloads", "Policy reloads that took effect."
         )
@@ -141,6 +151,7 @@ class Metrics:
         *,
         agents: Callable[[], int | None] = lambda: None,
         plugin_failures: Callable[[], Mapping[str, int]] = dict,
+        skipped_calls: Callable[[], Mapping[str, int]] = dict,
     ) -> None:
         self.registry = CollectorRegistry()
         r = self.registry
@@ -233,7 +244,7 @@ class Metrics:
             ["result"],
             registry=r,
         )
-        r.register(_StateCollector(policy, lease, agents, plugin_failures))
+        r.register(_StateCollector(policy, lease, agents, plugin_failures, skipped_calls))
         self._previous: set[LoggedDecision] = set()  # compared as the log shows them
         self._suspected: set[str] = set()  # subjects suspected in the last leader cycle
         self._gap_services: set[str] = set()  # services with a possible-owner gap

@@ -37,7 +37,6 @@ def plaintext_secrets(
     tls: bool,
     metrics_token: bool,
     ui: bool,
-    mutual_tls: bool,
     health: HealthConfig | None,
 ) -> list[str]:
     """One sentence per secret that would travel in clear."""
@@ -46,7 +45,7 @@ def plaintext_secrets(
         where = f"--http {http[0] or '0.0.0.0'}:{http[1]} speaks plain HTTP"
         if metrics_token:
             said.append(f"{where}: the metrics token crosses the network in clear; {SEAL}")
-        if ui and not mutual_tls:
+        if ui:
             said.append(
                 f"{where}: the web view's token and session cookie cross the network in "
                 f"clear; {SEAL}"

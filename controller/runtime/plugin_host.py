@@ -194,6 +194,15 @@ class PluginHost:
         unavailable: list[SourceStatus] = []
         asked: dict[str, Future[_Answer]] = {}
         for name, ref in sorted(current.items()):
+            if name not in self._plugins and ref.endpoint.in_clear():
+                log.warning(
+                    "placement plugin %s at %s speaks plain HTTP across the network: each "
+                    "round sends it every node and service with their labels, in clear, "
+                    "and its vetoes and health words can be forged on the way; serve it on "
+                    "a unix socket or at an https:// address",
+                    name,
+                    ref.endpoint.address,
+                )
             state = self._plugins.setdefault(name, _State(ref))
             if state.failed_at is not None:
                 if self._monotonic() - state.failed_at < self.retry_after:

@@ -127,7 +127,7 @@ def test_the_otel_file_adds_to_the_stack_and_uses_what_the_main_file_defines() -
     assert otel["services"]["controller"]["environment"]["PLACEMENT_TRACE_EXPORTER"] == "otlp"
     for name, service in otel["services"].items():
         for network in service.get("networks", []):
-            assert network in main["networks"], (name, network)
+            assert network in main["networks"] | otel.get("networks", {}), (name, network)
         for secret in service.get("secrets", []):
             assert secret["source"] in main["secrets"], (name, secret)
     assert (ROOT / otel["configs"]["otel-collector"]["file"]).is_file()
@@ -135,7 +135,8 @@ def test_the_otel_file_adds_to_the_stack_and_uses_what_the_main_file_defines() -
 
 def test_the_dockerfile_takes_its_base_as_an_argument_and_probes_with_a_real_script() -> None:
     text = (ROOT / "deploy" / "Dockerfile").read_text()
-    assert re.search(r"^ARG BASE=python:3\.12-slim$", text, re.MULTILINE)
+    # By digest: a tag can be moved to another image by whoever can push to it.
+    assert re.search(r"^ARG BASE=python:3\.12-slim@sha256:[0-9a-f]{64}$", text, re.MULTILINE)
     assert len(re.findall(r"^FROM \$\{BASE\}", text, re.MULTILINE)) == 2, "multi-stage"
     scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
     assert "swarm-placement-probe" in scripts and "swarm-placement-probe" in text
@@ -192,3 +193,47 @@ def test_nothing_without_a_credential_is_published_on_the_nodes() -> None:
     for name in ("compose.yaml", "compose.otel.yaml"):
         for service, spec in _load(name)["services"].items():
             assert "ports" not in spec, (name, service)
+
+
+def test_the_agents_hold_a_key_of_their_own_never_the_controllers() -> None:
+    """The agent runs on every node: with the controllers' key, any node taken could
+    pose as a controller to every client of the stack."""
+    stack = _load("compose.yaml")
+    services = stack["services"]
+    key_of = {
+        name: {
+            s["source"]
+            for s in spec["secrets"]
+            if f"/run/secrets/{s['target']}" == spec["environment"]["PLACEMENT_TLS_KEY_FILE"]
+        }
+        for name, spec in services.items()
+    }
+    assert key_of["controller"] and key_of["agent"], key_of
+    assert not key_of["controller"] & key_of["agent"], key_of
+    agent_secrets = {s["source"] for s in services["agent"]["secrets"]}
+    assert not agent_secrets & key_of["controller"], "the controllers' key reaches every node"
+    names = {stack["secrets"][s]["name"] for s in key_of["controller"] | key_of["agent"]}
+    assert len(names) == 2, names
+
+
+def test_traces_travel_on_a_network_no_outside_container_joins() -> None:
+    """The spans hold every decision, and Jaeger and the OTLP receivers ask no
+    credential: on the attachable stack network any container could read or forge them."""
+    main, otel = _load("compose.yaml"), _load("compose.otel.yaml")
+    networks = otel.get("networks", {})
+    for name in ("otel-collector", "jaeger"):
+        joined = otel["services"][name]["networks"]
+        assert joined, name
+        for network in joined:
+            assert network not in main["networks"], (name, network, "the stack's network")
+            spec = networks[network]
+            assert spec.get("attachable") is False and spec.get("internal") is True, spec
+    assert "otel-collector" not in main["services"] and "jaeger" not in main["services"]
+    assert set(otel["services"]["controller"]["networks"]) >= {"placement", *networks}
+
+
+def test_the_build_context_leaves_out_what_is_not_the_product() -> None:
+    """.dev/ holds the local engines, sandboxes' state and caches: none of it belongs in
+    an image's build context, and some of it is private to this machine."""
+    ignored = set((ROOT / ".dockerignore").read_text().split())
+    assert {".git", ".venv", ".dev", ".engines", "tests", "bench"} <= ignored

@@ -94,11 +94,15 @@ def stack(make_sandbox, tmp_path) -> Iterator[tuple[Sandbox, dict[str, str]]]:  
     client.secrets.create(name="placement-agent-secret", data=b"agent-secret-for-the-test")
     client.secrets.create(name="placement-health-token", data=b"health-token-for-the-test")
     client.secrets.create(name="placement-ui-token", data=b"ui-token-for-the-test")
-    # The stack speaks only TLS: one certificate for the controllers and the agents.
+    # The stack speaks only TLS: a certificate for the controllers, another for the
+    # agents (every node holds the agents' key, none the controllers').
     ca = trustme.CA()
     cert = ca.issue_cert(*CERTIFICATE_NAMES)
+    agent = ca.issue_cert("agent.swarm-placement")
     client.secrets.create(name="placement-tls-cert", data=cert.cert_chain_pems[0].bytes())
     client.secrets.create(name="placement-tls-key", data=cert.private_key_pem.bytes())
+    client.secrets.create(name="placement-agent-tls-cert", data=agent.cert_chain_pems[0].bytes())
+    client.secrets.create(name="placement-agent-tls-key", data=agent.private_key_pem.bytes())
     client.secrets.create(name="placement-tls-ca", data=ca.cert_pem.bytes())
     client.close()
     yield sandbox, env

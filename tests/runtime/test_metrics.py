@@ -190,3 +190,9 @@ def test_tasks_on_a_node_that_is_no_possible_owner_are_counted_per_service() -> 
     moved = replace(snap, tasks=(running(api, 2, 1), replace(running(api, 2, 2))))
     metrics.record_state(moved, result.resolved, now, policy=Policy.default())
     assert "placement_possible_owners_unenforced{" not in generate_latest(metrics.registry).decode()
+
+
+def test_calls_skipped_for_a_busy_agent_are_counted_by_call() -> None:
+    metrics = Metrics(PolicySource(None), lease=None, skipped_calls=lambda: {"agent report": 3})
+    text = generate_latest(metrics.registry).decode()
+    assert 'placement_outbound_calls_skipped_total{call="agent report"} 3.0' in text

@@ -18,7 +18,7 @@ STACK = HealthConfig(webhook=("0.0.0.0", 9465), webhook_token="t", agent_service
 
 def test_the_stack_without_tls_names_every_secret_in_clear() -> None:
     said = plaintext_secrets(
-        http=("0.0.0.0", 9464), tls=False, metrics_token=True, ui=True, mutual_tls=False,
+        http=("0.0.0.0", 9464), tls=False, metrics_token=True, ui=True,
         health=STACK,
     )  # fmt: skip
     assert len(said) == 4
@@ -34,7 +34,7 @@ def test_with_tls_and_the_agents_ca_nothing_is_said(tmp_path: Path) -> None:
         webhook=("0.0.0.0", 9465), webhook_token="t", agent_service="p_agent", agent_ca=tmp_path
     )
     assert not plaintext_secrets(
-        http=("0.0.0.0", 9464), tls=True, metrics_token=True, ui=True, mutual_tls=False,
+        http=("0.0.0.0", 9464), tls=True, metrics_token=True, ui=True,
         health=sealed,
     )  # fmt: skip
 
@@ -44,7 +44,7 @@ def test_loopback_is_no_network_but_a_listed_agent_elsewhere_is() -> None:
         agents=(("node-1", "http://127.0.0.1:9810"), ("node-2", "http://10.0.0.5:9810"))
     )
     said = plaintext_secrets(
-        http=("127.0.0.1", 9464), tls=False, metrics_token=True, ui=True, mutual_tls=False,
+        http=("127.0.0.1", 9464), tls=False, metrics_token=True, ui=True,
         health=agents,
     )  # fmt: skip
     assert said == [

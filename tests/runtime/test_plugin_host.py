@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import http.server
 import json
+import logging
 import socketserver
 import threading
 import time
@@ -214,3 +215,17 @@ def test_a_plugin_that_nests_its_answer_deep_is_down_and_the_others_are_heard(
     assert got.advice.answered == ("fast",) and len(got.advice.vetoes) == 3
     [down] = got.unavailable
     assert down.name == "deep" and "nested 100000 deep, over the 32 limit" in down.problem
+
+
+def test_a_plugin_in_plain_http_across_the_network_is_warned_of_once(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    (tmp_path / "far.spec").write_text("tcp://192.0.2.1:9\n")  # TEST-NET: never answers
+    (tmp_path / "near.spec").write_text("tcp://127.0.0.1:9\n")
+    host = PluginHost([tmp_path], timeout=0.2, deadline=0.3, retry_after=0.0)
+    with caplog.at_level(logging.WARNING, logger="controller.runtime.plugin_host"):
+        _in_thread(host)
+        _in_thread(host)
+    warned = [r.getMessage() for r in caplog.records if "plain HTTP" in r.getMessage()]
+    assert len(warned) == 1, warned
+    assert warned[0].startswith("placement plugin far at tcp://192.0.2.1:9 speaks plain HTTP")

@@ -5,15 +5,17 @@ from __future__ import annotations
 
 import http.client
 import io
+import ssl
 from collections.abc import Iterator
 from pathlib import Path
 
 import anyio.from_thread
 import pytest
+import trustme
 
 from controller.runtime.health_inputs import HealthConfig
 from controller.runtime.http_app import make_app
-from controller.runtime.http_server import HttpServer
+from controller.runtime.http_server import HttpServer, TlsFiles
 from controller.runtime.loop import Controller, RunConfig
 from controller.runtime.policy_source import PolicySource
 from controller.runtime.ui_access import COOKIE, SESSION_SECONDS, UiAccess, host_of
@@ -138,3 +140,39 @@ def test_the_view_is_served_on_http_only_and_a_made_token_is_said(tmp_path: Path
     assert controller.view is not None and controller.view.access.token
     said = f"log in at http://127.0.0.1:{http_port}/ui/login?token={controller.view.access.token}"
     assert said in out.getvalue()
+
+
+def test_under_mutual_tls_an_agents_certificate_does_not_open_the_view(
+    tmp_path: Path,
+) -> None:
+    """The stack's CA signs the agents' certificates too: the handshake says nothing of
+    who holds one, so the view still wants its token."""
+    ca = trustme.CA()
+    server = ca.issue_cert("127.0.0.1")
+    server.private_key_pem.write_to_path(str(tmp_path / "key.pem"))
+    server.cert_chain_pems[0].write_to_path(str(tmp_path / "cert.pem"))
+    ca.cert_pem.write_to_path(str(tmp_path / "ca.pem"))
+    tls = TlsFiles(tmp_path / "cert.pem", tmp_path / "key.pem", tmp_path / "ca.pem")
+    controller = Controller(
+        RunConfig(http=("127.0.0.1", 0), tls=tls, ui_token=TOKEN),
+        PolicySource(None),
+        out=io.StringIO(),
+        handle_signals=False,
+    )
+    client = ssl.create_default_context(cafile=str(tmp_path / "ca.pem"))
+    ca.issue_cert("agent.node-2").configure_cert(client)  # an agent's, CA-signed
+    assert controller.listeners.main is not None
+    with anyio.from_thread.start_blocking_portal() as portal:
+        task = portal.start_task_soon(controller.listeners.main.run)
+        try:
+            conn = http.client.HTTPSConnection(
+                "127.0.0.1", controller.listeners.main.port, timeout=5, context=client
+            )
+            for headers, refused in (({}, True), ({"Authorization": f"Bearer {TOKEN}"}, False)):
+                conn.request("GET", "/ui/state", headers=headers)
+                reply = conn.getresponse()
+                reply.read()  # with the token: 503 until a cluster is observed, not 401
+                assert (reply.status == 401) is refused, (headers, reply.status)
+            conn.close()
+        finally:
+            task.cancel()
