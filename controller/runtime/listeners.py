@@ -82,11 +82,12 @@ def make_listeners(
     return Listeners(main, extra, probe)
 
 
-def login_url(listeners: Listeners, *, token: str, tls: bool) -> str | None:
-    """Where a person logs in to the web view with a token the controller made."""
+def login_url(listeners: Listeners, *, code: str, tls: bool) -> str | None:
+    """Where a person logs in to the web view once, with a one-time code (never the
+    token: a URL ends up in logs and browser histories)."""
     if listeners.main is None or not listeners.main.addresses:
         return None
     host, port = listeners.main.addresses[0]
     host = socket.gethostname() if host in ANY_HOST else host
     host = f"[{host}]" if ":" in host else host
-    return f"{'https' if tls else 'http'}://{host}:{port}/ui/login?token={token}"
+    return f"{'https' if tls else 'http'}://{host}:{port}/ui/login?code={code}"

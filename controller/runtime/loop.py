@@ -209,9 +209,10 @@ class Controller:
         view = self.view
         if view is None or view.access.token is None or self.config.ui_token is not None:
             return
-        url = login_url(self.listeners, token=view.access.token, tls=self.config.tls is not None)
+        code = view.access.login_code()
+        url = login_url(self.listeners, code=code, tls=self.config.tls is not None)
         if url is not None:
-            self.say(f"web view: no --ui-token-file given, log in at {url}")
+            self.say(f"web view: no --ui-token-file given, log in once within 10 minutes at {url}")
 
     def _make_liveness(self) -> LivenessGatherer:
         health = self.config.health or HealthConfig()

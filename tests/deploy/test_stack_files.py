@@ -192,3 +192,14 @@ def test_nothing_without_a_credential_is_published_on_the_nodes() -> None:
     for name in ("compose.yaml", "compose.otel.yaml"):
         for service, spec in _load(name)["services"].items():
             assert "ports" not in spec, (name, service)
+
+
+def test_open_files_are_bounded_with_room_for_the_connection_caps() -> None:
+    from controller.runtime.agent import AGENT_CONNECTIONS  # noqa: PLC0415
+    from controller.runtime.http_server import MAX_CONNECTIONS  # noqa: PLC0415
+
+    services = _load("compose.yaml")["services"]
+    for name, cap in (("controller", MAX_CONNECTIONS), ("agent", AGENT_CONNECTIONS)):
+        nofile = services[name]["ulimits"]["nofile"]
+        assert nofile["soft"] == nofile["hard"], name
+        assert 4 * cap <= nofile["soft"] <= 65536, (name, nofile)
