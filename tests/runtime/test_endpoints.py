@@ -76,7 +76,7 @@ def test_the_probes_say_why_only_to_a_holder_of_the_metrics_token(served) -> Non
     health.cycles_done = 1
     health.last_error = "the Docker engine is unreachable: at node-1.internal"
     for path in ("/readyz", "/healthz"):
-        code, body = _get(f"{url}{path}")
+        _, body = _get(f"{url}{path}")
         assert "status" not in json.loads(body) and "node-1" not in body, (path, body)
     assert _get(f"{url}/readyz") == (503, '{"ok":false}')
     _, body = _get(f"{url}/readyz", token="s3cret")
