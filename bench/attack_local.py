@@ -168,8 +168,10 @@ def _alive(pid: int) -> bool:
     return Path(f"/proc/{pid}").exists()
 
 
-def _from_attacker(port: int, source: str = ATTACKER) -> socket.socket:
+def _from_attacker(port: int, source: str = ATTACKER, rcvbuf: int = 0) -> socket.socket:
     sock = socket.socket()
+    if rcvbuf:  # before connecting: the window the client offers stays small
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
     sock.bind((source, 0))
     sock.settimeout(2)
     sock.connect(("127.0.0.1", port))
@@ -239,14 +241,14 @@ def never_read(port: int, seconds: float, loose: ssl.SSLContext) -> dict[str, in
     ask = b"GET /ui/app.js HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n" * 400
     for _ in range(16):
         try:
-            s = loose.wrap_socket(_from_attacker(port))
+            s = loose.wrap_socket(_from_attacker(port, rcvbuf=4096))
             s.settimeout(2)
             with contextlib.suppress(TimeoutError):  # the server stopped reading: fine
                 s.sendall(ask)
             held.append(s)
         except OSError:
             cut += 1
-    time.sleep(seconds)
+    time.sleep(seconds + 10)  # the write deadline (10 s) runs from when the buffers fill
     closed = sum(_closed(s) for s in held)
     for s in held:
         s.close()
