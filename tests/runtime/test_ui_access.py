@@ -230,3 +230,22 @@ def test_event_streams_are_capped_per_session_and_end_with_it(
     finally:
         for sock in held:
             sock.close()
+
+
+def test_on_loopback_a_given_token_gets_a_one_time_link_and_is_never_said() -> None:
+    """`./dev run` gives a token file and listens on 127.0.0.1: one click logs in."""
+    out = io.StringIO()
+    token = "a-given-token-of-24-chars"
+    controller = Controller(
+        RunConfig(http=("127.0.0.1", 0), ui_token=token),
+        PolicySource(None),
+        out=out,
+        handle_signals=False,
+    )
+    try:
+        controller._announce_login()
+    finally:
+        for server in controller.listeners.all():
+            server.close()
+    assert "log in once within 10 minutes at http://127.0.0.1:" in out.getvalue()
+    assert "no --ui-token-file given" not in out.getvalue() and token not in out.getvalue()
