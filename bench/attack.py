@@ -2,6 +2,12 @@
 overlay network.
 
     python bench/attack.py [--seconds 60] [--name attack]
+    python bench/attack.py --local [--seconds 20]
+
+`--local` runs the socket attacks (2000 sockets that never start TLS, a slowloris,
+clients that never read, the smuggled request through the Docker proxy) against a real
+`Controller` on 127.0.0.1 instead, with no sandbox (bench/attack_local.py). The stack's
+own run does not yet include those four.
 
 On a 4-node sandbox (3 managers), the controller's image is built with no registry,
 `compose.yaml` is deployed as the docs deploy it (TLS certificates made by the docs'
@@ -56,7 +62,11 @@ from controller.sandbox.app_image import build_controller_image, load_into
 ROOT = Path(__file__).resolve().parents[1]
 STACK = "placement"
 NETWORK = f"{STACK}_placement"
-TOKENS = {"metrics": "bench-metrics", "health": "bench-health", "ui": "bench-ui"}
+TOKENS = {
+    "metrics": "bench-metrics-token",
+    "health": "bench-health-token",
+    "ui": "bench-ui-token-0123",
+}
 PLUGIN_SPEC = "tcp://evilplugin:9900"
 PLUGIN_OVERRIDE = """\
 version: "3.8"
@@ -228,7 +238,7 @@ def deploy(sb: Sandbox, image: str, work: Path) -> None:
     client = sb.client()
     for name, value in TOKENS.items():
         client.secrets.create(name=f"placement-{name}-token", data=value.encode())
-    client.secrets.create(name="placement-agent-secret", data=b"bench-agent-secret")
+    client.secrets.create(name="placement-agent-secret", data=b"bench-agent-secret-0123")
     for name, file in (
         ("tls-cert", "controller.crt"), ("tls-key", "controller.key"), ("tls-ca", "ca.crt"),
         ("agent-tls-cert", "agent.crt"), ("agent-tls-key", "agent.key"),
@@ -671,8 +681,13 @@ def parse_phases(sb: Sandbox, image: str, seconds: float, work: Path) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--name", default="attack")
+    parser.add_argument("--local", action="store_true", help="a Controller on 127.0.0.1")
     parser.add_argument("--seconds", type=float, default=60.0)
     args = parser.parse_args()
+    if args.local:
+        from attack_local import main as local  # noqa: PLC0415 (bench/ is on sys.path)
+
+        return local(args.seconds)
     spec = SandboxSpec(name=args.name, nodes=4, managers=3)
     with Sandbox.up(spec) as sb, tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)

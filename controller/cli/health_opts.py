@@ -213,6 +213,9 @@ def _agent_ca(path: Path | None) -> Path | None:
     return Path(path) if path is not None else None
 
 
+MIN_SECRET_CHARS = 16  # a short token is guessed; `openssl rand -hex 32` makes 64
+
+
 def read_secret(path: Path, what: str) -> str:
     try:
         secret = Path(path).read_text().strip()
@@ -220,6 +223,11 @@ def read_secret(path: Path, what: str) -> str:
         raise ValueError(f"cannot read the {what}: {exc}") from exc
     if not secret:
         raise ValueError(f"the {what} file {path} is empty")
+    if len(secret) < MIN_SECRET_CHARS:
+        raise ValueError(
+            f"the {what} in {path} has {len(secret)} characters, fewer than "
+            f"{MIN_SECRET_CHARS}: make one with `openssl rand -hex 32`"
+        )
     return secret
 
 

@@ -60,6 +60,9 @@ PROBE_TIMEOUT = 0.5
 STOP_POLL_SECONDS = 0.2
 
 
+AGENT_CONNECTIONS = 64
+
+
 @dataclass(frozen=True)
 class AgentConfig:
     listen: tuple[str, int]
@@ -90,7 +93,14 @@ class Agent:
         self._samples: deque[tuple[float, float, float]] = deque()
         self._events: deque[ContainerEvent] = deque(maxlen=MAX_EVENTS)
         self._stop = threading.Event()
-        self._server = HttpServer([config.listen], make_app(self.routes()), tls=config.tls)
+        # The controllers, a few scrapers: 64 connections (about 20 MiB of TLS state)
+        # keep the agent well under its 128M limit (docs/operations-deploy.md).
+        self._server = HttpServer(
+            [config.listen],
+            make_app(self.routes()),
+            tls=config.tls,
+            max_connections=AGENT_CONNECTIONS,
+        )
         self._probe_server = (
             HttpServer([], make_app(self._health_routes()), unix=config.probe_socket)
             if config.probe_socket is not None

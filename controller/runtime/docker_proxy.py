@@ -9,8 +9,9 @@ reach the engine only through the proxy, which forwards nothing but those reads.
 
 One request per connection, `GET` or `HEAD`, no body, a path from the list (with or
 without an API version); anything else is answered 403 and never reaches the engine.
-The request head is forwarded as received (with `Connection: close`), the engine's
-answer piped back until it ends: event streams included, nothing is parsed on the way
+The request is rebuilt from its checked parts (method, target, User-Agent, with
+`Connection: close`), never forwarded as received; the engine's answer is piped back
+until it ends: event streams included, nothing is parsed on the way
 back. Standard library only: a small process beside the agent.
 """
 
@@ -68,27 +69,48 @@ def _head(conn: socket.socket) -> bytes | None:
     return data
 
 
+_TOKEN = re.compile(rb"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
+_USER_AGENT = re.compile(rb"[ -~]{1,200}")  # printable ASCII, no control bytes
+_BODY_HEADERS = (b"content-length", b"transfer-encoding")
+
+
 def _checked(data: bytes) -> tuple[bytes | None, str]:
-    """The head to forward, or None and why not. Anything after the head is dropped:
-    a GET has no body, and one request is all a connection carries."""
+    """The request to forward, rebuilt from its checked parts, or None and why not.
+
+    Nothing the client sent is forwarded as sent: the engine (Go's net/http) reads a
+    bare LF as a line end, so a line forwarded whole could carry a second request.
+    Only the method, the target (both checked against the list) and a printable
+    User-Agent go on; lines must end in CRLF, with no folding and no body. Anything
+    after the head is dropped: one request is all a connection carries."""
     head = data.split(b"\r\n\r\n", 1)[0]
+    if b"\n" in head.replace(b"\r\n", b"") or b"\r" in head.replace(b"\r\n", b""):
+        return None, "a bare CR or LF in the request head"
     lines = head.split(b"\r\n")
     parts = lines[0].split(b" ")
-    if len(parts) != 3 or not parts[2].startswith(b"HTTP/1."):
+    if len(parts) != 3 or parts[2] not in (b"HTTP/1.0", b"HTTP/1.1"):
         return None, "not an HTTP/1 request"
     if not allowed(parts[0], parts[1]):
         return None, f"{parts[0].decode('latin-1')} {parts[1].decode('latin-1')[:100]}"
-    kept = [lines[0]]
+    agent, seen = b"swarm-placement", set()
     for line in lines[1:]:
-        name = line.split(b":", 1)[0].strip().lower()
-        if name == b"content-length" and line.split(b":", 1)[1].strip() != b"0":
+        name, colon, value = line.partition(b":")
+        if not colon or _TOKEN.fullmatch(name) is None:
+            return None, "a malformed header line (or a folded one)"
+        name, value = name.lower(), value.strip(b" \t")
+        if name in _BODY_HEADERS and name in seen:
+            return None, f"{name.decode()} given twice"
+        seen.add(name)
+        if name in _BODY_HEADERS and (name == b"transfer-encoding" or value != b"0"):
             return None, "a request with a body"
-        if name == b"transfer-encoding":
-            return None, "a request with a body"
-        if name not in (b"connection", b"keep-alive"):
-            kept.append(line)
-    kept.append(b"Connection: close")
-    return b"\r\n".join(kept) + b"\r\n\r\n", ""
+        if name == b"user-agent" and _USER_AGENT.fullmatch(value):
+            agent = value
+    rebuilt = [
+        parts[0] + b" " + parts[1] + b" HTTP/1.1",
+        b"Host: docker",
+        b"User-Agent: " + agent,
+        b"Connection: close",
+    ]
+    return b"\r\n".join(rebuilt) + b"\r\n\r\n", ""
 
 
 class _Handler(socketserver.BaseRequestHandler):

@@ -71,11 +71,17 @@ def probe_routes(
     token: str | None = None,
     clock: Callable[[], float] = time.monotonic,
 ) -> list[Route]:
-    """/healthz, /readyz and /metrics. With a token, /metrics wants `Bearer TOKEN`."""
+    """/healthz, /readyz and /metrics. With a token, /metrics wants `Bearer TOKEN`, and
+    the probes say why (leader or standby, the lease holder, the last error) only to a
+    caller with it or on the unix socket: anyone else gets yes or no."""
 
     async def probe(request: Request) -> Response:
         ok, why = (health.alive if request.url.path == "/healthz" else health.ready)(clock())
-        return JSONResponse({"ok": ok, "status": why}, status_code=200 if ok else 503)
+        code = 200 if ok else 503
+        local = request.scope.get("client") is None  # the probe's unix socket
+        if token is None or local or bearer_matches(request.headers.get("authorization"), token):
+            return JSONResponse({"ok": ok, "status": why}, status_code=code)
+        return JSONResponse({"ok": ok}, status_code=code)
 
     async def scrape(request: Request) -> Response:
         if token is not None and not bearer_matches(request.headers.get("authorization"), token):

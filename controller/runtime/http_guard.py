@@ -1,101 +1,249 @@
-"""Connection limits uvicorn lacks: a deadline for each whole request, a cap per client.
+"""Connection limits uvicorn and asyncio lack: caps counted at accept, and deadlines.
 
-uvicorn starts no timer on a new connection until a first response, and any byte
-received cancels its keep-alive timer, so a silent socket, or one that sends a byte
-now and then (slowloris), stays open for ever. Enough of them fill `limit_concurrency`,
-and from then on every request gets 503. This protocol (uvicorn's own h11 one, with two
-additions) closes a connection that has not delivered a whole request, headers and body,
-within `request_seconds` of when the server became ready for it (the connection opened,
-or the previous answer ended), and refuses a client address more than `per_peer`
-connections at once, and everyone more than `max_connections`. A request that arrived
-whole is never cut: an event stream may run for hours.
+Caps at accept, before TLS. asyncio calls a protocol's `connection_made` only after the
+TLS handshake, but it allocates the TLS state (a 256 KiB buffer) when it accepts the
+socket: a cap counted in the protocol let any number of sockets that never start TLS
+through. `GuardedListener` is the listening socket itself: its `accept()` counts each
+client address and every connection of the process against an `Admission` before
+asyncio sees the socket, closes what is over the caps at once, and the count ends when
+the socket is closed, whoever closes it. The handshake has its own deadline
+(`HANDSHAKE_SECONDS`, http_server.py passes it to asyncio).
+
+Deadlines in both directions. uvicorn starts no timer on a new connection until a first
+response, and any byte received cancels its keep-alive timer, so a silent socket, or one
+that sends a byte now and then (slowloris), stays open for ever; and a client that never
+reads holds its connection as long as the answer is pending. `GuardedH11` (uvicorn's
+own h11 protocol with additions) closes a connection that has not delivered a whole
+request within `request_seconds` of when the server became ready for it, and one whose
+answer could not be written on for `request_seconds` (the client reads nothing). A
+request that arrived whole and is being read is never cut: an event stream may run for
+hours.
+
+`accept()` out of file descriptors: asyncio logs a traceback per attempt, a storm of
+them; the listener instead sheds the connection with a spare descriptor kept for it,
+and says so at most once a minute.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import errno
+import logging
+import os
+import socket
+import struct
+import time
+import weakref
 from collections import Counter
 from typing import Any, ClassVar
 
 import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
-from uvicorn.protocols.utils import get_remote_addr
 
 REQUEST_SECONDS = 10.0
+HANDSHAKE_SECONDS = 5.0
 PER_PEER = 16
+# Refused connections closed in one `accept()` call before the loop gets a turn.
+_SHED_PER_CALL = 64
+_OUT_OF_FDS = (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)
 # The client's side is owed a request: nothing yet, or a part of one.
 _WAITING = (h11.IDLE, h11.SEND_BODY)
+_RESET = struct.pack("ii", 1, 0)  # SO_LINGER on, 0 s: close() sends a reset
+log = logging.getLogger("swarm_placement.http")
+
+
+class Admission:
+    """How many connections each client address holds, and all of them: shared by every
+    listener of a process that shares the caps (both network ports of a controller)."""
+
+    def __init__(self, *, per_peer: int, max_connections: int) -> None:
+        self.per_peer = per_peer
+        self.max_connections = max_connections
+        self.peers: Counter[str] = Counter()
+        self.total = 0
+        self.refused = 0
+
+    def admit(self, peer: str | None) -> bool:
+        if self.total >= self.max_connections or (
+            peer is not None and self.peers[peer] >= self.per_peer
+        ):
+            self.refused += 1
+            return False
+        self.total += 1
+        if peer is not None:
+            self.peers[peer] += 1
+        return True
+
+    def release(self, peer: str | None) -> None:
+        self.total -= 1
+        if peer is not None:
+            self.peers[peer] -= 1
+            if self.peers[peer] <= 0:
+                del self.peers[peer]
+
+
+class CountedSocket(socket.socket):
+    """An accepted socket that gives its place back when it is closed (or collected)."""
+
+    def __init__(self, *args: Any, admission: Admission, peer: str | None, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self._release = weakref.finalize(self, admission.release, peer)
+
+    def _real_close(self, *args: Any, **kwargs: Any) -> None:
+        self._release()  # once: a finalizer runs at most once
+        super()._real_close(*args, **kwargs)  # type: ignore[misc]
+
+
+class GuardedListener(socket.socket):
+    """A listening socket whose `accept()` admits a connection only within the caps."""
+
+    admission: Admission
+    _spare: int | None
+    _said_at: float
+
+    @classmethod
+    def wrap(cls, sock: socket.socket, admission: Admission) -> GuardedListener:
+        guarded = cls(sock.family, sock.type, sock.proto, fileno=sock.detach())
+        guarded.admission = admission
+        guarded._spare = _spare_fd()
+        guarded._said_at = -3600.0
+        return guarded
+
+    def accept(self) -> tuple[socket.socket, Any]:
+        for _ in range(_SHED_PER_CALL):
+            try:
+                fd, address = self._accept()  # type: ignore[attr-defined]
+            except OSError as exc:
+                if exc.errno not in _OUT_OF_FDS:
+                    raise  # BlockingIOError included: nothing more waits
+                self._shed(exc)
+                continue
+            peer = str(address[0]) if self.family in (socket.AF_INET, socket.AF_INET6) else None
+            if not self.admission.admit(peer):
+                os.close(fd)  # before any TLS state exists for it
+                continue
+            conn = CountedSocket(
+                self.family, self.type, self.proto, fileno=fd, admission=self.admission, peer=peer
+            )
+            return conn, address
+        raise BlockingIOError(errno.EAGAIN, "refused connections shed; more on the next turn")
+
+    def _shed(self, exc: OSError) -> None:
+        """Out of descriptors: take the waiting connection with the spare one and close
+        it, so that the loop neither spins on it nor logs a traceback per attempt."""
+        now = time.monotonic()
+        if now - self._said_at >= 60:
+            self._said_at = now
+            log.warning(
+                "out of file descriptors (%s): closing new connections at once; "
+                "%d connections open, nofile %s",
+                exc.strerror,
+                self.admission.total,
+                _nofile(),
+            )
+        if self._spare is None:
+            raise BlockingIOError(errno.EAGAIN, "no spare descriptor") from exc
+        os.close(self._spare)
+        try:
+            fd, _ = self._accept()  # type: ignore[attr-defined]
+            os.close(fd)
+        except OSError:
+            pass
+        finally:
+            self._spare = _spare_fd()
+
+    def close(self) -> None:
+        spare = getattr(self, "_spare", None)
+        if spare is not None:
+            os.close(spare)
+            self._spare = None
+        super().close()
+
+
+def _spare_fd() -> int | None:
+    try:
+        return os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return None
+
+
+def _nofile() -> str:
+    import resource  # noqa: PLC0415 (POSIX only, and only when this is said)
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    return f"{soft}/{hard}"
 
 
 class GuardedH11(H11Protocol):
-    """Configured per server by `guarded_protocol`; the class attributes are its state."""
+    """Configured per server by `guarded_protocol`; the class attribute is its setting."""
 
     request_seconds: ClassVar[float] = REQUEST_SECONDS
-    per_peer: ClassVar[int] = PER_PEER
-    max_connections: ClassVar[int] = 256
-    peers: ClassVar[Counter[str]]
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self._peer: str | None = None
         self._deadline: asyncio.TimerHandle | None = None
+        self._stall: asyncio.TimerHandle | None = None
+        self._lost = False
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
-        remote = get_remote_addr(transport)
-        peer = remote[0] if remote is not None else None  # None: a unix socket
-        if len(self.connections) > self.max_connections or (
-            peer is not None and self.peers[peer] >= self.per_peer
-        ):
-            # Refused at once, and no longer counted: the clients within their share
-            # are answered as before.
-            self.connections.discard(self)
-            transport.abort()
-            return
-        if peer is not None:
-            self._peer = peer
-            self.peers[peer] += 1
         self._arm()
 
     def connection_lost(self, exc: Exception | None) -> None:
-        if self._deadline is not None:
-            self._deadline.cancel()
-            self._deadline = None
-        if self._peer is not None:
-            self.peers[self._peer] -= 1
-            if self.peers[self._peer] <= 0:
-                del self.peers[self._peer]
-            self._peer = None
+        self._lost = True
+        for timer in (self._deadline, self._stall):
+            if timer is not None:
+                timer.cancel()
+        self._deadline = self._stall = None
         super().connection_lost(exc)
 
     def on_response_complete(self) -> None:
         super().on_response_complete()
-        if not self.transport.is_closing():
-            self._arm()  # the next request is owed from now
+        self._arm()  # the next request is owed from now (or the close must end by then)
+
+    def pause_writing(self) -> None:
+        super().pause_writing()
+        if self._stall is None and not self._lost:
+            self._stall = self.loop.call_later(self.request_seconds, self._stalled)
+
+    def resume_writing(self) -> None:
+        super().resume_writing()
+        if self._stall is not None:
+            self._stall.cancel()
+            self._stall = None
 
     def _arm(self) -> None:
         if self._deadline is not None:
             self._deadline.cancel()
-        self._deadline = self.loop.call_later(self.request_seconds, self._expire)
+        if not self._lost:
+            self._deadline = self.loop.call_later(self.request_seconds, self._expire)
 
     def _expire(self) -> None:
         self._deadline = None
-        if self.transport.is_closing() or self.conn.their_state not in _WAITING:
-            return  # closed already, or a whole request is being answered
-        self.transport.abort()  # a route still reading the body sees the client gone
+        if self._lost:
+            return
+        if not self.transport.is_closing() and self.conn.their_state not in _WAITING:
+            return  # a whole request is being answered
+        # Owed a request, or closing but its last bytes unread by the client: a close
+        # waits for the buffer to drain, an abort does not.
+        self._reset()  # a route still reading the body sees the client gone
+
+    def _stalled(self) -> None:
+        self._stall = None
+        if not self._lost:
+            self._reset()  # the client reads nothing: the answer cannot end
+
+    def _reset(self) -> None:
+        """Abort with a reset: what the kernel still holds to send is dropped at once,
+        not kept for a client that reads nothing."""
+        sock = self.transport.get_extra_info("socket")
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _RESET)
+        self.transport.abort()
 
 
-def guarded_protocol(
-    *, request_seconds: float, per_peer: int, max_connections: int
-) -> type[GuardedH11]:
-    """A protocol class of its own for one server: its clients are counted together."""
-    return type(
-        "ServerH11",
-        (GuardedH11,),
-        {
-            "request_seconds": request_seconds,
-            "per_peer": per_peer,
-            "max_connections": max_connections,
-            "peers": Counter(),
-        },
-    )
+def guarded_protocol(*, request_seconds: float) -> type[GuardedH11]:
+    """A protocol class of its own for one server."""
+    return type("ServerH11", (GuardedH11,), {"request_seconds": request_seconds})

@@ -5,11 +5,15 @@ key fails the start at once instead of a task later. The server runs as a task o
 controller's own event loop (uvicorn's signal handling is left to the controller), so
 a request costs no thread, and a blocked loop fails /healthz as it should.
 
-Limits, so that no client can hold the server (http_guard.py): a request must arrive
-whole within 10 s of the connection or of the previous answer, at most 16 connections
-per client address and 256 in all (more are closed at once), headers still arriving
-buffered up to 16 KiB, idle keep-alive connections closed after 5 s; bodies are capped
-and timed by the routes that read them. TLS offers only ciphers with forward secrecy.
+Limits, so that no client can hold the server (http_guard.py): at most 16 connections
+per client address and 192 in all, counted when the socket is accepted, before TLS
+(more are closed at once); the TLS handshake done within 5 s; a request must arrive
+whole within 10 s of the connection or of the previous answer, and an answer the client
+does not read for 10 s is cut; headers still arriving buffered up to 16 KiB, idle
+keep-alive connections closed after 5 s; bodies are capped and timed by the routes that
+read them. TLS offers only ciphers with forward secrecy. One open connection costs
+about 0.3 MiB (the TLS state most of it; docs/operations-deploy.md, "Connection
+limits"), so 192 stay well under the controller's memory limit.
 
 The container healthcheck does not queue behind network clients at all: it asks a
 server of its own on a unix socket (`unix`), which only processes in the container
@@ -18,6 +22,7 @@ reach (cli/healthcheck.py).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import socket
 import ssl
@@ -29,9 +34,16 @@ import anyio
 import uvicorn
 from starlette.types import ASGIApp
 
-from controller.runtime.http_guard import PER_PEER, REQUEST_SECONDS, guarded_protocol
+from controller.runtime.http_guard import (
+    HANDSHAKE_SECONDS,
+    PER_PEER,
+    REQUEST_SECONDS,
+    Admission,
+    GuardedListener,
+    guarded_protocol,
+)
 
-MAX_CONNECTIONS = 256
+MAX_CONNECTIONS = 192
 MAX_HEADER_BYTES = 16 * 1024
 KEEP_ALIVE_SECONDS = 5
 SHUTDOWN_SECONDS = 2  # open event streams are cut after this
@@ -91,6 +103,33 @@ class _Server(uvicorn.Server):
         # The controller handles SIGTERM and SIGHUP itself (runtime/loop.py).
         yield
 
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        """uvicorn's own start on given sockets, with a TLS handshake deadline: uvicorn
+        passes none to asyncio, whose default (60 s) let silent sockets pile up."""
+        assert sockets is not None
+        config = self.config
+
+        def create_protocol(_loop: asyncio.AbstractEventLoop | None = None) -> asyncio.Protocol:
+            return config.http_protocol_class(  # type: ignore[call-arg]
+                config=config,
+                server_state=self.server_state,
+                app_state=self.lifespan.state,
+                _loop=_loop,
+            )
+
+        loop = asyncio.get_running_loop()
+        self.servers = []
+        for sock in sockets:
+            server = await loop.create_server(
+                create_protocol,
+                sock=sock,
+                ssl=config.ssl,
+                backlog=config.backlog,
+                ssl_handshake_timeout=HANDSHAKE_SECONDS if config.ssl else None,
+            )
+            self.servers.append(server)
+        self.started = True
+
 
 class HttpServer:
     def __init__(
@@ -103,6 +142,7 @@ class HttpServer:
         max_connections: int = MAX_CONNECTIONS,
         per_peer: int = PER_PEER,
         request_seconds: float = REQUEST_SECONDS,
+        admission: Admission | None = None,
         on_stop: Callable[[], None] = lambda: None,
     ) -> None:
         self._on_stop = on_stop  # ends what streams (the web view's events) first
@@ -110,8 +150,10 @@ class HttpServer:
         unique = [a for i, a in enumerate(addresses) if a[1] == 0 or a not in addresses[:i]]
         self._sockets: list[socket.socket] = []
         self._unix = unix
+        # Shared with the process's other network listener when given (listeners.py).
+        self.admission = admission or Admission(per_peer=per_peer, max_connections=max_connections)
         try:
-            self._sockets.extend(_bind(a) for a in unique)
+            self._sockets.extend(GuardedListener.wrap(_bind(a), self.admission) for a in unique)
             if unix is not None:
                 self._sockets.append(_bind_unix(unix))
         except OSError:
@@ -120,18 +162,14 @@ class HttpServer:
         config = uvicorn.Config(
             app,
             # h11 always: the header limit below is h11's, and the guard extends its protocol.
-            http=guarded_protocol(
-                request_seconds=request_seconds,
-                per_peer=per_peer,
-                max_connections=max_connections,
-            ),
+            http=guarded_protocol(request_seconds=request_seconds),
             log_config=None,
             access_log=False,
             lifespan="off",
             server_header=False,
             proxy_headers=False,
-            # Bounds the requests in progress; connections are bounded by the guard.
-            limit_concurrency=max_connections + 1,
+            # Bounds the requests in progress; connections are bounded at accept.
+            limit_concurrency=self.admission.max_connections + 1,
             timeout_keep_alive=KEEP_ALIVE_SECONDS,
             timeout_graceful_shutdown=SHUTDOWN_SECONDS,
             h11_max_incomplete_event_size=MAX_HEADER_BYTES,

@@ -8,6 +8,7 @@ update's dozens of events cost one or two cycles).
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 import logging
 import math
 import signal
@@ -103,6 +104,13 @@ class RunConfig:
     # The container healthcheck's own listener (a unix socket no network client reaches).
     probe_socket: Path | None = None
     trace_url: str | None = None  # a trace in the OTLP backend's UI, {trace_id} in it
+
+
+def _loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return host == "localhost"
 
 
 def _cycle_failure(exc: Exception) -> tuple[str, str]:
@@ -207,13 +215,21 @@ class Controller:
             self.say(f"warning: {sentence}")
 
     def _announce_login(self) -> None:
-        """A token the controller made itself is said once, as the link to log in with."""
+        """A one-time login link, said once: when the controller made its token itself,
+        or when the view listens on loopback only (`./dev run`), where the log is the
+        person's own terminal. Never the token."""
         view = self.view
-        if view is None or view.access.token is None or self.config.ui_token is not None:
+        if view is None or view.access.token is None:
             return
-        url = login_url(self.listeners, token=view.access.token, tls=self.config.tls is not None)
+        main = self.listeners.main
+        local = main is not None and all(_loopback(host) for host, _ in main.addresses)
+        if self.config.ui_token is not None and not local:
+            return
+        code = view.access.login_code()
+        url = login_url(self.listeners, code=code, tls=self.config.tls is not None)
         if url is not None:
-            self.say(f"web view: no --ui-token-file given, log in at {url}")
+            made = "no --ui-token-file given, " if self.config.ui_token is None else ""
+            self.say(f"web view: {made}log in once within 10 minutes at {url}")
 
     def _make_liveness(self) -> LivenessGatherer:
         health = self.config.health or HealthConfig()

@@ -1,15 +1,21 @@
 """Who may see the web view: a token exchanged once for a cookie, and a Host allow-list.
 
 The view shows every node, service and constraint, so it wants a credential by default.
-A person logs in once at /ui/login, with the token (a Docker secret in the stack, or one
-the controller makes and prints at its start) typed in a form or given in the link
-`/ui/login?token=...`; the answer sets a session cookie: HttpOnly (no script reads it),
+A person logs in once at /ui/login, with the token (a Docker secret in the stack) typed
+in a form, or with the one-time link the controller prints at its start when it made a
+token of its own (`/ui/login?code=...`: a code good for one login within 10 minutes,
+never the token itself, which no URL carries and no log shows); the answer sets a
+session cookie: HttpOnly (no script reads it),
 SameSite=Strict (no other site's page sends it), Secure under TLS, and signed with the
 token (an HMAC of its expiry), so every replica that shares the token accepts it, and a
 new token ends every session. Scripts may send `Authorization: Bearer TOKEN` instead.
 Under mutual TLS the token is still asked: the certificate says only that the stack's
 CA signed it, which it did for every controller and agent too, and the server does not
 hand the certificate's name to the application to tell a person from an agent.
+`POST /ui/logout` ends a session on this replica (the cookie is dropped and its value
+refused until it would have expired). After 5 wrong tokens from one address, each
+further attempt waits twice as long as the last (up to 5 minutes) and is answered 429.
+A cookie that is not one this controller makes is a 400, never a server error.
 
 DNS rebinding (a page of another site whose name is made to point at the controller)
 reaches the view under that site's name: every web view request must name an allowed
@@ -22,6 +28,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import ipaddress
+import re
 import secrets
 import time
 from collections.abc import Callable, Iterable
@@ -36,6 +43,11 @@ from controller.runtime.http_replies import bearer_matches, problem
 
 COOKIE = "placement_ui"
 SESSION_SECONDS = 12 * 3600
+CODE_SECONDS = 600  # a one-time login link is good this long
+FREE_FAILURES = 5  # wrong tokens from one address before it must wait
+MAX_WAIT_SECONDS = 300.0
+_TRACKED = 4096  # addresses with failures remembered (the oldest forgotten first)
+_SESSION = re.compile(r"([0-9]{1,12})\.([0-9a-f]{64})")
 MAX_FORM_BYTES = 4096
 LOCAL_NAMES = frozenset({"localhost"})
 LOGIN_HEADERS = {
@@ -64,6 +76,7 @@ _PAGE = """<!doctype html>
 </body>
 </html>
 """
+_USED_CODE = "That login link was used already or has expired: log in with the token."
 _FORM = """<p id="login-message" role="status">{message}</p>
     <form method="post" action="/ui/login">
       <label for="token">Web view token</label>
@@ -111,6 +124,10 @@ class UiAccess:
     hosts: frozenset[str] = frozenset()
     secure: bool = False  # served over TLS: the cookie is Secure
     clock: Callable[[], float] = field(default=time.time, compare=False)
+    # Mutable state of a frozen value: one-time codes, ended sessions, failed logins.
+    _codes: dict[str, float] = field(default_factory=dict, compare=False, repr=False)
+    _ended: dict[str, float] = field(default_factory=dict, compare=False, repr=False)
+    _failures: dict[str, tuple[int, float]] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
     def configured(cls, *, token: str | None, hosts: Iterable[str], tls: bool) -> UiAccess:
@@ -126,6 +143,28 @@ class UiAccess:
         name = host_of(header)
         return _is_address(name) or name in LOCAL_NAMES or name in self.hosts
 
+    def login_code(self) -> str:
+        """A code for one login within CODE_SECONDS: the link said at start carries it."""
+        code = secrets.token_urlsafe(24)
+        self._codes[code] = self.clock() + CODE_SECONDS
+        return code
+
+    def _use_code(self, code: str) -> bool:
+        now = self.clock()
+        for old in [c for c, until in self._codes.items() if until <= now]:
+            del self._codes[old]
+        for known in list(self._codes):
+            if hmac.compare_digest(known.encode(), code.encode()):
+                del self._codes[known]
+                return True
+        return False
+
+    def session_expiry(self, request: Request) -> float | None:
+        """When the request's session cookie expires (None: a bearer token or mutual
+        TLS, which have no session to outlive)."""
+        found = _SESSION.fullmatch(session_cookie(request) or "")
+        return float(found.group(1)) if found and self._session_valid(found.group(0)) else None
+
     def session(self) -> str:
         expires = int(self.clock()) + SESSION_SECONDS
         return f"{expires}.{self._sign(expires)}"
@@ -136,14 +175,11 @@ class UiAccess:
         return hmac.new(self.token.encode(), message, hashlib.sha256).hexdigest()
 
     def _session_valid(self, value: str | None) -> bool:
-        expires, _, signature = (value or "").partition(".")
-        # ASCII digits only (`²` is a digit to isdigit() and not to int()), and few of
-        # them (int() refuses more than 4300): a forged cookie is refused, never a 500.
-        if not (expires.isascii() and expires.isdigit()) or len(expires) > 12:
+        found = _SESSION.fullmatch(value or "")
+        if found is None or int(found.group(1)) <= self.clock() or value in self._ended:
             return False
-        if int(expires) <= self.clock():
-            return False
-        return hmac.compare_digest(signature.encode(), self._sign(int(expires)).encode())
+        expected = self._sign(int(found.group(1)))
+        return hmac.compare_digest(found.group(2).encode(), expected.encode())
 
     def authorized(self, request: Request) -> bool:
         if self.token is None:
@@ -161,6 +197,9 @@ class UiAccess:
                 f"this controller does not answer to the name {request.headers.get('host')!r}: "
                 "reach it by its address, or add the name with --ui-hosts",
             )
+        cookie = session_cookie(request)
+        if cookie is not None and self.token is not None and not _SESSION.fullmatch(cookie):
+            return problem(400, f"malformed {COOKIE} cookie: log in again at /ui/login")
         if self.authorized(request):
             return None
         if page:
@@ -170,7 +209,35 @@ class UiAccess:
     # --- /ui/login ---------------------------------------------------------------------
 
     def routes(self) -> list[Route]:
-        return [Route("/ui/login", self._login, methods=["GET", "HEAD", "POST"])]
+        return [
+            Route("/ui/login", self._login, methods=["GET", "HEAD", "POST"]),
+            Route("/ui/logout", self._logout, methods=["POST"]),
+        ]
+
+    async def _logout(self, request: Request) -> Response:
+        if (refused := self.refusal(request)) is not None:
+            return refused
+        cookie = session_cookie(request)
+        now = self.clock()
+        for old in [v for v, until in self._ended.items() if until <= now]:
+            del self._ended[old]
+        if cookie is not None and (found := _SESSION.fullmatch(cookie)):
+            self._ended[cookie] = float(found.group(1))
+        answer = RedirectResponse("/ui/login", status_code=303)
+        answer.delete_cookie(COOKIE, path="/ui", secure=self.secure, httponly=True)
+        return answer
+
+    def _wait_left(self, peer: str) -> float:
+        failures, until = self._failures.get(peer, (0, 0.0))
+        return max(0.0, until - self.clock()) if failures >= FREE_FAILURES else 0.0
+
+    def _failed(self, peer: str) -> None:
+        failures, _ = self._failures.pop(peer, (0, 0.0))
+        failures += 1
+        wait = min(MAX_WAIT_SECONDS, 2.0 ** (failures - FREE_FAILURES))
+        self._failures[peer] = (failures, self.clock() + wait)  # last in the order
+        while len(self._failures) > _TRACKED:
+            del self._failures[next(iter(self._failures))]
 
     async def _login(self, request: Request) -> Response:
         if not self.host_allowed(request.headers.get("host")):
@@ -179,13 +246,27 @@ class UiAccess:
             return refused
         if self.token is None:
             return RedirectResponse("/ui", status_code=303)
-        given: str | None = request.query_params.get("token")
-        if request.method == "POST":
-            given = await self._form_token(request)
+        peer = request.client.host if request.client is not None else "local"
+        if (left := self._wait_left(peer)) > 0:
+            answer = problem(429, f"too many wrong tokens from {peer}: try again in {left:.0f} s")
+            answer.headers["Retry-After"] = str(int(left) + 1)
+            return answer
+        code = request.query_params.get("code")
+        if request.method != "POST" and code is not None:
+            if not self._use_code(code):
+                self._failed(peer)
+                return self._page(_FORM.format(message=_USED_CODE), status=401)
+            return self._logged_in(request)
+        given = await self._form_token(request) if request.method == "POST" else None
         if given is None:
             return self._page(_FORM.format(message=""), status=200)
         if not hmac.compare_digest(given.strip().encode(), self.token.encode()):
+            self._failed(peer)
             return self._page(_FORM.format(message="Wrong token: try again."), status=401)
+        self._failures.pop(peer, None)
+        return self._logged_in(request)
+
+    def _logged_in(self, request: Request) -> Response:
         if request.method == "POST":
             answer: Response = RedirectResponse("/ui", status_code=303)
         else:

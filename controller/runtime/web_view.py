@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections import deque
+from collections import Counter, deque
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from importlib import resources
@@ -27,11 +27,12 @@ from starlette.routing import Route
 from controller.policy import Policy
 from controller.runtime.http_replies import problem
 from controller.runtime.reconciler import CycleResult
-from controller.runtime.ui_access import UiAccess
+from controller.runtime.ui_access import COOKIE, UiAccess
 from controller.runtime.view_document import Logged, view_document
 
 TIMELINE = 500  # decisions the timeline keeps
 MAX_STREAMS = 16  # open event streams; more would starve the probes of connections
+STREAMS_PER_SESSION = 4  # one person's tabs; the rest stay for others
 KEEPALIVE_SECONDS = 15.0
 STATIC = {
     "/ui": ("index.html", "text/html; charset=utf-8"),
@@ -76,6 +77,7 @@ class WebView:
         self._building = anyio.Lock()
         self._changed = anyio.Event()
         self._streams = 0
+        self._per_session: Counter[str] = Counter()
         self._closed = False
 
     def update(self, result: CycleResult, policy: Policy, role: str) -> None:
@@ -152,17 +154,23 @@ class WebView:
             return refused
         if self._streams >= MAX_STREAMS:
             return problem(503, f"{MAX_STREAMS} views are open already")
+        # A session, or else the credential (a bearer token, a client certificate).
+        who = request.cookies.get(COOKIE) or request.headers.get("authorization") or "tls"
+        if self._per_session[who] >= STREAMS_PER_SESSION:
+            return problem(429, f"{STREAMS_PER_SESSION} views are open for this login already")
         return StreamingResponse(
-            self._stream(),
+            self._stream(who, self.access.session_expiry(request)),
             media_type="text/event-stream",
             headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
         )
 
-    async def _stream(self) -> AsyncIterator[bytes]:
+    async def _stream(self, who: str, expires: float | None) -> AsyncIterator[bytes]:
+        """Until the controller stops, or the session ends: a stream outlives no login."""
         self._streams += 1
+        self._per_session[who] += 1
         try:
             sent = -1
-            while not self._closed:
+            while not self._closed and (expires is None or self.access.clock() < expires):
                 if self.version != sent:
                     sent = self.version
                     body = await self.state()
@@ -175,6 +183,9 @@ class WebView:
                     yield b": keepalive\n\n"  # proxies keep an idle stream open
         finally:
             self._streams -= 1
+            self._per_session[who] -= 1
+            if self._per_session[who] <= 0:
+                del self._per_session[who]
 
 
 def role_of(standby: str | None) -> str:

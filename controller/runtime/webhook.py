@@ -181,10 +181,15 @@ class HealthApi:
             data = parse_json(body, max_bytes=self.max_body)
         except JsonInputError as exc:
             raise _RequestError(400, f"the body is not valid JSON: {exc}") from None
+        except ValueError as exc:  # an integer of more digits than Python converts
+            raise _RequestError(400, f"the body has a number out of range: {exc}") from None
         if not isinstance(data, dict):
             raise _RequestError(422, "expected a JSON object {node, state, reason, ttl}")
         if isinstance(data.get("ttl"), int) and not isinstance(data.get("ttl"), bool):
-            data["ttl"] = float(data["ttl"])
+            try:
+                data["ttl"] = float(data["ttl"])
+            except OverflowError:
+                raise _RequestError(400, "ttl: a number out of range") from None
         try:
             post = HealthPost.model_validate(data)
         except ValidationError as exc:

@@ -32,8 +32,8 @@ def test_the_variable_turns_liveness_off_or_on(
 
 
 def test_everything_asked(tmp_path: Path) -> None:
-    (tmp_path / "token").write_text("tok\n")
-    (tmp_path / "secret").write_text("sec")
+    (tmp_path / "token").write_text("tok-0123456789abcdef\n")
+    (tmp_path / "secret").write_text("sec-0123456789abcdef")
     config = _config(
         "--health-listen",
         "127.0.0.1:9465",
@@ -47,11 +47,11 @@ def test_everything_asked(tmp_path: Path) -> None:
         "--agent-secret-file",
         str(tmp_path / "secret"),
     )
-    assert config.webhook == ("127.0.0.1", 9465) and config.webhook_token == "tok"
+    assert config.webhook == ("127.0.0.1", 9465) and config.webhook_token == "tok-0123456789abcdef"
     assert config.plugin_dirs == (str(tmp_path), "/nowhere")
     assert config.plugin_deadline == 1.0, "one deadline for all plugins, 1 s by default"
     assert config.agents == (("node-1", "http://a:9810"), ("n2", "http://b:9810"))
-    assert config.agent_secret == "sec"
+    assert config.agent_secret == "sec-0123456789abcdef"
 
 
 @pytest.mark.parametrize(
@@ -73,7 +73,7 @@ def test_wrong_options_are_refused(argv: list[str], says: str) -> None:
 
 
 def test_a_plain_http_agent_is_refused_when_the_agents_have_a_ca(tmp_path: Path) -> None:
-    (tmp_path / "secret").write_text("sec")
+    (tmp_path / "secret").write_text("sec-0123456789abcdef")
     (tmp_path / "ca.pem").write_text("a CA")
     with pytest.raises(ValueError, match="lists http://b:9810: the agents' secret would go in"):
         _config(
@@ -91,3 +91,9 @@ def test_run_reports_them_as_usage_errors(capsys: pytest.CaptureFixture[str]) ->
 def test_the_agent_refuses_to_start_without_a_secret(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["agent"]) == 2
     assert "--secret-file is required" in capsys.readouterr().err
+
+
+def test_a_token_shorter_than_16_characters_is_refused_at_start(tmp_path: Path) -> None:
+    (tmp_path / "token").write_text("short-token\n")
+    with pytest.raises(ValueError, match="has 11 characters, fewer than 16"):
+        _config("--health-listen", "127.0.0.1:9465", "--health-token-file", str(tmp_path / "token"))

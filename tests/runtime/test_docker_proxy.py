@@ -63,6 +63,9 @@ def test_anything_else_is_refused(method: str, target: str) -> None:
     assert not allowed(method.encode(), target.encode())
 
 
+HEADERS_SEEN: list[dict[str, str]] = []
+
+
 class _Engine(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
     daemon_threads = True
 
@@ -83,6 +86,7 @@ def engine(tmp_path: Path) -> Iterator[tuple[Path, list[str]]]:
 
         def do_GET(self) -> None:
             seen.append(f"GET {self.path}")
+            HEADERS_SEEN.append(dict(self.headers.items()))
             if "/events" in self.path:
                 self.send_response(200)
                 self.send_header("Content-Type", "application/json")
@@ -167,6 +171,61 @@ def test_a_body_or_a_second_request_on_the_connection_never_reaches_the_engine(
         sock.sendall(b"GET /v1.41/info HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello")
         assert sock.recv(4096).startswith(b"HTTP/1.1 403 ")
     assert seen == ["GET /v1.41/info"]
+
+
+def _exchange(path: Path, request: bytes) -> bytes:
+    with socket.socket(socket.AF_UNIX) as sock:
+        sock.settimeout(5)
+        sock.connect(str(path))
+        sock.sendall(request)
+        answer = b""
+        while chunk := sock.recv(4096):
+            answer += chunk
+    return answer
+
+
+@pytest.mark.parametrize(
+    "request_bytes",
+    [
+        # A bare LF ends a line for the engine (Go) but not for a CRLF split: the POST
+        # rode inside a header line that was forwarded as received.
+        b"GET /v1.41/info HTTP/1.1\r\nX: a\n\nPOST /v1.41/containers/create HTTP/1.1\n"
+        b"Host: x\nContent-Type: application/json\nContent-Length: 2\n\n{}\r\n\r\n",
+        b"GET /v1.41/info HTTP/1.1\r\nHost: x\r\n X: folded\r\n\r\n",
+        b"GET /v1.41/info HTTP/1.1\r\nContent-Length: 0\r\nContent-Length: 0\r\n\r\n",
+        b"GET /v1.41/info HTTP/1.1\r\nHost: x\rPOST /v1.41/containers/create\r\n\r\n",
+    ],
+    ids=["bare-lf-smuggled-post", "obs-fold", "two-content-lengths", "bare-cr"],
+)
+def test_a_request_that_could_carry_another_is_refused_and_nothing_forwarded_as_sent(
+    proxied: docker.DockerClient,
+    engine: tuple[Path, list[str]],
+    tmp_path: Path,
+    request_bytes: bytes,
+) -> None:
+    _, seen = engine
+    answer = _exchange(tmp_path / "proxy" / "docker.sock", request_bytes)
+    assert not [s for s in seen if s.startswith("POST")], f"a write reached the engine: {seen}"
+    assert answer.startswith(b"HTTP/1.1 403 "), answer[:200]
+    assert seen == []
+
+
+def test_the_engine_gets_a_request_rebuilt_from_checked_parts(
+    proxied: docker.DockerClient, engine: tuple[Path, list[str]], tmp_path: Path
+) -> None:
+    _, seen = engine
+    answer = _exchange(
+        tmp_path / "proxy" / "docker.sock",
+        b"GET /v1.41/info HTTP/1.1\r\nHost: x\r\nX-Registry-Auth: e30=\r\n"
+        b"User-Agent: docker-sdk-python/7\r\n\r\n",
+    )
+    assert b" 200 " in answer.split(b"\r\n")[0]
+    assert seen == ["GET /v1.41/info"]
+    assert HEADERS_SEEN[-1] == {
+        "Host": "docker",
+        "User-Agent": "docker-sdk-python/7",
+        "Connection": "close",
+    }
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="giving up root needs root")

@@ -56,19 +56,31 @@ def served() -> Iterator[tuple[str, Health, Clock]]:
 def test_health_follows_the_loop_and_the_cycles(served) -> None:  # type: ignore[no-untyped-def]
     url, health, clock = served
     assert _get(f"{url}/healthz")[0] == 200
-    code, body = _get(f"{url}/readyz")
+    code, body = _get(f"{url}/readyz", token="s3cret")
     assert code == 503 and "no reconcile cycle" in json.loads(body)["status"]
     health.cycles_done = 1
     assert _get(f"{url}/readyz")[0] == 200
     health.last_error = "the Docker engine is unreachable: boom"
-    code, body = _get(f"{url}/readyz")
+    code, body = _get(f"{url}/readyz", token="s3cret")
     assert (code, json.loads(body)) == (503, {"ok": False, "status": health.last_error})
     health.last_error = None
     health.cycle_started = clock.now
     clock.now += CYCLE_STUCK_SECONDS + 1
     health.loop_beat = clock.now
-    code, body = _get(f"{url}/healthz")
+    code, body = _get(f"{url}/healthz", token="s3cret")
     assert code == 503 and "reconcile cycle has run" in body
+
+
+def test_the_probes_say_why_only_to_a_holder_of_the_metrics_token(served) -> None:  # type: ignore[no-untyped-def]
+    url, health, _ = served
+    health.cycles_done = 1
+    health.last_error = "the Docker engine is unreachable: at node-1.internal"
+    for path in ("/readyz", "/healthz"):
+        _, body = _get(f"{url}{path}")
+        assert "status" not in json.loads(body) and "node-1" not in body, (path, body)
+    assert _get(f"{url}/readyz") == (503, '{"ok":false}')
+    _, body = _get(f"{url}/readyz", token="s3cret")
+    assert json.loads(body)["status"] == health.last_error
 
 
 def test_metrics_want_the_token_and_unknown_paths_are_404(served) -> None:  # type: ignore[no-untyped-def]

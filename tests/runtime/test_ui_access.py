@@ -3,8 +3,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import io
+import socket
 import ssl
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,6 +15,7 @@ import anyio.from_thread
 import pytest
 import trustme
 
+from controller.runtime import web_view
 from controller.runtime.health_inputs import HealthConfig
 from controller.runtime.http_app import make_app
 from controller.runtime.http_server import HttpServer, TlsFiles
@@ -84,9 +87,9 @@ def test_the_token_is_exchanged_once_for_a_strict_session_cookie(view: tuple[int
     status, _, body = _request(port, "GET", "/ui/state", {"Cookie": session})
     assert status == 503 and "no cycle has completed yet" in body  # in, and nothing yet
     assert _request(port, "GET", "/ui", {"Cookie": session})[0] == 200
-    # The link with the token logs in too, by a page that moves on to /ui by itself.
+    # The token in a link is no login: a URL ends up in logs and histories.
     status, headers, body = _request(port, "GET", f"/ui/login?token={TOKEN}")
-    assert status == 200 and 'url=/ui"' in body and COOKIE in headers["set-cookie"]
+    assert status == 200 and "set-cookie" not in headers
     # A session ends after its time, and one signed with another token is worth nothing.
     clock.now += SESSION_SECONDS + 1
     assert _request(port, "GET", "/ui/state", {"Cookie": session})[0] == 401
@@ -138,8 +141,9 @@ def test_the_view_is_served_on_http_only_and_a_made_token_is_said(tmp_path: Path
             for task in tasks:
                 task.cancel()
     assert controller.view is not None and controller.view.access.token
-    said = f"log in at http://127.0.0.1:{http_port}/ui/login?token={controller.view.access.token}"
+    said = f"log in once within 10 minutes at http://127.0.0.1:{http_port}/ui/login?code="
     assert said in out.getvalue()
+    assert controller.view.access.token not in out.getvalue(), "the token is never said"
 
 
 def test_under_mutual_tls_an_agents_certificate_does_not_open_the_view(
@@ -176,3 +180,110 @@ def test_under_mutual_tls_an_agents_certificate_does_not_open_the_view(
             conn.close()
         finally:
             task.cancel()
+
+
+def _held_stream(port: int, cookie: str) -> socket.socket:
+    sock = socket.create_connection(("127.0.0.1", port), timeout=5)
+    sock.sendall(f"GET /ui/events HTTP/1.1\r\nHost: 127.0.0.1\r\nCookie: {cookie}\r\n\r\n".encode())
+    return sock
+
+
+def _status_of(sock: socket.socket) -> int:
+    return int(sock.recv(64).split(b" ")[1])
+
+
+@pytest.fixture
+def access_view() -> Iterator[tuple[int, Clock, UiAccess]]:
+    clock = Clock()
+    access = UiAccess(token=TOKEN, clock=clock)
+    with serving(HttpServer([("127.0.0.1", 0)], make_app(WebView(access).routes()))) as server:
+        yield server.port, clock, access
+
+
+@pytest.mark.parametrize("value", ["\u00b2.x", "1" * 5000 + "." + "0" * 64])
+def test_a_malformed_session_cookie_is_a_bad_request_not_a_server_error(
+    access_view: tuple[int, Clock, UiAccess], value: str
+) -> None:
+    port, _, _ = access_view
+    cookie = f"{COOKIE}={value}"  # sent as latin-1: the byte 0xb2, a digit to str.isdigit
+    status, _, body = _request(port, "GET", "/ui/state", {"Cookie": cookie})
+    assert status == 400 and "malformed" in body, (status, body[:200])
+
+
+def test_a_one_time_link_logs_in_once(access_view: tuple[int, Clock, UiAccess]) -> None:
+    port, _, access = access_view
+    code = access.login_code()
+    status, headers, body = _request(port, "GET", f"/ui/login?code={code}")
+    assert status == 200 and 'url=/ui"' in body and COOKIE in headers["set-cookie"]
+    status, headers, body = _request(port, "GET", f"/ui/login?code={code}")
+    assert status == 401 and "set-cookie" not in headers and "used already" in body
+
+
+def test_wrong_tokens_from_one_address_must_wait(access_view: tuple[int, Clock, UiAccess]) -> None:
+    port, clock, _ = access_view
+    form = {"Content-Type": "application/x-www-form-urlencoded"}
+    answers = [_request(port, "POST", "/ui/login", form, "token=guess")[0] for _ in range(8)]
+    assert answers[:5] == [401] * 5 and answers[5:] == [429] * 3, answers
+    status, headers, _ = _request(port, "POST", "/ui/login", form, f"token={TOKEN}")
+    assert status == 429 and int(headers["retry-after"]) >= 1, "the right one waits too"
+    clock.now += 3
+    assert _request(port, "POST", "/ui/login", form, f"token={TOKEN}")[0] == 303
+
+
+def test_logout_ends_the_session(access_view: tuple[int, Clock, UiAccess]) -> None:
+    port, _, access = access_view
+    session = f"{COOKIE}={access.session()}"
+    assert _request(port, "GET", "/ui/state", {"Cookie": session})[0] == 503  # in
+    status, headers, _ = _request(port, "POST", "/ui/logout", {"Cookie": session})
+    assert (status, headers["location"]) == (303, "/ui/login")
+    assert f"{COOKIE}=" in headers["set-cookie"] and "Max-Age=0" in headers["set-cookie"]
+    assert _request(port, "GET", "/ui/state", {"Cookie": session})[0] == 401
+
+
+def test_event_streams_are_capped_per_session_and_end_with_it(
+    access_view: tuple[int, Clock, UiAccess], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(web_view, "KEEPALIVE_SECONDS", 0.1)
+    port, clock, access = access_view
+    first = f"{COOKIE}={access.session()}"
+    clock.now += 1
+    second = f"{COOKIE}={access.session()}"
+    held = [_held_stream(port, first) for _ in range(web_view.STREAMS_PER_SESSION)]
+    try:
+        assert [_status_of(s) for s in held] == [200] * web_view.STREAMS_PER_SESSION
+        over = _held_stream(port, first)
+        assert _status_of(over) == 429, "one login holds at most its share of the streams"
+        other = _held_stream(port, second)
+        assert _status_of(other) == 200, "another login still gets one"
+        clock.now += SESSION_SECONDS + 1
+        ended = 0
+        for sock in held:
+            sock.settimeout(10)
+            with contextlib.suppress(TimeoutError):
+                while chunk := sock.recv(65536):
+                    if chunk.endswith(b"0\r\n\r\n"):  # the chunked stream's last chunk
+                        ended += 1
+                        break
+        assert ended == len(held), f"{ended} of {len(held)} streams ended with the session"
+    finally:
+        for sock in held:
+            sock.close()
+
+
+def test_on_loopback_a_given_token_gets_a_one_time_link_and_is_never_said() -> None:
+    """`./dev run` gives a token file and listens on 127.0.0.1: one click logs in."""
+    out = io.StringIO()
+    token = "a-given-token-of-24-chars"
+    controller = Controller(
+        RunConfig(http=("127.0.0.1", 0), ui_token=token),
+        PolicySource(None),
+        out=out,
+        handle_signals=False,
+    )
+    try:
+        controller._announce_login()
+    finally:
+        for server in controller.listeners.all():
+            server.close()
+    assert "log in once within 10 minutes at http://127.0.0.1:" in out.getvalue()
+    assert "no --ui-token-file given" not in out.getvalue() and token not in out.getvalue()

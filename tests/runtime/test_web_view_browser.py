@@ -69,7 +69,9 @@ def page(tmp_path: Path) -> Iterator[Any]:
         try:
             with chromium(tmp_path / "profile") as driver:
                 driver.execute_cdp_cmd("Emulation.setTimezoneOverride", {"timezoneId": VIEWER_ZONE})
-                driver.get(f"http://127.0.0.1:{server.port}/ui/login?token=browser-token")
+                driver.get(
+                    f"http://127.0.0.1:{server.port}/ui/login?code={view.access.login_code()}"
+                )
                 driver.get(f"http://127.0.0.1:{server.port}/")  # / leads to /ui
                 WebDriverWait(driver, 30).until(
                     lambda d: d.find_elements(By.CSS_SELECTOR, 'article[data-node="node-3"]')

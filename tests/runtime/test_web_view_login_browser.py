@@ -98,14 +98,16 @@ def test_a_person_logs_in_with_the_token_and_a_wrong_one_is_refused(site: Site) 
 
 
 def test_the_login_link_lets_a_person_in_and_the_view_follows(site: Site) -> None:
-    site.driver.get(site.url(f"/ui/login?token={TOKEN}"))
+    site.driver.get(site.url(f"/ui/login?code={site.view.access.login_code()}"))
     site.wait().until(_logged_in)
     assert site.driver.current_url == site.url("/ui")
 
 
 def test_a_rebound_name_gets_a_421_and_no_data(site: Site) -> None:
     driver = site.driver
-    driver.get(site.url(f"/ui/login?token={TOKEN}"))  # logged in by its address
+    driver.get(
+        site.url(f"/ui/login?code={site.view.access.login_code()}")
+    )  # logged in by its address
     site.wait().until(_logged_in)
 
     driver.get(site.url("/ui", host=REBOUND))
@@ -117,13 +119,13 @@ def test_a_rebound_name_gets_a_421_and_no_data(site: Site) -> None:
         "fetch('/ui/state', {credentials: 'include'}).then((r) => done(r.status));"
     )
     assert status == 421
-    driver.get(site.url(f"/ui/login?token={TOKEN}", host=REBOUND))
+    driver.get(site.url(f"/ui/login?code={site.view.access.login_code()}", host=REBOUND))
     assert "does not answer to the name" in driver.find_element(By.TAG_NAME, "body").text
     assert not [c for c in driver.get_cookies() if c["name"] == COOKIE]
 
 
 def test_a_session_that_ends_sends_the_open_page_back_to_the_login(site: Site) -> None:
-    site.driver.get(site.url(f"/ui/login?token={TOKEN}"))
+    site.driver.get(site.url(f"/ui/login?code={site.view.access.login_code()}"))
     site.wait().until(_logged_in)
     site.clock.now += SESSION_SECONDS + 1
     site.portal.call(site.view.close)  # the stream ends; the page's reconnect is refused

@@ -224,6 +224,23 @@ def test_a_body_nested_thousands_deep_is_refused_not_a_server_error() -> None:
     assert harness.results == ["invalid"] and not harness.seen
 
 
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b'{"node": "node-2", "state": "failed", "ttl": 1' + b"0" * 400 + b"}",  # float overflow
+        b'{"node": "node-2", "state": "failed", "ttl": 1' + b"0" * 5000 + b"}",  # > 4300 digits
+    ],
+    ids=["400-digits", "5000-digits"],
+)
+def test_a_huge_number_is_a_bad_request_not_a_server_error(raw: bytes) -> None:
+    harness = Harness(max_body=16 * 1024)
+    with serving(harness.server):
+        status, answer, _ = harness.request("POST", raw=raw)
+    assert status == 400, answer
+    assert "out of range" in answer["error"]
+    assert not harness.seen
+
+
 FUZZED = HealthApi(
     token=TOKEN,
     store=HealthStore(),
