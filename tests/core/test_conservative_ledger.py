@@ -350,12 +350,17 @@ def test_a_reported_node_is_not_paused_in_swarm(health: HealthState) -> None:
 def test_a_node_paused_by_an_earlier_version_is_set_active_again() -> None:
     web = service("web", replicas=1, labels=MANAGED, constraints=[steering_constraint("web")])
     ours = {PAUSED: format_paused(frozenset({PAUSE_HEALTH}))}
-    nodes = [node(1, manager=True), node(2, availability=Availability.PAUSE, labels=ours)]
+    nodes = [
+        node(1, manager=True),
+        node(2, availability=Availability.PAUSE, labels=ours),
+        node(3),
+        node(4),
+    ]
     snap = snapshot(nodes, [web], [running(web, 1, 1)])
     snap = replace(snap, health=(degraded("n2"),))
     result = cycle(snap, warmed(snap), NOW)
     after = apply_actions(snap, result.actions)
-    assert after.node_by_id["n2"].availability is Availability.ACTIVE
+    assert after.node_by_id["n2"].availability is Availability.ACTIVE, "still degraded"
     assert PAUSED not in after.node_by_id["n2"].labels
 
 

@@ -106,6 +106,7 @@ def marked(client: docker.DockerClient, host: str) -> bool:
     return health_key("webhook") in (node_attrs(client, host)["Spec"].get("Labels") or {})
 
 
+@pytest.mark.second_engine
 def test_a_global_service_keeps_every_task_through_two_degraded_reports(
     four: Sandbox, client: docker.DockerClient, tmp_path: Path
 ) -> None:
@@ -129,6 +130,7 @@ def test_a_global_service_keeps_every_task_through_two_degraded_reports(
     assert "global: its task there cannot run elsewhere" in out, out
 
 
+@pytest.mark.second_engine
 def test_a_local_volume_service_keeps_its_task_on_a_degraded_node(
     four: Sandbox, client: docker.DockerClient, tmp_path: Path
 ) -> None:
