@@ -281,8 +281,11 @@ def scale_down(snapshot: ClusterSnapshot, service: Service, count: int) -> Scale
 
 
 def running_count(snapshot: ClusterSnapshot, service: Service) -> int:
-    ready = {n.id for n in snapshot.nodes if n.is_ready}
-    return sum(1 for t in snapshot.tasks_of(service.id) if t.node_id in ready and t.is_running)
+    """The service's tasks that run on a live node (`ClusterSnapshot.live_node_ids`, the
+    availability ledger's definition): a crashed engine's tasks read running until Swarm
+    marks its node down."""
+    live = snapshot.live_node_ids
+    return sum(1 for t in snapshot.tasks_of(service.id) if t.node_id in live and t.is_running)
 
 
 def worst_case(

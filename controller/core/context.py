@@ -66,6 +66,7 @@ class PlanContext:
             self.policy.controller.budgets,
             self.snapshot,
             {sid: r.settings.max_unavailable for sid, r in self.resolved.items()},
+            self.memory.overridden,
         )
 
     def budget(self) -> AvailabilityLedger:

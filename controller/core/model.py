@@ -15,6 +15,7 @@ from controller.core.labels import excluded_node_set
 from controller.core.mirror import Mirror
 from controller.core.outside_inputs import (
     HealthReport,
+    HealthState,
     LivenessSignal,
     PluginAdvice,
     SourceStatus,
@@ -304,6 +305,22 @@ class ClusterSnapshot:
         neither gone nor back."""
         wanted = set(ids)
         return {n.id for n in self.nodes if n.state is NodeState.UNKNOWN and n.id in wanted}
+
+    @cached_property
+    def live_node_ids(self) -> frozenset[str]:
+        """Nodes whose running tasks count as up for availability (core/kernel/ledger):
+        Swarm calls them ready, and no liveness signal (its latest word per source) nor
+        live health report says they are gone. A crashed engine's tasks read `running`
+        until Swarm marks the node down; one signal that says gone is enough to doubt
+        them (the ledger then does less, never more)."""
+        latest: dict[tuple[str, str], LivenessSignal] = {}
+        for signal in self.liveness:
+            key = (signal.node_id, signal.source)
+            if key not in latest or signal.since >= latest[key].since:
+                latest[key] = signal
+        doubted = {s.node_id for s in latest.values() if not s.alive}
+        doubted.update(r.node_id for r in self.health if r.state is HealthState.FAILED)
+        return frozenset(n.id for n in self.nodes if n.is_ready and n.id not in doubted)
 
     @cached_property
     def unknown_hostnames(self) -> tuple[str, ...]:

@@ -103,7 +103,7 @@ def test_mixed_inputs_together_keep_a_service_off_no_more_than_the_one_share() -
     # The node-wide inputs come first (the degraded node, the quarantine); the service's
     # own move-off and the plugin's veto are held back, and decisions say why.
     assert off == {"node-2", "node-3"}
-    assert after.node_by_id["n2"].availability is Availability.PAUSE
+    assert after.node_by_id["n2"].availability is Availability.ACTIVE, "kept off, not paused"
     reasons = [d.reason for d in result.decisions if d.subject == "service web"]
     held = [r for r in reasons if "controller.health-panic-threshold 34% allows 2" in r]
     assert any("3 task failure(s) on node-5" in r for r in held), reasons

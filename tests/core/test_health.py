@@ -76,7 +76,7 @@ def failed_snapshot() -> ClusterSnapshot:
     return settle(replace(web_snapshot(), health=(report(HealthState.FAILED),)))
 
 
-def test_a_failed_node_refuses_its_tasks_surges_them_elsewhere_then_is_paused() -> None:
+def test_a_failed_node_refuses_its_tasks_surges_them_elsewhere_and_is_not_paused() -> None:
     snap = web_snapshot()
     result = run(replace(snap, health=(report(HealthState.FAILED),)))
     action = node_action(result)
@@ -90,27 +90,23 @@ def test_a_failed_node_refuses_its_tasks_surges_them_elsewhere_then_is_paused() 
     assert [a.replicas for a in surge] == [4], "the lost replica starts at once elsewhere"
     assert result.actions.index(action) < result.actions.index(surge[0]), "evict first"
     assert any(d.rule == "health" and d.outcome == "failed" for d in result.decisions)
-    # The next cycle pauses it.
+    # No pause follows: it would keep the unmanaged services' new tasks off the node too.
     labelled = apply_actions(replace(snap, health=(report(HealthState.FAILED),)), (action,))
-    pause = node_action(run(labelled, now=NOW + 1))
-    assert isinstance(pause, SetNodeAvailability)
-    assert pause.availability is Availability.PAUSE
-    assert pause.set_labels == {PAUSED: "health"} and pause.evicts_services == ()
+    assert not node_writes(run(labelled, now=NOW + 1))
 
 
 def test_the_failure_is_durable_and_released_by_ok_or_by_its_ttl() -> None:
     labelled = replace(failed_snapshot(), health=())
-    assert labelled.node_by_id["n2"].availability is Availability.PAUSE
+    assert labelled.node_by_id["n2"].availability is Availability.ACTIVE
     # A restarted controller (no report, empty memory) keeps the node failed.
     again = plan(snapshot=labelled, policy=Policy.default(), memory=Memory(), now=NOW + 1)
     assert not node_writes(again)
     assert any(d.outcome == "failed" for d in again.decisions if d.rule == "health")
-    # `ok` releases it: labels gone, active again; nothing is moved back by the release.
+    # `ok` releases it: labels gone; nothing is moved back by the release.
     ok = run(replace(labelled, health=(report(HealthState.OK),)), now=NOW + 2)
     release = node_action(ok)
-    assert isinstance(release, SetNodeAvailability)
-    assert release.availability is Availability.ACTIVE
-    assert set(release.remove_labels) == {deny_label("web"), PAUSED, health_key("webhook")}
+    assert isinstance(release, SetNodeLabels)
+    assert set(release.remove_labels) == {deny_label("web"), health_key("webhook")}
     assert release.evicts_services == ()
     # So does the ttl, without any report.
     lapsed = run(labelled, now=NOW + 61)
@@ -135,21 +131,29 @@ def test_the_worst_source_wins_and_each_source_releases_only_its_own_word() -> N
     assert action.remove_labels == (health_key("webhook"),), "the plugin still says failed"
 
 
-def test_a_node_failing_while_paused_by_us_is_made_active_for_the_eviction() -> None:
+def test_a_node_an_earlier_version_paused_is_made_active_with_the_eviction() -> None:
     degraded = settle(replace(web_snapshot(replicas=1), health=(report(HealthState.DEGRADED),)))
-    # web has no task on node-2 (1 replica on node-1): the node is only paused.
-    assert degraded.node_by_id["n2"].availability is Availability.PAUSE
-    moved_in = replace(degraded, tasks=tuple(replace(t, node_id="n2") for t in degraded.tasks))
+    # web has no task on node-2 (1 replica on node-1): the node only carries its mark.
+    assert degraded.node_by_id["n2"].availability is Availability.ACTIVE
+    old_pause = {**degraded.node_by_id["n2"].labels, PAUSED: "health"}
+    paused = replace(
+        degraded,
+        nodes=tuple(
+            replace(n, availability=Availability.PAUSE, labels=old_pause) if n.id == "n2" else n
+            for n in degraded.nodes
+        ),
+    )
+    moved_in = replace(paused, tasks=tuple(replace(t, node_id="n2") for t in paused.tasks))
     failing = replace(moved_in, health=(report(HealthState.FAILED),))
     action = node_action(run(failing, now=NOW + 1))
     assert isinstance(action, SetNodeAvailability) and action.availability is Availability.ACTIVE
     assert action.set_labels[deny_label("web")] == "true" and action.evicts_services == ("s-web",)
+    assert PAUSED in action.remove_labels
     after = apply_actions(failing, (action,))
-    again = node_action(run(after, now=NOW + 2))
-    assert isinstance(again, SetNodeAvailability) and again.availability is Availability.PAUSE
+    assert not node_writes(run(after, now=NOW + 2)), "and it is not paused again"
 
 
-def test_a_degraded_node_is_paused_and_sheds_preemptible_work_in_batches() -> None:
+def test_a_degraded_node_sheds_preemptible_work_in_batches() -> None:
     services = [
         service(
             name,
@@ -164,26 +168,23 @@ def test_a_degraded_node_is_paused_and_sheds_preemptible_work_in_batches() -> No
     tasks = [running(s, 2, 1) for s in services]
     snap = replace(snapshot(nodes, services, tasks), health=(report(HealthState.DEGRADED),))
     action = node_action(run(snap))
-    assert isinstance(action, SetNodeLabels), "refuse first, pause after"
+    assert isinstance(action, SetNodeLabels), "refused by labels, never paused"
     denied = {k for k in action.set_labels if k.startswith("swarm-placement.deny.")}
     assert denied == {deny_label("a"), deny_label("b")}, "lowest priority first, 2 per node"
     labelled = apply_actions(snap, (action,))
-    pause = node_action(run(labelled, now=NOW + 1))
-    assert isinstance(pause, SetNodeAvailability) and pause.availability is Availability.PAUSE
     # The next batch waits until the first one runs elsewhere.
-    paused = apply_actions(labelled, (pause,))
-    waiting = run(paused, now=NOW + 2)
+    waiting = run(labelled, now=NOW + 2)
     assert not node_writes(waiting)
     assert any(d.outcome == "wait" and "still moving off" in d.reason for d in waiting.decisions)
     moved = replace(
-        paused,
+        labelled,
         tasks=tuple(
-            replace(t, node_id="n3") if t.service_id in {"s-a", "s-b"} else t for t in paused.tasks
+            replace(t, node_id="n3") if t.service_id in {"s-a", "s-b"} else t
+            for t in labelled.tasks
         ),
     )
     following = node_action(run(moved, now=NOW + 3))
-    assert isinstance(following, SetNodeAvailability)
-    assert following.availability is Availability.ACTIVE, "active for the eviction"
+    assert isinstance(following, SetNodeLabels)
     assert set(following.set_labels) == {deny_label("c")}, "preemptible: false stays"
 
 

@@ -9,7 +9,7 @@ import pytest
 from controller.core.actions import SetNodeAvailability, SetNodeLabels, SetReplicas
 from controller.core.apply import apply_actions
 from controller.core.decisions import Decision
-from controller.core.health.node_marks import PAUSED, health_key
+from controller.core.health.node_marks import health_key
 from controller.core.kernel.blast_radius import allowed
 from controller.core.labels import DENY_LABEL_PREFIX, deny_label, steering_constraint
 from controller.core.memory import Memory
@@ -182,15 +182,15 @@ def test_when_the_reports_fall_back_below_the_share_the_controller_acts_again() 
 
 def test_what_is_in_force_stays_through_a_storm_and_is_not_made_worse() -> None:
     """Of 6 nodes, node-2 failed and node-3 degraded before the storm (2 of 6: within the
-    share): their denies and pauses stay; node-3 reported failed in the storm stays
+    share): their denies stay; node-3 reported failed in the storm stays
     degraded; nothing new is written."""
     # Node-3 sheds its work only once node-2's runs elsewhere: max-unavailable 1.
     health = (word(2), word(3, HealthState.DEGRADED))
     before = settle(replace(cluster(6), health=health), swarm_acts=True)
     assert denied(before, 2) == {"web", "batch"}
     assert denied(before, 3) == {"batch", "web"}, "preemptible: both in one batch of 2"
-    assert before.node_by_id["n2"].availability is Availability.PAUSE
-    assert before.node_by_id["n3"].availability is Availability.PAUSE
+    assert before.node_by_id["n2"].availability is Availability.ACTIVE, "never paused"
+    assert before.node_by_id["n3"].availability is Availability.ACTIVE
     stormy = replace(before, health=tuple(word(n) for n in range(1, 7)))
     result = run(stormy, now=NOW + 20)
     assert panic(result) is not None
@@ -205,12 +205,10 @@ def test_releases_go_on_during_a_storm() -> None:
     result = run(released, now=NOW + 20)
     assert panic(result) is not None
     [write] = node_writes(result)
-    assert isinstance(write, SetNodeAvailability) and write.node_id == "n2"
-    assert write.availability is Availability.ACTIVE
+    assert isinstance(write, SetNodeLabels) and write.node_id == "n2"
     assert set(write.remove_labels) == {
         deny_label("web"),
         deny_label("batch"),
-        PAUSED,
         health_key("webhook"),
     }
 

@@ -8,6 +8,7 @@ from dataclasses import replace
 from controller.core.actions import SetReplicas
 from controller.core.decisions import Code
 from controller.core.kernel.drop_order import scale_down_order
+from controller.core.kernel.swarm_grace import DEFAULT_HEARTBEAT_SECONDS, SAYS_ALIVE_PERIODS
 from controller.core.memory import Memory, SpeculationMemory
 from controller.core.model import ClusterSnapshot, NodeState, Service, Task, TaskState
 from controller.core.outside_inputs import LivenessSignal
@@ -18,13 +19,14 @@ from controller.core.rules.failover.speculative import (
     FALSE_ALARM_HOLD_SECONDS,
     FLAP_FALSE_ALARMS,
     LIVENESS_POLL_SECONDS,
-    SWARM_SAYS_ALIVE_SECONDS,
     drops_only_surged,
     speculated_nodes,
 )
 from controller.policy import Budgets, Policy
 
 from .builders import MANAGED, node, running, service, snapshot
+
+SWARM_SAYS_ALIVE_SECONDS = SAYS_ALIVE_PERIODS * DEFAULT_HEARTBEAT_SECONDS  # heartbeat unseen
 
 RULES = rules_named("failover", "speculative")
 SPECULATIVE = {**MANAGED, "placement.failover-mode": "speculative"}

@@ -4,19 +4,27 @@ For each service it counts, from the snapshot alone, how many of its replicas ar
 or in flight right now, and every write that may stop a task is charged against it
 before the guards let the write through:
 
-- wanted: the operator's count (a replica record's base). A count the controller
-  lowered with the service's consent (preemption of a preemptible service, a hold of a
-  priority-none one) is wanted as it now is;
-- up: its tasks running on a node that holds tasks (ready, or `unknown` or
-  `disconnected`: a new Raft leader has not heard from it, its tasks may still run and
-  are never counted as free), that is not drained and that the service's constraints
-  still allow. A task the constraints now refuse is leaving, whether or not Swarm has
-  stopped it yet;
-- down: wanted less up, at least 0: replicas missing, starting or leaving now, whoever
-  stopped them.
+- wanted: the operator's count. A replica record's base while the record is the
+  controller's; the live count once an operator scaled over the record (now, or once
+  before: `Memory.overridden`). A count the controller lowered with the service's consent
+  (preemption of a preemptible service, a hold of a priority-none one) is wanted as it
+  now is. A global service wants one task on each node Swarm alone would run it on: every
+  node that is not down or drained and holds an assigned task of it, or that its
+  operator's constraints allow while the controller's own (deny labels, exclusions) keep
+  it off;
+- up: its tasks running on a live node (`ClusterSnapshot.live_node_ids`: Swarm calls it
+  ready and no liveness signal or health report says it is gone), that is not drained
+  and that the service's constraints still allow. A task on an `unknown`,
+  `disconnected` or suspected node is down for this count (a crashed engine's tasks read
+  running until Swarm marks its node down), though it still holds its room. A task the
+  constraints now refuse is leaving, whether or not Swarm has stopped it yet;
+- down: wanted less up, at least 0: replicas missing, starting, leaving or on a node in
+  doubt now, whoever stopped them.
 
 A write's charge is the up tasks it may stop before a replacement runs, less the spare
-ones (up beyond wanted: a surge the controller made). It goes through only while down,
+ones (up beyond wanted: a surge the controller made). A task that is not up costs
+nothing to stop: whatever really runs is at least what is up, and what is up loses only
+the up tasks a write stops. It goes through only while down,
 the charges of the writes planned before it and its own stay within the service's
 `max-unavailable`. Nothing is remembered: a stop made in the last cycle shows in this
 cycle's snapshot (its task is leaving, or its replacement still starting), so the
@@ -44,6 +52,7 @@ from controller.core.actions import (
 from controller.core.capacity import scale_down
 from controller.core.constraints import ConstraintError, node_filter, parse_constraint
 from controller.core.kernel.drop_order import dropped_tasks
+from controller.core.labels import exclusion_constraints, steering_constraint
 from controller.core.model import (
     Availability,
     ClusterSnapshot,
@@ -52,6 +61,7 @@ from controller.core.model import (
     ServiceMode,
     Task,
 )
+from controller.core.replicas import operator_changed
 from controller.policy import Budgets
 
 
@@ -86,35 +96,65 @@ def _allows(service: Service) -> Callable[[Node], bool]:
         return lambda _node: True
 
 
-def _stays(node: Node | None, allows: Callable[[Node], bool]) -> bool:
-    """A running task on this node counts as up: Swarm has not given the node up, does
-    not drain it, and the service's constraints still allow it."""
+def _stays(node: Node | None, live: frozenset[str], allows: Callable[[Node], bool]) -> bool:
+    """A running task on this node counts as up: the node is live, not drained, and the
+    service's constraints still allow it."""
     return (
         node is not None
-        and node.holds_tasks
+        and node.id in live
         and node.availability is not Availability.DRAIN
         and allows(node)
     )
 
 
 def up_tasks(snapshot: ClusterSnapshot, service: Service) -> tuple[Task, ...]:
-    """The service's tasks that run and may stay where they run."""
+    """The service's tasks that run and may stay where they run: the one count of what is
+    up, for every rule and guard."""
     allows = _allows(service)
-    nodes = snapshot.node_by_id
+    nodes, live = snapshot.node_by_id, snapshot.live_node_ids
     return tuple(
         t
         for t in snapshot.tasks_of(service.id)
-        if t.is_running and _stays(nodes.get(t.node_id), allows)
+        if t.is_running and _stays(nodes.get(t.node_id), live, allows)
     )
 
 
-def wanted_count(service: Service) -> int:
-    """The replicas the ledger holds the service to (see the module's docstring)."""
+def wanted_count(service: Service, overridden: Mapping[str, float] | None = None) -> int:
+    """The replicas the ledger holds a replicated service to (see the module's docstring):
+    never below the operator's count, whatever a replica record says."""
     replicas = service.replicas or 0
     if service.replica_record_error is not None:
         return replicas
     record = service.replica_record
-    return min(replicas, record.base) if record is not None else replicas
+    if record is None or operator_changed(service, record, overridden):
+        return replicas
+    return min(replicas, record.base)
+
+
+def _operators(service: Service) -> Callable[[Node], bool]:
+    """The service's constraints without the controller's deny steering and exclusions
+    (its possible-owner constraint stays: it is the operator's policy)."""
+    ours = {steering_constraint(service.name), *exclusion_constraints(service.excluded)}
+    try:
+        return node_filter(parse_constraint(c) for c in service.constraints if c not in ours)
+    except ConstraintError:
+        return lambda _node: True
+
+
+def global_wanted(snapshot: ClusterSnapshot, service: Service) -> int:
+    """A global service's replicas: one per node Swarm alone would run it on (a node not
+    down or drained with an assigned task of it, or one the controller keeps it off)."""
+    assigned = {
+        t.node_id for t in snapshot.tasks_of(service.id) if t.is_active and not t.is_pending
+    }
+    operators, allows = _operators(service), _allows(service)
+    return sum(
+        1
+        for n in snapshot.nodes
+        if n.holds_tasks
+        and n.availability is not Availability.DRAIN
+        and (n.id in assigned or (operators(n) and not allows(n)))
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,13 +173,17 @@ class Standing:
         return max(0, self.up - self.wanted)
 
 
-def standing(snapshot: ClusterSnapshot, service: Service) -> Standing:
-    """A replicated service's account; a global service is held to the tasks it runs
-    (what one write stops is charged, but a task of it is never replaced elsewhere)."""
+def standing(
+    snapshot: ClusterSnapshot, service: Service, overridden: Mapping[str, float] | None = None
+) -> Standing:
+    """A service's account: a global service's task on each node is one replica, held
+    to max-unavailable like any other (a task of it is never replaced elsewhere)."""
     up = len(up_tasks(snapshot, service))
+    if service.mode is ServiceMode.GLOBAL:
+        return Standing(max(up, global_wanted(snapshot, service)), up)
     if service.mode is not ServiceMode.REPLICATED:
         return Standing(up, up)
-    return Standing(wanted_count(service), up)
+    return Standing(wanted_count(service, overridden), up)
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,8 +195,9 @@ class Disruption:
 
 
 def _up_on(snapshot: ClusterSnapshot, service_id: str, nodes: Iterable[str]) -> int:
-    """Up tasks of the service on those nodes: a task on a node that is down (or that
-    health reports failed) is unavailable already, one Swarm calls unknown still runs."""
+    """Up tasks of the service on those nodes: a task on a node that is not live (down,
+    reported failed, `unknown`, `disconnected`, suspected) is counted down already, so
+    stopping it spends nothing of what is up."""
     service = snapshot.service_by_id.get(service_id)
     if service is None:
         return 0
@@ -272,9 +317,14 @@ class AvailabilityLedger:
     so far, and the writes spent per cycle, node and service."""
 
     def __init__(
-        self, budgets: Budgets, snapshot: ClusterSnapshot, max_unavailable: Mapping[str, int]
+        self,
+        budgets: Budgets,
+        snapshot: ClusterSnapshot,
+        max_unavailable: Mapping[str, int],
+        overridden: Mapping[str, float] | None = None,
     ) -> None:
         self._budgets = budgets
+        self._overridden = overridden or {}
         self._snapshot = snapshot
         self._max_unavailable = max_unavailable
         self._standing: dict[str, Standing] = {}
@@ -282,7 +332,9 @@ class AvailabilityLedger:
         self._charged: Counter[str] = Counter()  # service id -> up tasks stopped so far
 
     def copy(self) -> AvailabilityLedger:
-        other = AvailabilityLedger(self._budgets, self._snapshot, self._max_unavailable)
+        other = AvailabilityLedger(
+            self._budgets, self._snapshot, self._max_unavailable, self._overridden
+        )
         other._standing = self._standing  # a function of the snapshot: shared
         other._spent = self._spent.copy()
         other._charged = self._charged.copy()
@@ -292,7 +344,11 @@ class AvailabilityLedger:
         found = self._standing.get(service_id)
         if found is None:
             service = self._snapshot.service_by_id.get(service_id)
-            found = standing(self._snapshot, service) if service is not None else Standing(0, 0)
+            found = (
+                standing(self._snapshot, service, self._overridden)
+                if service is not None
+                else Standing(0, 0)
+            )
             self._standing[service_id] = found
         return found
 

@@ -19,7 +19,7 @@ What follows the surge:
   word (an agent that did not answer one poll) is no evidence, and neither is a first
   cycle: no trim until this controller has watched the liveness signals for
   `controller.suspect-after` and a poll (after a start or a lease takeover). Swarm still
-  calling the node ready SWARM_SAYS_ALIVE_SECONDS after the surge is evidence too,
+  calling the node ready 12 heartbeats after the surge (swarm_grace) is evidence too,
   whatever the signals say. Swarm's scale-down picks among the nodes with the most tasks
   of the service and cannot be told which task to drop: where a node holding an original
   ties with a node holding a surged task, the trim may stop the original (the service
@@ -65,6 +65,7 @@ from controller.core.decisions import Code, Decision, Outcome
 from controller.core.health.suspicion import GOSSIP_SOURCE, SWARM_UNDECIDED
 from controller.core.kernel.drop_order import STABLE_SORT_SLOTS, scale_down_order
 from controller.core.kernel.ledger import scale_down_stops
+from controller.core.kernel.swarm_grace import swarm_says_alive_seconds
 from controller.core.memory import Memory, SpeculationMemory
 from controller.core.model import (
     Availability,
@@ -101,10 +102,6 @@ LIVENESS_POLL_SECONDS = 0.5
 FLAP_FALSE_ALARMS = 3
 FLAP_WINDOW_SECONDS = 120.0
 FLAP_CONFIRMED_SECONDS = 600.0
-# Swarm still calling every speculated node ready this long after the surge is evidence
-# enough that they live (its heartbeat grace is 11 to 15 s by default), whatever the
-# fast signals say or do not say: a surge never stands for good on a silent signal.
-SWARM_SAYS_ALIVE_SECONDS = 60.0
 # A node's last suspicion is remembered this long (it only delays a trim by the hold).
 DOUBT_MEMORY_SECONDS = 60.0
 
@@ -455,7 +452,7 @@ def _not_yet_false_alarm(
     by_id = ctx.snapshot.node_by_id
     names = ", ".join(by_id[n].hostname for n in nodes if n in by_id)
     ready = all(n in by_id and by_id[n].state is NodeState.READY for n in nodes)
-    if ready and ctx.now - record.since >= SWARM_SAYS_ALIVE_SECONDS:
+    if ready and ctx.now - record.since >= swarm_says_alive_seconds(ctx.snapshot):
         return None  # Swarm's heartbeat says they live, long past its grace
     watching = notes.memory.watching_since
     warm_up = ctx.policy.controller.suspect_after_seconds + LIVENESS_POLL_SECONDS

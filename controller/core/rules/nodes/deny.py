@@ -9,7 +9,9 @@ label with no reason left is removed, whoever wrote it:
 - the node is `degraded`: preemptible managed services with tasks there, a batch of at
   most `budgets.actions-per-node` services at a time, the next batch once the last one
   runs its replicas elsewhere; those already refused stay refused while it is degraded
-  (in a health panic, panic.py, no next batch starts);
+  (in a health panic, panic.py, no next batch starts). A global service is not moved (its
+  task there cannot run elsewhere: refusing it is a loss, not a move), nor is a service
+  whose data is local to its node (core/kernel/local_data.py: moved, it starts empty);
 - the service failed there too often (workload.py);
 - a placement plugin vetoes the node for the service, unless that plugin vetoes more than
   `controller.health-panic-threshold` of the ready and active nodes that may take it, or
@@ -18,7 +20,10 @@ label with no reason left is removed, whoever wrote it:
   that one blast-radius cap (core/kernel/blast_radius.py). Then they are set aside for
   the cycle, and a decision says so: a plugin gone wrong must not take a service off
   every node at once, nor add its share to the others'. Vetoes come last: they are
-  advice asked again every cycle.
+  advice asked again every cycle. A service whose data is local is not moved by a veto
+  either.
+Every eviction these labels cause is charged to the availability ledger by the nodes rule
+(global services included: each node's task is one replica).
 Removing a deny label moves nothing back: it only lets the node take the service again.
 """
 
@@ -31,6 +36,8 @@ from controller.core.counts import active_counts
 from controller.core.decisions import Decision, Outcome
 from controller.core.health.assess import Assessment
 from controller.core.kernel.blast_radius import SETTING, ServiceRadius, named
+from controller.core.kernel.ledger import up_tasks
+from controller.core.kernel.local_data import data_stays
 from controller.core.labels import DENY_LABEL_PREFIX, DENY_VALUE
 from controller.core.model import ClusterSnapshot, Service, ServiceMode
 from controller.core.outside_inputs import HealthState, PluginVeto
@@ -58,14 +65,21 @@ def denied_on(labels: Mapping[str, str]) -> set[str]:
 
 
 def _running_elsewhere(snapshot: ClusterSnapshot, service: Service, node_id: str) -> bool:
-    """The service runs its replicas without this node (a global one: nothing to wait for)."""
+    """The service runs its replicas without this node, counted as the availability ledger
+    counts what is up (a global one: nothing to wait for)."""
     if service.mode is not ServiceMode.REPLICATED:
         return True
-    ready = {n.id for n in snapshot.nodes if n.is_ready and n.id != node_id}
-    running = sum(1 for t in snapshot.tasks_of(service.id) if t.is_running and t.node_id in ready)
+    running = sum(1 for t in up_tasks(snapshot, service) if t.node_id != node_id)
     return running >= (service.replicas or 0) and not active_counts(snapshot, service.id).get(
         node_id
     )
+
+
+def _stays_on_degraded(service: Service, settings: ServiceSettings) -> str | None:
+    """Why a degraded node keeps the service's tasks, or None when they may move off."""
+    if service.mode is not ServiceMode.REPLICATED:
+        return "global: its task there cannot run elsewhere"
+    return data_stays(service, settings)
 
 
 def plan_denials(
@@ -99,7 +113,7 @@ def plan_denials(
             )
         for name in move_offs.get(node.id, {}):
             plan.deny(node.id, name, "keeps failing here")
-    _vetoes(plan, effective, by_id, vetoes, radii=radii)
+    _vetoes(plan, effective, by_id, vetoes, radii=radii, settings=settings)
     return plan
 
 
@@ -115,14 +129,40 @@ def _degraded(
 ) -> None:
     node = observed.node_by_id[node_id]
     hostname = node.hostname
-    movable = [
+    preemptible = [
         s for s in managed if settings[s.id].preemptible and settings[s.id].max_unavailable > 0
     ]
+    movable = []
+    for service in preemptible:
+        why = _stays_on_degraded(service, settings[service.id])
+        if why is None:
+            movable.append(service)
+        elif active_counts(observed, service.id).get(node_id):
+            plan.decisions.append(
+                Decision(
+                    RULE,
+                    f"service {service.name}",
+                    Outcome.KEEP,
+                    f"node {hostname} is degraded, but {service.name} keeps its task(s) "
+                    f"there: {why}",
+                )
+            )
     refused = [s for s in movable if s.name in denied_on(node.labels)]
     for service in refused:
         plan.deny(node_id, service.name, "node degraded")
     here = [s for s in movable if s not in refused and active_counts(observed, s.id).get(node_id)]
     if not here:
+        return
+    if panic or batch <= 0:
+        why = "health panic" if panic else "budgets.actions-per-node is 0"
+        plan.decisions.append(
+            Decision(
+                RULE,
+                f"node {hostname}",
+                Outcome.KEEP,
+                f"degraded, but {why}: no preemptible work moves",
+            )
+        )
         return
     moving = [s.name for s in refused if not _running_elsewhere(observed, s, node_id)]
     if moving:
@@ -133,17 +173,6 @@ def _degraded(
                 Outcome.WAIT,
                 f"degraded: {', '.join(moving)} still moving off; "
                 f"{len(here)} more preemptible service(s) follow",
-            )
-        )
-        return
-    if panic or batch <= 0:
-        why = "health panic" if panic else "budgets.actions-per-node is 0"
-        plan.decisions.append(
-            Decision(
-                RULE,
-                f"node {hostname}",
-                Outcome.KEEP,
-                f"degraded, but {why}: no preemptible work moves",
             )
         )
         return
@@ -159,12 +188,28 @@ def _vetoes(
     vetoes: tuple[PluginVeto, ...],
     *,
     radii: Mapping[str, ServiceRadius],
+    settings: Mapping[str, ServiceSettings],
 ) -> None:
     per_service: dict[str, dict[str, dict[str, PluginVeto]]] = {}
+    stays: set[str] = set()
     for veto in vetoes:
-        if veto.service_id in by_id and veto.node_id in effective.node_by_id:
+        service = by_id.get(veto.service_id)
+        if service is not None and data_stays(service, settings[service.id]) is not None:
+            stays.add(service.id)
+        elif service is not None and veto.node_id in effective.node_by_id:
             by_plugin = per_service.setdefault(veto.service_id, {})
             by_plugin.setdefault(veto.plugin, {}).setdefault(veto.node_id, veto)
+    for service_id in sorted(stays):
+        service = by_id[service_id]
+        plan.decisions.append(
+            Decision(
+                "plugins",
+                f"service {service.name}",
+                Outcome.IGNORE,
+                f"the placement plugins veto some of its nodes, but "
+                f"{data_stays(service, settings[service_id])}",
+            )
+        )
     for service_id, by_plugin in sorted(per_service.items()):
         service = by_id[service_id]
         subject = f"service {service.name}"

@@ -1,12 +1,11 @@
 """Every label of ours on a node, and its availability, in one write per node per cycle.
 
 What a node should carry is computed from all its reasons at once: possible-owner marks
-(the owners' hard constraint), health marks, quarantine, the pause the controller
-holds, deny labels (failed or degraded node, a service failing there, a plugin veto) and
-workload-health marks. One write per node keeps every change version-checked against
-what was observed; it runs first, so evictions land before failover's surge that
-replaces the evicted tasks at once. Evictions need an active node (see _evict_first):
-the pause comes one cycle after them.
+(the owners' hard constraint), health marks, quarantine, deny labels (failed or degraded
+node, a service failing there, a plugin veto) and workload-health marks. One write per
+node keeps every change version-checked against what was observed; it runs first, so
+evictions land before failover's surge that replaces the evicted tasks at once. The
+controller pauses no node in Swarm (see _pause).
 """
 
 from __future__ import annotations
@@ -172,22 +171,9 @@ def _hold(change: _Change, service_id: str) -> None:
 
 def _evict_first(change: _Change, node: Node) -> None:
     """Swarm's constraint enforcer leaves a node alone while it is not active (swarmkit
-    skips paused nodes), so a write that refuses services their tasks there leaves the
-    node active, or sets a node the controller paused active again for that write; the
-    pause follows in the next cycle, when the evicted tasks are gone. A node an operator
-    paused is not touched: its refused tasks stay until it is active again."""
-    if not change.evicts:
-        return
-    if change.availability is Availability.PAUSE:
-        change.availability = None
-        change.put.pop(PAUSED, None)
-        change.why.append("the pause follows once the refused tasks are gone")
-    elif node.availability is Availability.PAUSE and paused_for(node.labels):
-        change.availability = Availability.ACTIVE
-        change.why.append(
-            "active for this write so that Swarm evicts the refused tasks; paused again next"
-        )
-    elif node.availability is Availability.PAUSE:
+    skips paused nodes): a node an operator paused keeps its refused tasks until it is
+    active again, and the decision says so."""
+    if change.evicts and node.availability is Availability.PAUSE and not paused_for(node.labels):
         change.why.append(
             "paused by an operator: Swarm evicts nothing there until it is active again"
         )
@@ -223,21 +209,19 @@ def _quarantine(change: _Change, node: Node, verdict: NodeVerdict) -> None:
 
 
 def _pause(change: _Change, node: Node, verdict: NodeVerdict) -> None:
+    """The controller never pauses a node in Swarm: a pause keeps the tasks of every
+    service away, those it does not manage too (an unmanaged global service's task, an
+    unmanaged service failing over). The rules see a node held for health paused
+    (Assessment.effective), and deny labels keep the managed services it refuses off
+    it. A node an earlier version paused is set active again."""
     ours = paused_for(node.labels)
-    if verdict.pause:
-        if node.availability is Availability.ACTIVE:
-            change.availability = Availability.PAUSE
-            change.put[PAUSED] = format_paused(verdict.pause)
-            change.why.append(f"paused ({format_paused(verdict.pause)})")
-        elif ours and ours != verdict.pause:
-            change.put[PAUSED] = format_paused(verdict.pause)
-            change.why.append(f"held paused ({format_paused(verdict.pause)})")
+    if not ours:
         return
-    if ours:
-        change.drop.add(PAUSED)
-        if node.availability is Availability.PAUSE:
-            change.availability = Availability.ACTIVE
-        change.why.append(f"released ({format_paused(ours)} over)")
+    change.drop.add(PAUSED)
+    if node.availability is Availability.PAUSE:
+        change.availability = Availability.ACTIVE
+    held = f"; still held for the rules ({format_paused(verdict.pause)})" if verdict.pause else ""
+    change.why.append(f"released (the controller no longer pauses nodes in Swarm{held})")
 
 
 def _deny(

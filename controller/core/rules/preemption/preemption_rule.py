@@ -22,6 +22,10 @@ most that many tasks per cycle, and the next cycle, which sees the count lowered
 take more (the victim's `preemptible` is its consent to a lower count, not to more
 stops at once). The scale-downs of one preemption go out together or not at all.
 
+A service whose data is local to its node (core/kernel/local_data.py) is never a victim,
+preemptible or not: a task stopped by a scale-down leaves its data behind, and the task
+that replaces it later may start on another node, empty.
+
 Victims: lowest priority first, a victim's tasks one at a time until the pending tasks
 fit; then higher-priority victims are spared again where the room still suffices (as
 the Kubernetes scheduler's reprieve). Nothing is touched when no victim set helps, and
@@ -50,6 +54,7 @@ from controller.core.constraints import ConstraintError
 from controller.core.context import PlanContext, RuleOutput
 from controller.core.decisions import Decision, Outcome
 from controller.core.kernel.ledger import scale_down_stops
+from controller.core.kernel.local_data import local_data
 from controller.core.model import Resources, Service, ServiceMode
 from controller.core.replicas import (
     HOLD,
@@ -133,6 +138,10 @@ def _victims(ctx: PlanContext, pending: Service) -> tuple[list[Service], list[st
         ):
             continue
         why = _not_now(service, settings.max_unavailable, ctx.memory.overridden)
+        if why is None and local_data(service, settings):
+            # Scaled down, its task's data stays on the node; scaled back, Swarm may
+            # start the task anywhere, empty.
+            why = f"its data is local to its node ({', '.join(local_data(service, settings))})"
         if ("service", service.id) in written:
             why = "already changed this cycle"
         if why is not None:

@@ -105,8 +105,8 @@ def unsettled(cycle: RebalanceCycle, service: Service) -> str | None:
     if record is not None:
         return f"a replica operation ({record.operation}) is in flight"
     snapshot = cycle.ctx.snapshot
-    ready = {n.id for n in snapshot.nodes if n.is_ready}
-    running = sum(1 for t in snapshot.tasks_of(service.id) if t.is_running and t.node_id in ready)
+    live = snapshot.live_node_ids  # as the availability ledger counts what runs
+    running = sum(1 for t in snapshot.tasks_of(service.id) if t.is_running and t.node_id in live)
     active = sum(active_counts(snapshot, service.id).values())
     if running != (service.replicas or 0) or active != running:
         return f"{running} of {service.replicas} tasks running"
