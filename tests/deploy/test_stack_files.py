@@ -237,6 +237,8 @@ def test_the_build_context_leaves_out_what_is_not_the_product() -> None:
     an image's build context, and some of it is private to this machine."""
     ignored = set((ROOT / ".dockerignore").read_text().split())
     assert {".git", ".venv", ".dev", ".engines", "tests", "bench"} <= ignored
+
+
 def test_open_files_are_bounded_with_room_for_the_connection_caps() -> None:
     from controller.runtime.agent import AGENT_CONNECTIONS  # noqa: PLC0415
     from controller.runtime.http_server import MAX_CONNECTIONS  # noqa: PLC0415
