@@ -237,7 +237,8 @@ def test_a_huge_number_is_a_bad_request_not_a_server_error(raw: bytes) -> None:
     with serving(harness.server):
         status, answer, _ = harness.request("POST", raw=raw)
     assert status == 400, answer
-    assert "out of range" in answer["error"]
+    # Too long for int() is refused by the parser, too large for a float by the field.
+    assert "out of range" in answer["error"] or "not a usable number" in answer["error"]
     assert not harness.seen
 
 
