@@ -186,6 +186,37 @@ def _plan_service(ctx: PlanContext, service: Service) -> tuple[Action | None, De
     )
 
 
+def _unplaced_first(
+    ctx: PlanContext, service: Service, record: ReplicaRecord
+) -> tuple[Action, Decision] | None:
+    """Where the whole trim's pick cannot be predicted but dropping just the slots Swarm
+    has not placed can (it sorts them before every running task), that part first: a
+    slot that can never be placed (max replicas per node, no room) would otherwise hold
+    the trim for ever. The record stays, with its age, for the rest of the trim."""
+    keep = next(
+        (
+            k
+            for k in range(record.base + 1, record.written)
+            if scale_down_stops(ctx.snapshot, service, k) == ((), 0)
+        ),
+        None,
+    )
+    if keep is None:
+        return None
+    action = change_replicas(
+        service, replicas=keep, operation=record.operation, now=record.since, detail=record.detail
+    )
+    return action, Decision(
+        RULE,
+        f"service {service.name}",
+        Outcome.TRIM,
+        f"surge: {record.written - keep} of its slot(s) have no node: they go first, "
+        f"back to {keep}, which stops no task; the trim to {record.base} follows once "
+        "Swarm's pick of a running task is known",
+        action=action,
+    )
+
+
 def _trim(
     ctx: PlanContext, service: Service, record: ReplicaRecord
 ) -> tuple[Action | None, Decision | None]:
@@ -216,6 +247,8 @@ def _trim(
         # never going below base. Trimmed sooner, the task it stops is a running one
         # and its place is kept for one that has yet to start.
         if stops > max(0, running - base):
+            if (first := _unplaced_first(ctx, service, record)) is not None:
+                return first
             where = f"on {_hostnames(ctx, evicts)}" if evicts else "where its tie-break picks"
             return None, Decision(
                 RULE,
