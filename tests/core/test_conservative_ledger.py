@@ -152,6 +152,23 @@ def test_a_degraded_report_does_not_stop_a_task_while_another_node_is_in_doubt(
     )
 
 
+def test_a_task_on_a_falsely_suspected_node_is_charged_when_stopped() -> None:
+    """node-3's engine died and a new leader calls it unknown; node-2 is reported degraded
+    and its signals say gone too, but that is a false alarm: its task runs. Neither task
+    counts as up, yet stopping node-2's takes web from the 2 Swarm alone keeps to 1: the
+    stop is charged, and with 1 of 3 up it waits."""
+    web, calm = _web_on_three()
+    memory = warmed(calm)
+    nodes = tuple(replace(n, state=NodeState.UNKNOWN) if n.id == "n3" else n for n in calm.nodes)
+    snap = replace(calm, nodes=nodes, health=(degraded("n2"),), liveness=gone("n2"))
+    result = cycle(snap, memory, NOW)
+    after = apply_actions(snap, result.actions)
+    assert really_running(after, web.id, dead={"n3"}) >= 2, (
+        "web's task on node-2, whose engine runs, was refused while node-3 is gone: "
+        + "; ".join(d.reason for d in result.decisions if d.subject == "node node-2")
+    )
+
+
 def test_a_plugin_veto_does_not_stop_a_task_while_another_node_is_suspected() -> None:
     """The same with a placement plugin's veto of node-2 in place of the report."""
     web, calm = _web_on_three()

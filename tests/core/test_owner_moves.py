@@ -12,6 +12,7 @@ from controller.core.guards import disrupted_nodes
 from controller.core.labels import EXCLUDED_LABEL, possible_constraint, possible_label
 from controller.core.memory import Memory
 from controller.core.model import ClusterSnapshot, NodeState, Resources, Service, Task, TaskState
+from controller.core.outside_inputs import LivenessSignal
 from controller.core.plan import Plan, plan
 from controller.core.replicas import REPLICA_RECORD_LABELS, VACATE_LABEL, read_replica_record
 from controller.core.rules import rules_named
@@ -455,3 +456,39 @@ def test_possible_owners_with_no_room_are_reported_not_yet_enforced() -> None:
     (gap,) = [d for d in second.decisions if d.code == "possible-unenforced"]
     assert gap.reason.startswith("possible owners not yet enforced: 1 task(s) on node-4: ")
     assert "no larger surge fits" in gap.reason, gap.reason
+
+
+def test_a_stop_first_move_waits_while_its_surged_task_runs_on_a_node_in_doubt() -> None:
+    """The surged task reads running on node-2, which Swarm still calls ready but whose
+    engine the liveness signals say is gone (a crashed engine's tasks read running until
+    Swarm marks the node down). The old task on node-1 stops only once the surge runs on
+    a live node, as the availability ledger counts what is up: stopping it now would
+    leave nothing really running."""
+    db = replace(
+        managed("db", 2, steered=False, preferred_nodes="node-2"), update_order="stop-first"
+    )
+    record = {
+        "swarm-placement.replicas": "1",
+        "swarm-placement.replicas-set": "2",
+        "swarm-placement.operation": "rebalance",
+        "swarm-placement.operation-since": f"{NOW - 5}",
+        VACATE_LABEL: "n1",
+        EXCLUDED_LABEL: "n3,n4",
+    }
+    db = replace(
+        db,
+        labels={**db.labels, **record},
+        constraints=(*db.constraints, "node.id!=n3", "node.id!=n4"),
+    )
+    gone = (
+        LivenessSignal("n2", "gossip", False, NOW - 2, "left the peers"),
+        LivenessSignal("n2", "probe", False, NOW - 2, "connect refused"),
+    )
+    snap = replace(snapshot(four(), [db], [running(db, 1, 1), running(db, 2, 2)]), liveness=gone)
+    result, _ = cycle(snap, STABLE, NOW)
+    explained(result)
+    leaves = [
+        a for a in result.actions if isinstance(a, SetServiceConstraints) and "n1" in a.evicts_from
+    ]
+    assert not leaves, [d.reason for d in result.decisions]
+    assert any("1 of 2 running" in d.reason for d in result.decisions), result.decisions

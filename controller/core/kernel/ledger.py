@@ -22,9 +22,11 @@ before the guards let the write through:
   doubt now, whoever stopped them.
 
 A write's charge is the up tasks it may stop before a replacement runs, less the spare
-ones (up beyond wanted: a surge the controller made). A task that is not up costs
-nothing to stop: whatever really runs is at least what is up, and what is up loses only
-the up tasks a write stops. It goes through only while down,
+ones (up beyond wanted: a surge the controller made). An eviction (a node label, a
+constraint, a drain) is charged its running tasks on a node in doubt too: down for the
+count, such a task may well serve (a false alarm), so stopping it may take the service
+below what Swarm alone keeps. Only a task on a node that is down or reported failed
+costs nothing to stop. It goes through only while down,
 the charges of the writes planned before it and its own stay within the service's
 `max-unavailable`. Nothing is remembered: a stop made in the last cycle shows in this
 cycle's snapshot (its task is leaving, or its replacement still starting), so the
@@ -61,6 +63,7 @@ from controller.core.model import (
     ServiceMode,
     Task,
 )
+from controller.core.outside_inputs import HealthState
 from controller.core.replicas import operator_changed
 from controller.policy import Budgets
 
@@ -194,15 +197,33 @@ class Disruption:
     stops: Mapping[str, int] = field(default_factory=dict)
 
 
+def _written_off(snapshot: ClusterSnapshot) -> frozenset[str]:
+    """Nodes Swarm has given up (down) or a health report says failed: a task there is
+    lost already, and stopping it costs nothing."""
+    failed = {r.node_id for r in snapshot.health if r.state is HealthState.FAILED}
+    return frozenset(n.id for n in snapshot.nodes if not n.holds_tasks or n.id in failed)
+
+
 def _up_on(snapshot: ClusterSnapshot, service_id: str, nodes: Iterable[str]) -> int:
-    """Up tasks of the service on those nodes: a task on a node that is not live (down,
-    reported failed, `unknown`, `disconnected`, suspected) is counted down already, so
-    stopping it spends nothing of what is up."""
+    """The tasks of the service on those nodes that a stop may take from what really
+    runs: its up tasks, and its running tasks on a node in doubt (`unknown`,
+    `disconnected`, suspected). Those are down for the count, but a node in doubt may be
+    a false alarm whose tasks still serve, so stopping one is charged too. Only a task on
+    a node that is down or reported failed costs nothing to stop."""
     service = snapshot.service_by_id.get(service_id)
     if service is None:
         return 0
-    wanted = set(nodes)
-    return sum(1 for t in up_tasks(snapshot, service) if t.node_id in wanted)
+    wanted = set(nodes) - _written_off(snapshot)
+    allows, by_id = _allows(service), snapshot.node_by_id
+    return sum(
+        1
+        for t in snapshot.tasks_of(service.id)
+        if t.node_id in wanted
+        and t.is_running
+        and (node := by_id.get(t.node_id)) is not None
+        and node.availability is not Availability.DRAIN
+        and allows(node)
+    )
 
 
 def _evicted(

@@ -169,9 +169,9 @@ def finish_stop_first(
         return None, Decision(
             RULE, subject, Outcome.WAIT, f"moving tasks off {hostnames(ctx, holding)}"
         )
-    ready = {n.id for n in ctx.snapshot.nodes if n.is_ready}
+    live = ctx.snapshot.live_node_ids  # as the availability ledger counts what runs
     running_on = [
-        t.node_id for t in ctx.snapshot.tasks_of(service.id) if t.node_id in ready and t.is_running
+        t.node_id for t in ctx.snapshot.tasks_of(service.id) if t.node_id in live and t.is_running
     ]
     running = len(running_on)
     if running < record.written:
