@@ -806,7 +806,8 @@ if _seed is not None:
 # doubt (node-4's engine ran: api 1 of 3 where Swarm alone keeps 2).
 # The surge of `one` (max-replicas-per-node 1) with a slot no node could take held its
 # trim for ever once the merged fixes met the model's new services (the unplaced slots
-# now go first).
+# now go first). So did a veto of the global service beside a node reported failed,
+# whose task the report had stopped (a global service now keeps its task on a failed node).
 FOUND: dict[str, list[tuple[str, dict[str, object]]]] = {
     "1-two-degraded-reports-half-a-second-apart": [
         ("health_report", {"node_id": "n2", "state": HealthState.DEGRADED}),
@@ -888,6 +889,18 @@ FOUND: dict[str, list[tuple[str, dict[str, object]]]] = {
         ("plugin_veto", {"node_id": "n6", "service_id": "s-one"}),
         ("edit_api_constraints", {"excluded": "n3"}),
         ("health_clears", {"node_id": "n6"}),
+    ],
+    "a-global-service-vetoed-beside-a-node-reported-failed": [
+        ("health_report", {"node_id": "n5", "state": HealthState.FAILED}),
+        ("wait", {"seconds": 6.0}),
+        ("lease_takeover", {}),
+        ("plugin_veto", {"node_id": "n6", "service_id": "s-pg"}),
+        ("signal_lost", {"node_id": "n6", "source": "gossip"}),
+        ("vetoes_end", {}),
+        ("plugin_veto", {"node_id": "n4", "service_id": "s-api"}),
+        ("edit_api_constraints", {"excluded": ""}),
+        ("restore", {"node_id": "n2"}),
+        ("plugin_veto", {"node_id": "n2", "service_id": "s-agent"}),
     ],
     "finding-2-a-global-service-vetoed-on-two-nodes": [
         ("plugin_veto", {"service_id": "s-agent", "node_id": "n2"}),

@@ -5,7 +5,9 @@ service's tasks there at once and keeps new ones away (every managed service car
 matching steering constraint). The set is recomputed each cycle from its reasons, so a
 label with no reason left is removed, whoever wrote it:
 
-- the node is `failed`: every managed service;
+- the node is `failed`: every managed service but a global one (its task cannot run
+  elsewhere: if the report is right the task is lost already, if wrong the refusal
+  would stop the one that serves);
 - the node is `degraded`: preemptible managed services with tasks there, a batch of at
   most `budgets.actions-per-node` services at a time, the next batch once the last one
   runs its replicas elsewhere; those already refused stay refused while it is degraded
@@ -100,7 +102,19 @@ def plan_denials(
         verdict = assessment.verdict(node)
         if verdict.health is HealthState.FAILED:
             for service in managed:
-                plan.deny(node.id, service.name, "node failed")
+                if service.mode is not ServiceMode.GLOBAL:
+                    plan.deny(node.id, service.name, "node failed")
+                elif active_counts(observed, service.id).get(node.id):
+                    plan.decisions.append(
+                        Decision(
+                            RULE,
+                            f"service {service.name}",
+                            Outcome.KEEP,
+                            f"node {node.hostname} is reported failed, but {service.name} "
+                            "keeps its task there: global, it cannot run elsewhere, and "
+                            "a report may be wrong",
+                        )
+                    )
         elif verdict.health is HealthState.DEGRADED:
             _degraded(
                 plan,
