@@ -96,7 +96,8 @@ def run_once(
                 ctl.stop()
     decisions = _decisions(ctl.log, wall_start) if ctl is not None else []
     result = summarize(recorder.tally, recorder.baseline, chaos, last, converged, decisions)
-    result.update(arm=arm, node_ids=node_ids, warm_up=warm)
+    # The wall-clock moment of t = 0: arms run side by side share it (bench/chaos_side.py).
+    result.update(arm=arm, node_ids=node_ids, warm_up=warm, t0=round(wall_start, 2))
     result["manager_faults"] = chaos.manager_faults
     (work / "result.json").write_text(json.dumps(result, indent=2, default=list))
     return result

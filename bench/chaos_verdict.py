@@ -55,12 +55,11 @@ def _arms_of(doc: dict[str, Any]) -> set[str]:
     return set(doc.get("order", ())) - {protocol.DRY_RUN}
 
 
-def load(results: Path, minutes: float = protocol.MINUTES) -> dict[str, Any]:
-    """The scored triples, and everything else found, by what it is. `minutes` other
-    than the protocol's scores a trial of the harness instead (its `trial-` seeds too),
+def load(results: Path, minutes: float = protocol.MINUTES, trial: bool = False) -> dict[str, Any]:
+    """The scored triples, and everything else found, by what it is. A `trial` scores
+    the triples of a trial of the harness instead (its `trial-` seeds too, of `minutes`),
     and says so."""
     registered = protocol.by_id()
-    trial = minutes != protocol.MINUTES
     scored, other, failed = [], [], []
     for path in sorted(results.glob("*.json")):
         doc = json.loads(path.read_text())
@@ -147,8 +146,9 @@ def verdict_of(judged: dict[str, Any], have: int, want: int) -> str:
     return word if have >= want else f"{word} (provisional: {have} of {want} triples)"
 
 
-def score(results: Path, minutes: float = protocol.MINUTES) -> dict[str, Any]:
-    found = load(results, minutes)
+def score(results: Path, minutes: float = protocol.MINUTES, trial: bool = False) -> dict[str, Any]:
+    trial = trial or minutes != protocol.MINUTES
+    found = load(results, minutes, trial)
     triples = found["triples"]
     main = compare(triples, "controller", "first")
     want = len(protocol.SEEDS)
@@ -159,7 +159,7 @@ def score(results: Path, minutes: float = protocol.MINUTES) -> dict[str, Any]:
         "presence": compare(dry, protocol.DRY_RUN, "first"),
         "calibration": compare(triples, "second", "first"),
         "verdict": (verdict_of(main, len(triples), want) if triples else "no triple yet")
-        + ("" if minutes == protocol.MINUTES else f" (a trial of {minutes:g}-minute triples)"),
+        + (f" (a trial of {minutes:g}-minute triples)" if trial else ""),
         "minutes": minutes,
         "want": want,
     }
@@ -184,7 +184,8 @@ def main() -> int:
     args = parser.parse_args()
     if args.trial_minutes and args.docs:
         parser.error("a trial is not the verdict: --docs takes the registered triples only")
-    scored = score(args.results, args.trial_minutes or protocol.MINUTES)
+    trial = args.trial_minutes is not None
+    scored = score(args.results, args.trial_minutes or protocol.MINUTES, trial)
     text = report(scored)
     print(text)
     if args.docs:

@@ -179,19 +179,23 @@ def _arms_table(pairs: list[dict[str, Any]]) -> list[str]:
 
 def _triples_table(scored: dict[str, Any]) -> list[str]:
     lines = [
-        "Each triple: replica-seconds lost, all services, per arm, and its wall time "
-        "(every arm at once: sandboxes up, warm-up, schedule, convergence, teardown).",
+        "Each triple: replica-seconds lost, all services, per arm; how far apart the arms' "
+        "t = 0 fell (they wait for each other); its wall time (every arm at once: "
+        "sandboxes up, warm-up, schedule, convergence, teardown).",
         "",
-        "| triple | arms: lost in all | start placement as planned | minutes | load before |",
-        "|---|---|---|---|---|",
+        "| triple | arms: lost in all | start placement as planned | t = 0 apart, s | "
+        "minutes | load before |",
+        "|---|---|---|---|---|---|",
     ]
     for t in scored["triples"]:
         arms = ", ".join(f"{label} {sum(t['arms'][label]['lost'].values()):.1f}"
                          for label in (*protocol.ARMS, protocol.DRY_RUN)
                          if label in t["arms"])  # fmt: skip
         planned = all(arm["warm_up"]["as_planned"] for arm in t["arms"].values())
+        starts = [arm["t0"] for arm in t["arms"].values() if "t0" in arm]
+        apart = _f(max(starts) - min(starts), 1) if starts else "-"
         lines.append(
-            f"| {t['triple']} | {arms} | {'yes' if planned else 'no'} | "
+            f"| {t['triple']} | {arms} | {'yes' if planned else 'no'} | {apart} | "
             f"{t['seconds'] / 60:.1f} | {_f(t['load_before'][0], 1)} |"
         )
     for o in scored["other"]:

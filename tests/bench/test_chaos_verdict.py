@@ -32,6 +32,7 @@ def _arm(lost: dict[str, int], overruns: dict[str, Any] | None = None) -> dict[s
         "samples": 2, "failed_samples": 0, "services": services, "decisions": [],
         "writes_seen": [], "node_ids": {}, "events": [], "manager_faults": [],
         "load": {"busy": 0.5, "controller_cpu": 0.0}, "warm_up": {"as_planned": True},
+        "t0": 1000.0,
     }  # fmt: skip
 
 
@@ -94,8 +95,9 @@ def test_every_file_is_scored_or_named_and_the_page_gets_the_tables(tmp_path: Pa
     first, second, third, fourth = protocol.registered()[:4]
     gain = {n: 10 for n in NAMES}
     more = {n: 30 for n in NAMES}
+    late = {**_arm(gain), "t0": 1001.5}  # its t = 0 came 1.5 s after the others'
     _write(tmp_path, _triple(first, {
-        "first": _arm(more), "controller": _arm(gain), "second": _arm(gain)}))  # fmt: skip
+        "first": _arm(more), "controller": late, "second": _arm(gain)}))  # fmt: skip
     _write(tmp_path, _triple(second, {"first": _arm(gain), "controller": _arm(gain),
                                       "second": _arm(more), "dry-run": _arm(more)}))  # fmt: skip
     short = _triple(third, {"first": _arm(gain), "controller": _arm(gain),
@@ -121,6 +123,7 @@ def test_every_file_is_scored_or_named_and_the_page_gets_the_tables(tmp_path: Pa
     assert text.startswith(f"**Verdict: {scored['verdict']}.**")
     assert "| db | 2 | 40.0 | 20.0 | 0.50 | 0.71 | 0 of 2 |" in text
     assert "10.0 minutes of wall time" in text
+    assert f"| {first.id} | first 180.0, controller 60.0, second 60.0 | yes | 1.5 | 5.0 |" in text
     assert f"Not scored: {third.id}.json (1.5 min, not the registered" in text
     assert f"Failed attempt: {fourth.id}.failed-1.json: RuntimeError('no deploy')" in text
 
