@@ -30,7 +30,7 @@ from chaos_stats import spread
 from chaos_verdict import NAMES, judge, score
 
 RATIOS = (0.5, 0.7, 0.8, 0.9, 1.0, 1.05)
-DRAWS = 200
+DRAWS = 100
 
 
 def power(sd: dict[str, float], n: int, ratio: float, draws: int = DRAWS) -> dict[str, float]:
@@ -50,6 +50,7 @@ def main() -> int:
     parser.add_argument("--results", type=Path, required=True)
     parser.add_argument("--trial-minutes", type=float, help="score trial triples of this length")
     parser.add_argument("--pairs", type=int, default=len(protocol.SEEDS))
+    parser.add_argument("--draws", type=int, default=DRAWS, help="sets drawn per ratio")
     args = parser.parse_args()
     trial = args.trial_minutes is not None
     scored = score(args.results, args.trial_minutes or protocol.MINUTES, trial)
@@ -64,7 +65,7 @@ def main() -> int:
           "(controller's loss to Swarm alone's):\n")  # fmt: skip
     print("| service | SD | " + " | ".join(f"r = {r:g}" for r in RATIOS) + " |")
     print("|---|---|" + "---|" * len(RATIOS))
-    table = {r: power(sd, args.pairs, r) for r in RATIOS}
+    table = {r: power(sd, args.pairs, r, args.draws) for r in RATIOS}
     for s in NAMES:
         cells = " | ".join(f"{100 * table[r][s]:.0f} %" for r in RATIOS)
         print(f"| {s} | {sd[s]:.2f} | {cells} |")
