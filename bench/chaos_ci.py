@@ -15,9 +15,11 @@ many pairs); it can catch gross harm. The pair fails if
   (bench/chaos_audit.py), or
 - some service's log((controller + 10) / (alone + 10)) of replica-seconds lost is above
   LIMIT_QUANTILE of the same figure's largest over the services in each A/A pair: two
-  runs of Swarm alone, side by side, on the same schedule, as kept in
-  bench/results/chaos-ci/. Those pairs are the check's calibration: run more with
-  --calibrate (each takes about as long as the test), and the limit follows.
+  runs of Swarm alone, side by side, on the same schedule. The pairs are those kept in
+  bench/results/chaos-ci/ (this schedule) and the A/A pair of every triple of the
+  protocol in bench/results/chaos-2/ (longer schedules of other seeds, run the same
+  way). Those pairs are the check's calibration: run more with --calibrate (each takes
+  about as long as the test), and the limit follows.
 """
 
 from __future__ import annotations
@@ -25,12 +27,10 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import multiprocessing
 import os
 import sys
 import tempfile
 import time
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -40,8 +40,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from chaos_app import SERVICES, replicas_of
 from chaos_audit import audit
 from chaos_record import code_version, compact, write_json
-from chaos_run import run_once
 from chaos_schedule import make_schedule, start_placement
+from chaos_side import side_by_side as arms_at_once
 from chaos_stats import quantile
 
 SEED = 7
@@ -49,20 +49,21 @@ MINUTES = 1.5
 OFFSET = 10.0
 LIMIT_QUANTILE = 0.99
 RESULTS = Path(__file__).resolve().parent / "results" / "chaos-ci"
+PROTOCOL_RESULTS = RESULTS.parent / "chaos-2"  # the protocol's triples: A/A pairs too
 
 
 def side_by_side(arms: list[str], names: list[str], work: Path) -> list[dict[str, Any]]:
     """The schedule in each arm at once, each on its own sandbox and in a process of its
-    own (spawned: a forked copy would inherit the caller's threads). The machine's load
-    then weighs on every arm alike."""
+    own, starting together (bench/chaos_side.py). The machine's load then weighs on every
+    arm alike. Raises the first arm's error, if one failed."""
     events = make_schedule(SEED, MINUTES)
     start = start_placement(SEED, replicas_of("A"))
-    with ProcessPoolExecutor(len(arms), mp_context=multiprocessing.get_context("spawn")) as pool:
-        futures = [
-            pool.submit(run_once, name, events, arm=arm, work=work / f"{i}-{arm}", start=start)
-            for i, (arm, name) in enumerate(zip(arms, names, strict=True))
-        ]
-        return [f.result() for f in futures]
+    out = []
+    for result in arms_at_once(arms, names, events, start, work):
+        if isinstance(result, Exception):
+            raise result
+        out.append(result)
+    return out
 
 
 def log_ratios(b: dict[str, Any], a: dict[str, Any]) -> dict[str, float]:
@@ -75,12 +76,23 @@ def log_ratios(b: dict[str, Any], a: dict[str, Any]) -> dict[str, float]:
 
 
 def worst_of_pair(pair: dict[str, Any]) -> float:
-    """The largest |log ratio| over the services of one A/A pair."""
-    return max(abs(v) for v in log_ratios(pair["arms"]["left"], pair["arms"]["right"]).values())
+    """The largest |log ratio| over the services of one A/A pair: a pair of this check
+    (`left`, `right`) or a triple of the protocol (`first`, `second`)."""
+    arms = pair["arms"]
+    a, b = (arms["left"], arms["right"]) if "left" in arms else (arms["first"], arms["second"])
+    return max(abs(v) for v in log_ratios(b, a).values())
 
 
-def calibration(results: Path = RESULTS) -> list[dict[str, Any]]:
-    return [json.loads(p.read_text()) for p in sorted(results.glob("aa-*.json"))]
+def calibration(results: Path = RESULTS, triples: Path = PROTOCOL_RESULTS) -> list[dict[str, Any]]:
+    """The A/A pairs the limit is drawn from: this check's own, and the protocol's
+    registered triples (the verdict's own files: failed attempts and trials are not)."""
+    import chaos_protocol  # noqa: PLC0415 - the protocol's names, only here
+
+    registered = {f"{t}.json" for t in chaos_protocol.by_id()}
+    own = [json.loads(p.read_text()) for p in sorted(results.glob("aa-*.json"))]
+    protocol_aa = [json.loads(p.read_text()) for p in sorted(triples.glob("t-*.json"))
+                   if p.name in registered]  # fmt: skip
+    return own + protocol_aa
 
 
 def limit(pairs: list[dict[str, Any]]) -> float:

@@ -1,8 +1,11 @@
 """The chaos verdict's pre-registered protocol, as the runner and the scorer read it.
 
-bench/chaos-protocol.md states it in words and lists the same pairs (a test checks that
-the two agree). Changing anything here after the first registered pair has run makes a
-new protocol: give it a new NAME and a results directory of its own.
+bench/chaos-protocol.md states it in words and lists the same triples (a test checks
+that the two agree). Changing anything here after the first registered triple has run
+makes a new protocol: give it a new NAME and a results directory of its own.
+
+`chaos-2` replaces `chaos-1`, none of whose pairs ran: the arms of a pair run at the
+same time, on separate sandboxes, rather than one after another.
 """
 
 from __future__ import annotations
@@ -10,63 +13,50 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-NAME = "chaos-1"
-MINUTES = 4.0  # each arm's fault schedule
+NAME = "chaos-2"
+MINUTES = 2.0  # each triple's fault schedule
 HEARTBEAT = 1.0  # the sandbox's dispatcher heartbeat, seconds
-AB_SEEDS = tuple(range(101, 117))  # 16 A/B pairs, each with a dry-run arm
-AA_SEEDS = tuple(range(101, 109))  # 8 A/A pairs: the first eight schedules, Swarm alone twice
+SEEDS = tuple(range(201, 213))  # 12 triples, each one A/B pair and one A/A pair
 OFFSET = 10.0  # replica-seconds added to both arms before their ratio
 MARGIN = math.log(1.10)  # how much worse than Swarm alone still passes: 10 %
 ALPHA = 0.05  # per family of six services, after Holm's correction
 
-# What each arm is, as chaos_run.run_once names it.
-ARM_OF = {"alone": "alone", "controller": "controller", "dry-run": "dry-run"}
-ARM_OF |= {"first": "alone", "second": "alone"}
-
-# A/B pairs alternate Swarm alone and the controller A B B A (A B B A ...), so that over
-# the pairs each runs first as often, and put the dry-run arm last, first and second in
-# turn: over any twelve pairs, each of the six orders of the three arms comes twice.
-_DRY_RUN_AT = (2, 0, 1)
-
-
-def _order(i: int) -> tuple[str, ...]:
-    pair = ["alone", "controller"] if i % 4 in (0, 3) else ["controller", "alone"]
-    pair.insert(_DRY_RUN_AT[i % 3], "dry-run")
-    return tuple(pair)
+# The arms of a triple, all at once: Swarm alone, the controller, Swarm alone again.
+# The A/B pair is `controller` against `first`; the A/A pair `second` against `first`.
+ARMS = ("first", "controller", "second")
+DRY_RUN = "dry-run"  # optional, outside the verdict: the controller writing nothing
+ARM_OF = {"first": "alone", "second": "alone", "controller": "controller", DRY_RUN: "dry-run"}
 
 
 @dataclass(frozen=True)
-class Pair:
+class Triple:
     id: str  # also its file name in the results directory
-    kind: str  # "AB" (with its dry-run arm) or "AA"
     seed: int
-    order: tuple[str, ...]  # the arms' labels, in the order they run
+    # The order the arms' processes start in (they then wait for each other before
+    # t = 0), rotated over the triples so that no arm always brings its sandbox up first.
+    order: tuple[str, ...]
 
     def arm(self, label: str) -> str:
         return ARM_OF[label]
 
 
-def registered() -> list[Pair]:
-    """Every pair of the protocol, in the order the runner takes them: the A/A pairs
-    spread among the A/B pairs (one after every second A/B pair), so that drift over
-    the hours weighs on both kinds alike."""
-    ab = [Pair(f"ab-{seed}", "AB", seed, _order(i)) for i, seed in enumerate(AB_SEEDS)]
-    aa = [Pair(f"aa-{seed}", "AA", seed, ("first", "second")) for seed in AA_SEEDS]
-    out: list[Pair] = []
-    for i, pair in enumerate(ab):
-        out.append(pair)
-        if i % 2 == 1 and aa:
-            out.append(aa.pop(0))
-    return out + aa
+def registered() -> list[Triple]:
+    """Every triple of the protocol, in the order the runner takes them."""
+    out = []
+    for i, seed in enumerate(SEEDS):
+        k = i % len(ARMS)
+        out.append(Triple(f"t-{seed}", seed, ARMS[k:] + ARMS[:k]))
+    return out
 
 
-def by_id() -> dict[str, Pair]:
-    return {p.id: p for p in registered()}
+def by_id() -> dict[str, Triple]:
+    return {t.id: t for t in registered()}
 
 
 def registry_table() -> str:
-    """The registered pairs as bench/chaos-protocol.md lists them."""
-    lines = ["| # | pair | kind | seed | arms, in the order they run |", "|---|---|---|---|---|"]
-    for i, p in enumerate(registered(), 1):
-        lines.append(f"| {i} | `{p.id}` | {p.kind} | {p.seed} | {', '.join(p.order)} |")
+    """The registered triples as bench/chaos-protocol.md lists them."""
+    lines = ["| # | triple | seed | arms, in the order their processes start |",
+             "|---|---|---|---|"]  # fmt: skip
+    for i, t in enumerate(registered(), 1):
+        lines.append(f"| {i} | `{t.id}` | {t.seed} | {', '.join(t.order)} |")
     return "\n".join(lines)

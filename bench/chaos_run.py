@@ -7,7 +7,7 @@ from __future__ import annotations
 import contextlib
 import json
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -40,6 +40,7 @@ def run_once(
     work: Path,
     heartbeat: float = 1.0,
     start: Mapping[str, Iterable[str]] | None = None,
+    ready: Callable[[], object] | None = None,
 ) -> dict[str, Any]:
     """Bring a sandbox up, run the schedule on it in one arm (Swarm alone, with the
     controller, or with the controller in --dry-run), measure, take the sandbox down.
@@ -49,7 +50,9 @@ def run_once(
     nodes (chaos_schedule.start_placement), deployed again as the stack file says (no
     task moves), and quiet for 10 s. t = 0 then, and only then the controller starts:
     its adoption of the stack is measured, and no arm starts from a placement another
-    arm's controller made."""
+    arm's controller made. `ready`, if given, is called once warmed up, just before t = 0:
+    arms that run side by side wait there for each other, so that their faults fall at
+    the same moments."""
     if arm not in ARMS:
         raise ValueError(f"unknown arm {arm!r}: use one of {', '.join(ARMS)}")
     work.mkdir(parents=True, exist_ok=True)
@@ -76,6 +79,8 @@ def run_once(
             warm["leader"] = next(
                 (str(n["hostname"]) for n in sandbox.node_info() if n.get("leader")), ""
             )
+            if ready is not None:
+                ready()
             recorder.reset()
             wall_start = time.time()
             if ctl is not None:
@@ -91,7 +96,8 @@ def run_once(
                 ctl.stop()
     decisions = _decisions(ctl.log, wall_start) if ctl is not None else []
     result = summarize(recorder.tally, recorder.baseline, chaos, last, converged, decisions)
-    result.update(arm=arm, node_ids=node_ids, warm_up=warm)
+    # The wall-clock moment of t = 0: arms run side by side share it (bench/chaos_side.py).
+    result.update(arm=arm, node_ids=node_ids, warm_up=warm, t0=round(wall_start, 2))
     result["manager_faults"] = chaos.manager_faults
     (work / "result.json").write_text(json.dumps(result, indent=2, default=list))
     return result

@@ -1,14 +1,16 @@
-"""The chaos verdict: every pair in the results, scored by the pre-registered rule.
+"""The chaos verdict: every triple in the results, scored by the pre-registered rule.
 
     python bench/chaos_verdict.py                       # print the verdict and its tables
     python bench/chaos_verdict.py --docs docs/chaos.md  # and write them into the page
 
-Reads every `<pair>.json` in bench/results/<protocol>/ (bench/chaos_pairs.py writes
+Reads every `<triple>.json` in bench/results/<protocol>/ (bench/chaos_pairs.py writes
 them), scores each service's loss again from the kept samples, and applies the rule of
-bench/chaos-protocol.md. Nothing is left out: a pair of another length or protocol is
-named and not scored, a failed attempt is listed, silence is counted beside the verdict.
-The verdict says how many of the registered pairs it has; with fewer than all, it is
-provisional. Exit status 0 on PASS, 1 on FAIL, 2 on INCONCLUSIVE or provisional.
+bench/chaos-protocol.md: each triple gives an A/B pair (the controller against the first
+run of Swarm alone) and an A/A pair (the second run of Swarm alone against the first).
+Nothing is left out: a file of another length, seed or protocol is named and not scored,
+a failed attempt is listed, silence is counted beside the verdict. The verdict says how
+many of the registered triples it has; with fewer than all, it is provisional. Exit
+status 0 on PASS, 1 on FAIL, 2 on INCONCLUSIVE or provisional.
 """
 
 from __future__ import annotations
@@ -48,9 +50,15 @@ def log_ratio(b: float, a: float) -> float:
     return math.log((b + protocol.OFFSET) / (a + protocol.OFFSET))
 
 
-def load(results: Path, minutes: float = protocol.MINUTES) -> dict[str, Any]:
-    """The scored pairs, and everything else found, by what it is. `minutes` other than
-    the protocol's scores a trial of the harness instead, and says so."""
+def _arms_of(doc: dict[str, Any]) -> set[str]:
+    """A triple's arms in the verdict: all but the optional dry-run arm."""
+    return set(doc.get("order", ())) - {protocol.DRY_RUN}
+
+
+def load(results: Path, minutes: float = protocol.MINUTES, trial: bool = False) -> dict[str, Any]:
+    """The scored triples, and everything else found, by what it is. A `trial` scores
+    the triples of a trial of the harness instead (its `trial-` seeds too, of `minutes`),
+    and says so."""
     registered = protocol.by_id()
     scored, other, failed = [], [], []
     for path in sorted(results.glob("*.json")):
@@ -58,13 +66,15 @@ def load(results: Path, minutes: float = protocol.MINUTES) -> dict[str, Any]:
         if ".failed-" in path.name:
             failed.append({"file": path.name, "error": doc.get("error", "?")})
             continue
-        pair = registered.get(doc.get("pair", ""))
+        triple = registered.get(doc.get("triple", ""))
+        if trial and str(doc.get("triple", "")).startswith("trial-"):
+            triple = protocol.Triple(doc["triple"], doc.get("seed", 0), protocol.ARMS)
         why = None
-        if doc.get("protocol") != protocol.NAME or pair is None:
-            why = f"not a pair of {protocol.NAME}"
+        if doc.get("protocol") != protocol.NAME or triple is None:
+            why = f"not a triple of {protocol.NAME}"
         elif doc.get("minutes") != minutes:
             why = f"{doc.get('minutes')} min, not the registered {protocol.MINUTES:g}"
-        elif tuple(doc.get("order", ())) != pair.order or doc.get("seed") != pair.seed:
+        elif doc.get("seed") != triple.seed or _arms_of(doc) != set(triple.order):
             why = "arms or seed other than registered"
         if why is not None:
             other.append({"file": path.name, "why": why})
@@ -74,9 +84,10 @@ def load(results: Path, minutes: float = protocol.MINUTES) -> dict[str, Any]:
             arm["audit"] = audit(arm)
             arm["label"] = label
         scored.append(doc)
-    order = list(registered)
-    scored.sort(key=lambda doc: order.index(doc["pair"]))
-    return {"pairs": scored, "other": other, "failed": failed}
+    order = [*registered]
+    scored.sort(key=lambda doc: (order.index(doc["triple"]) if doc["triple"] in order else 0,
+                                 doc["triple"]))  # fmt: skip
+    return {"triples": scored, "other": other, "failed": failed}
 
 
 def judge(diffs: dict[str, list[float]], faults: dict[str, list[str]]) -> dict[str, Any]:
@@ -87,7 +98,8 @@ def judge(diffs: dict[str, list[float]], faults: dict[str, list[str]]) -> dict[s
     within = holm(
         {s: sign_flip_p(d, centre=protocol.MARGIN, greater=False) for s, d in diffs.items()}
     )
-    # Shown better: not part of the rule; of the A/A pairs, an order effect.
+    # Shown better: not part of the rule; of the A/A pairs, a difference between two
+    # arms of the harness that should be alike.
     better = holm({s: sign_flip_p(d, greater=False) for s, d in diffs.items()})
     out = {}
     for s, d in diffs.items():
@@ -103,54 +115,53 @@ def judge(diffs: dict[str, list[float]], faults: dict[str, list[str]]) -> dict[s
     return out
 
 
-def hard_faults(pairs: list[dict[str, Any]], label: str) -> dict[str, list[str]]:
+def hard_faults(triples: list[dict[str, Any]], label: str) -> dict[str, list[str]]:
     """Per service, each write to an unmanaged service and each overrun after a
-    controller write, in that arm of the pairs."""
+    controller write, in that arm of the triples."""
     faults: dict[str, list[str]] = {}
-    for doc in pairs:
+    for doc in triples:
         found = doc["arms"][label]["audit"]
         if found["unmanaged_writes"]:
             for u in UNMANAGED:
                 faults.setdefault(u, []).append(
-                    f"{doc['pair']}: {found['unmanaged_writes']} write(s) to unmanaged {u}"
+                    f"{doc['triple']}: {found['unmanaged_writes']} write(s) to unmanaged {u}"
                 )
         for o in found["overruns_after_write"]:
             faults.setdefault(o["service"], []).append(
-                f"{doc['pair']}: overrun at {o['t']} s, {o['write'][0]} s after a write "
+                f"{doc['triple']}: overrun at {o['t']} s, {o['write'][0]} s after a write "
                 f"({o['write'][2] or o['write'][1]})"
             )
     return faults
 
 
-def compare(pairs: list[dict[str, Any]], b: str, a: str) -> dict[str, Any]:
-    diffs = {s: [log_ratio(p["arms"][b]["lost"][s], p["arms"][a]["lost"][s]) for p in pairs]
+def compare(triples: list[dict[str, Any]], b: str, a: str) -> dict[str, Any]:
+    diffs = {s: [log_ratio(t["arms"][b]["lost"][s], t["arms"][a]["lost"][s]) for t in triples]
              for s in NAMES}  # fmt: skip
-    return judge(diffs, hard_faults(pairs, b) if b != "second" else {})
+    return judge(diffs, hard_faults(triples, b) if b != "second" else {})
 
 
 def verdict_of(judged: dict[str, Any], have: int, want: int) -> str:
     verdicts = {v["verdict"] for v in judged.values()}
     word = "FAIL" if "FAIL" in verdicts else "PASS" if verdicts == {"PASS"} else "INCONCLUSIVE"
-    return word if have >= want else f"{word} (provisional: {have} of {want} A/B pairs)"
+    return word if have >= want else f"{word} (provisional: {have} of {want} triples)"
 
 
-def score(results: Path, minutes: float = protocol.MINUTES) -> dict[str, Any]:
-    found = load(results, minutes)
-    ab = [p for p in found["pairs"] if p["kind"] == "AB"]
-    aa = [p for p in found["pairs"] if p["kind"] == "AA"]
-    main = compare(ab, "controller", "alone")
-    want = len(protocol.AB_SEEDS)
+def score(results: Path, minutes: float = protocol.MINUTES, trial: bool = False) -> dict[str, Any]:
+    trial = trial or minutes != protocol.MINUTES
+    found = load(results, minutes, trial)
+    triples = found["triples"]
+    main = compare(triples, "controller", "first")
+    want = len(protocol.SEEDS)
+    dry = [t for t in triples if protocol.DRY_RUN in t["arms"]]
     return {
         **found,
-        "ab": ab,
-        "aa": aa,
         "main": main,
-        "presence": compare(ab, "dry-run", "alone"),
-        "calibration": compare(aa, "second", "first"),
-        "verdict": (verdict_of(main, len(ab), want) if ab else "no A/B pair yet")
-        + ("" if minutes == protocol.MINUTES else f" (a trial of {minutes:g}-minute pairs)"),
+        "presence": compare(dry, protocol.DRY_RUN, "first"),
+        "calibration": compare(triples, "second", "first"),
+        "verdict": (verdict_of(main, len(triples), want) if triples else "no triple yet")
+        + (f" (a trial of {minutes:g}-minute triples)" if trial else ""),
         "minutes": minutes,
-        "want": {"AB": want, "AA": len(protocol.AA_SEEDS)},
+        "want": want,
     }
 
 
@@ -168,12 +179,13 @@ def main() -> int:
     parser.add_argument("--results", type=Path, default=ROOT / "bench/results" / protocol.NAME)
     parser.add_argument("--docs", type=Path, help="write the tables into this page's block")
     parser.add_argument(
-        "--trial-minutes", type=float, help="score a trial's pairs of this length instead"
+        "--trial-minutes", type=float, help="score a trial's triples of this length instead"
     )
     args = parser.parse_args()
     if args.trial_minutes and args.docs:
-        parser.error("a trial is not the verdict: --docs takes the registered pairs only")
-    scored = score(args.results, args.trial_minutes or protocol.MINUTES)
+        parser.error("a trial is not the verdict: --docs takes the registered triples only")
+    trial = args.trial_minutes is not None
+    scored = score(args.results, args.trial_minutes or protocol.MINUTES, trial)
     text = report(scored)
     print(text)
     if args.docs:

@@ -29,8 +29,9 @@ def _name(service: str) -> str:
     return f"{service} (unmanaged)" if service in UNMANAGED else service
 
 
-def order_effect(aa: dict[str, Any]) -> list[str]:
-    """Services whose A/A pairs show the second run worse or better than the first."""
+def slot_effect(aa: dict[str, Any]) -> list[str]:
+    """Services whose A/A pairs show one run of Swarm alone worse than the other: the
+    two arms of a triple differ in nothing but their sandbox, so this is the harness."""
     return [
         f"{s}: second run {'worse' if v['p_harm'] < protocol.ALPHA else 'better'}"
         for s, v in aa.items()
@@ -39,30 +40,32 @@ def order_effect(aa: dict[str, Any]) -> list[str]:
 
 
 def report(scored: dict[str, Any]) -> str:
-    ab, aa = scored["ab"], scored["aa"]
-    commits = sorted({p["code"]["commit"][:10] for p in scored["pairs"]})
-    codes = {(p["code"].get("controller"), p["code"].get("bench")) for p in scored["pairs"]}
-    changed = [p["pair"] for p in scored["pairs"] if p["code"]["changed"]]
+    triples = scored["triples"]
+    commits = sorted({t["code"]["commit"][:10] for t in triples})
+    codes = {(t["code"].get("controller"), t["code"].get("bench")) for t in triples}
+    changed = [t["triple"] for t in triples if t["code"]["changed"]]
+    trees = sorted({str(t["code"].get("controller"))[:10] for t in triples})
+    wall = sum(t["seconds"] for t in triples)
     head = [
         f"**Verdict: {scored['verdict']}.** Protocol `{protocol.NAME}` "
-        f"(bench/chaos-protocol.md): {len(ab)} of {scored['want']['AB']} A/B pairs, "
-        f"{len(aa)} of {scored['want']['AA']} A/A pairs, {scored['minutes']:g}-minute "
-        f"schedules; code {', '.join(commits) or '-'}"
+        f"(bench/chaos-protocol.md): {len(triples)} of {scored['want']} triples (each an "
+        f"A/B pair and an A/A pair), {scored['minutes']:g}-minute schedules; code "
+        f"{', '.join(commits) or '-'} (controller tree {', '.join(trees) or '-'})"
         + (f" (uncommitted changes in {', '.join(changed)})" if changed else "")
-        + (f"; **the pairs ran on {len(codes)} different codes**" if len(codes) > 1 else "")
-        + ".",
+        + (f"; **the triples ran on {len(codes)} different codes**" if len(codes) > 1 else "")
+        + f"; {wall / 60:.1f} minutes of wall time, triple by triple.",
         "",
     ]
-    effect = order_effect(scored["calibration"])
+    effect = slot_effect(scored["calibration"])
     if effect:
-        head += [f"Order effect in the A/A pairs (the harness, not the controller): "
+        head += [f"The two runs of Swarm alone differ (the harness, not the controller): "
                  f"{'; '.join(effect)}.", ""]  # fmt: skip
     return "\n".join(
         head
-        + _main_table(scored["main"], ab)
+        + _main_table(scored["main"], triples)
         + _calibration_table(scored["calibration"], scored["presence"])
-        + _arms_table(scored["pairs"])
-        + _pairs_table(scored)
+        + _arms_table(triples)
+        + _triples_table(scored)
     )
 
 
@@ -72,19 +75,20 @@ def _totals(pairs: list[dict[str, Any]], label: str, service: str) -> float:
 
 def _main_table(judged: dict[str, Any], ab: list[dict[str, Any]]) -> list[str]:
     lines = [
-        "Per service, the controller against Swarm alone. Each pair gives "
+        "Per service, the controller against Swarm alone (the first run of a triple). "
+        "Each triple gives "
         f"log((controller + {protocol.OFFSET:g}) / (alone + {protocol.OFFSET:g})) of the "
         "replica-seconds lost; a service fails if that is shown above 0, passes if it is "
         f"shown below log 1.10 (sign-flip tests, Holm over the six services, "
         f"level {protocol.ALPHA}).",
         "",
-        "| service | pairs | lost, alone | lost, controller | ratio of sums | "
+        "| service | triples | lost, alone | lost, controller | ratio of sums | "
         "geometric mean ratio | worse in | p worse | p within 10 % | verdict |",
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for s in NAMES:
         j = judged[s]
-        a, b = _totals(ab, "alone", s), _totals(ab, "controller", s)
+        a, b = _totals(ab, "first", s), _totals(ab, "controller", s)
         worse = sum(1 for d in j["diffs"] if d > 0)
         lines.append(
             f"| {_name(s)} | {j['n']} | {a:.1f} | {b:.1f} | "
@@ -100,11 +104,12 @@ def _main_table(judged: dict[str, Any], ab: list[dict[str, Any]]) -> list[str]:
 
 def _calibration_table(aa: dict[str, Any], dry: dict[str, Any]) -> list[str]:
     lines = [
-        "The noise, and what the controller's presence costs. A/A: Swarm alone twice on "
-        "one schedule, the second run against the first (its spread is the noise a pair "
-        "is read against; the second shown worse or better is an order effect). Dry-run: "
-        "the controller observing and planning, writing nothing, against Swarm alone in "
-        "the A/B pairs.",
+        "The noise, and what the controller's presence costs. A/A: the two runs of Swarm "
+        "alone in each triple, the second against the first (its spread is the noise an "
+        "A/B pair is read against; the second shown worse or better is a flaw of the "
+        "harness, since the two differ only in their sandbox). Dry-run, in the triples "
+        "that ran one (optional, outside the verdict): the controller observing and "
+        "planning, writing nothing, against the first run of Swarm alone.",
         "",
         "| service | A/A pairs | A/A geometric mean | A/A SD of log | A/A largest abs log | "
         "A/A p second worse | A/A p second better | dry-run geometric mean | "
@@ -144,7 +149,7 @@ def _arms_table(pairs: list[dict[str, Any]]) -> list[str]:
     for p in pairs:
         for label, arm in p["arms"].items():
             by_label.setdefault(label, []).append(arm)
-    for label in ("alone", "controller", "dry-run", "first", "second"):
+    for label in ("first", "controller", "second", "dry-run"):
         arms = by_label.get(label, [])
         if not arms:
             continue
@@ -172,20 +177,26 @@ def _arms_table(pairs: list[dict[str, Any]]) -> list[str]:
     return [*lines, ""]
 
 
-def _pairs_table(scored: dict[str, Any]) -> list[str]:
+def _triples_table(scored: dict[str, Any]) -> list[str]:
     lines = [
-        "Each pair: replica-seconds lost, all services, per arm (in the order run).",
+        "Each triple: replica-seconds lost, all services, per arm; how far apart the arms' "
+        "t = 0 fell (they wait for each other); its wall time (every arm at once: "
+        "sandboxes up, warm-up, schedule, convergence, teardown).",
         "",
-        "| pair | arms: lost in all | start placement as planned | minutes run | load before |",
-        "|---|---|---|---|---|",
+        "| triple | arms: lost in all | start placement as planned | t = 0 apart, s | "
+        "minutes | load before |",
+        "|---|---|---|---|---|---|",
     ]
-    for p in scored["pairs"]:
-        arms = ", ".join(f"{label} {sum(p['arms'][label]['lost'].values()):.1f}"
-                         for label in p["order"])  # fmt: skip
-        planned = all(p["arms"][label]["warm_up"]["as_planned"] for label in p["order"])
+    for t in scored["triples"]:
+        arms = ", ".join(f"{label} {sum(t['arms'][label]['lost'].values()):.1f}"
+                         for label in (*protocol.ARMS, protocol.DRY_RUN)
+                         if label in t["arms"])  # fmt: skip
+        planned = all(arm["warm_up"]["as_planned"] for arm in t["arms"].values())
+        starts = [arm["t0"] for arm in t["arms"].values() if "t0" in arm]
+        apart = _f(max(starts) - min(starts), 1) if starts else "-"
         lines.append(
-            f"| {p['pair']} | {arms} | {'yes' if planned else 'no'} | "
-            f"{p['seconds']['pair'] / 60:.1f} | {_f(p['load_before'][0], 1)} |"
+            f"| {t['triple']} | {arms} | {'yes' if planned else 'no'} | {apart} | "
+            f"{t['seconds'] / 60:.1f} | {_f(t['load_before'][0], 1)} |"
         )
     for o in scored["other"]:
         lines.append(f"\nNot scored: {o['file']} ({o['why']}).")

@@ -1,4 +1,4 @@
-"""The chaos protocol: the registered pairs, their orders, and the page that states them."""
+"""The chaos protocol: the registered triples, their arms, and the page that states them."""
 
 from __future__ import annotations
 
@@ -13,29 +13,24 @@ import chaos_protocol as protocol
 PAGE = Path(__file__).resolve().parents[2] / "bench" / "chaos-protocol.md"
 
 
-def test_sixteen_a_b_pairs_each_with_a_dry_run_arm_and_eight_a_a_pairs() -> None:
-    pairs = protocol.registered()
-    ab = [p for p in pairs if p.kind == "AB"]
-    aa = [p for p in pairs if p.kind == "AA"]
-    assert [p.seed for p in ab] == list(protocol.AB_SEEDS) and len(ab) >= 16
-    assert [p.seed for p in aa] == list(protocol.AA_SEEDS)
-    assert all(sorted(p.order) == ["alone", "controller", "dry-run"] for p in ab)
-    assert all(p.order == ("first", "second") for p in aa)
-    assert len({p.id for p in pairs}) == len(pairs)
+def test_each_triple_runs_swarm_alone_twice_and_the_controller_once() -> None:
+    triples = protocol.registered()
+    assert [t.seed for t in triples] == list(protocol.SEEDS)
+    assert all(sorted(t.order) == sorted(protocol.ARMS) for t in triples)
+    assert [t.arm(label) for label in protocol.ARMS for t in triples[:1]] == [
+        "alone", "controller", "alone"]  # fmt: skip
+    assert len({t.id for t in triples}) == len(triples)
 
 
-def test_the_a_b_order_alternates_abba_and_the_dry_run_arm_moves_round() -> None:
-    ab = [p for p in protocol.registered() if p.kind == "AB"]
-    a_first = [p.order.index("alone") < p.order.index("controller") for p in ab]
-    assert a_first[:8] == [True, False, False, True, True, False, False, True]
-    assert a_first.count(True) == a_first.count(False)
-    where = Counter(p.order.index("dry-run") for p in ab)
-    assert max(where.values()) - min(where.values()) <= 1
+def test_which_arm_starts_its_process_first_goes_round() -> None:
+    first = Counter(t.order[0] for t in protocol.registered())
+    assert set(first) == set(protocol.ARMS)
+    assert max(first.values()) - min(first.values()) <= 1
 
 
-def test_the_page_lists_the_registered_pairs_and_the_constants() -> None:
+def test_the_page_lists_the_registered_triples_and_the_constants() -> None:
     page = PAGE.read_text()
     assert protocol.registry_table() in page
     assert f"`{protocol.NAME}`" in page
-    assert f"{protocol.MINUTES:g} minutes" in page
+    assert f"{protocol.MINUTES:g}-minute" in page
     assert f"log((controller + {protocol.OFFSET:g}) / (alone + {protocol.OFFSET:g}))" in page

@@ -32,15 +32,16 @@ def _arm(lost: dict[str, int], overruns: dict[str, Any] | None = None) -> dict[s
         "samples": 2, "failed_samples": 0, "services": services, "decisions": [],
         "writes_seen": [], "node_ids": {}, "events": [], "manager_faults": [],
         "load": {"busy": 0.5, "controller_cpu": 0.0}, "warm_up": {"as_planned": True},
+        "t0": 1000.0,
     }  # fmt: skip
 
 
-def _pair(pair: protocol.Pair, arms: dict[str, dict[str, Any]], **extra: Any) -> dict[str, Any]:
+def _triple(t: protocol.Triple, arms: dict[str, dict[str, Any]], **extra: Any) -> dict[str, Any]:
     return {
-        "protocol": protocol.NAME, "pair": pair.id, "kind": pair.kind, "seed": pair.seed,
-        "minutes": protocol.MINUTES, "order": list(pair.order), "arms": arms,
+        "protocol": protocol.NAME, "triple": t.id, "seed": t.seed,
+        "minutes": protocol.MINUTES, "order": list(arms), "arms": arms,
         "code": {"commit": "c0ffee", "controller": "t", "bench": "b", "changed": []},
-        "seconds": {"pair": 900.0}, "load_before": [1.0, 1.0, 1.0], **extra,
+        "seconds": 300.0, "load_before": [1.0, 1.0, 1.0], **extra,
     }  # fmt: skip
 
 
@@ -78,44 +79,53 @@ def test_holm_weighs_each_service_against_all_six() -> None:
     assert among["db"]["p_within"] == pytest.approx(6 / 32)
 
 
-def test_the_verdict_is_provisional_until_every_pair_is_in() -> None:
+def test_the_verdict_is_provisional_until_every_triple_is_in() -> None:
     judged = {n: {"verdict": "PASS"} for n in NAMES}
     assert verdict_of(judged, 16, 16) == "PASS"
-    assert verdict_of(judged, 5, 16) == "PASS (provisional: 5 of 16 A/B pairs)"
+    assert verdict_of(judged, 5, 16) == "PASS (provisional: 5 of 16 triples)"
     judged["legacy"] = {"verdict": "FAIL"}
     assert verdict_of(judged, 16, 16) == "FAIL"
 
 
 def _write(results: Path, doc: dict[str, Any], name: str | None = None) -> None:
-    (results / (name or f"{doc['pair']}.json")).write_text(json.dumps(doc))
+    (results / (name or f"{doc['triple']}.json")).write_text(json.dumps(doc))
 
 
 def test_every_file_is_scored_or_named_and_the_page_gets_the_tables(tmp_path: Path) -> None:
-    pairs = protocol.by_id()
+    first, second, third, fourth = protocol.registered()[:4]
     gain = {n: 10 for n in NAMES}
     more = {n: 30 for n in NAMES}
-    _write(tmp_path, _pair(pairs["ab-101"], {
-        "alone": _arm(more), "controller": _arm(gain), "dry-run": _arm(more)}))  # fmt: skip
-    _write(tmp_path, _pair(pairs["aa-101"], {"first": _arm(gain), "second": _arm(gain)}))
-    short = _pair(pairs["ab-102"], {"alone": _arm(gain), "controller": _arm(gain),
-                                    "dry-run": _arm(gain)}, minutes=1.5)  # fmt: skip
+    late = {**_arm(gain), "t0": 1001.5}  # its t = 0 came 1.5 s after the others'
+    _write(tmp_path, _triple(first, {
+        "first": _arm(more), "controller": late, "second": _arm(gain)}))  # fmt: skip
+    _write(tmp_path, _triple(second, {"first": _arm(gain), "controller": _arm(gain),
+                                      "second": _arm(more), "dry-run": _arm(more)}))  # fmt: skip
+    short = _triple(third, {"first": _arm(gain), "controller": _arm(gain),
+                            "second": _arm(gain)}, minutes=1.5)  # fmt: skip
     _write(tmp_path, short)
-    _write(tmp_path, {"pair": "ab-103", "error": "RuntimeError('no deploy')"},
-           "ab-103.failed-1.json")  # fmt: skip
+    _write(tmp_path, {"triple": fourth.id, "error": "RuntimeError('no deploy')"},
+           f"{fourth.id}.failed-1.json")  # fmt: skip
     scored = score(tmp_path)
-    assert [p["pair"] for p in scored["ab"]] == ["ab-101"]
-    assert [p["pair"] for p in scored["aa"]] == ["aa-101"]
+    assert [t["triple"] for t in scored["triples"]] == [first.id, second.id]
     assert scored["other"] == [
-        {"file": "ab-102.json", "why": f"1.5 min, not the registered {protocol.MINUTES:g}"}
+        {"file": f"{third.id}.json", "why": f"1.5 min, not the registered {protocol.MINUTES:g}"}
     ]
-    assert [f["file"] for f in scored["failed"]] == ["ab-103.failed-1.json"]
-    assert scored["main"]["db"]["diffs"] == [pytest.approx(math.log(20 / 40))]
-    assert scored["verdict"].endswith("(provisional: 1 of 16 A/B pairs)")
+    assert [f["file"] for f in scored["failed"]] == [f"{fourth.id}.failed-1.json"]
+    # A/B: the controller against the first run; A/A: the second run against the first.
+    assert scored["main"]["db"]["diffs"] == [pytest.approx(math.log(20 / 40)), 0.0]
+    assert scored["calibration"]["db"]["diffs"] == [
+        pytest.approx(math.log(20 / 40)), pytest.approx(math.log(40 / 20))]  # fmt: skip
+    # The dry-run arm, where there is one, against the first run; never in the verdict.
+    assert scored["presence"]["db"]["diffs"] == [pytest.approx(math.log(40 / 20))]
+    want = len(protocol.SEEDS)
+    assert scored["verdict"].endswith(f"(provisional: 2 of {want} triples)")
     text = report(scored)
     assert text.startswith(f"**Verdict: {scored['verdict']}.**")
-    assert "| db | 1 | 30.0 | 10.0 | 0.33 | 0.50 | 0 of 1 |" in text
-    assert f"Not scored: ab-102.json (1.5 min, not the registered {protocol.MINUTES:g})" in text
-    assert "Failed attempt: ab-103.failed-1.json: RuntimeError('no deploy')" in text
+    assert "| db | 2 | 40.0 | 20.0 | 0.50 | 0.71 | 0 of 2 |" in text
+    assert "10.0 minutes of wall time" in text
+    assert f"| {first.id} | first 180.0, controller 60.0, second 60.0 | yes | 1.5 | 5.0 |" in text
+    assert f"Not scored: {third.id}.json (1.5 min, not the registered" in text
+    assert f"Failed attempt: {fourth.id}.failed-1.json: RuntimeError('no deploy')" in text
 
     page = tmp_path / "chaos.md"
     page.write_text(f"# Chaos\n\nbefore\n\n{BEGIN}\nold figures\n{END}\n\nafter\n")
@@ -124,29 +134,31 @@ def test_every_file_is_scored_or_named_and_the_page_gets_the_tables(tmp_path: Pa
 
 
 def test_an_overrun_after_a_controller_write_fails_its_service(tmp_path: Path) -> None:
-    pairs = protocol.by_id()
     overrun = {"api": {"overrun_at": [[12.0, 2]], "overrun_stops": [[[12.0, "node-2"]]]}}
     controller = _arm({}, overrun)
     controller["decisions"] = [
         {"t": 10.0, "rule": "owners", "outcome": "move",
          "action": "service app_api: constraints = ['node.hostname!=node-2']"}
     ]  # fmt: skip
-    _write(tmp_path, _pair(pairs["ab-101"], {
-        "alone": _arm({}), "controller": controller, "dry-run": _arm({})}))  # fmt: skip
+    _write(tmp_path, _triple(protocol.registered()[0], {
+        "first": _arm({}), "controller": controller, "second": _arm({})}))  # fmt: skip
     scored = score(tmp_path)
     assert scored["main"]["api"]["verdict"] == "FAIL"
-    assert scored["main"]["web"]["verdict"] == "INCONCLUSIVE"  # one pair shows nothing
+    assert scored["main"]["web"]["verdict"] == "INCONCLUSIVE"  # one triple shows nothing
     assert scored["verdict"].startswith("FAIL")
+    # The same overrun in a run of Swarm alone is nobody's write: it fails nothing.
+    assert scored["calibration"]["api"]["faults"] == []
 
 
-def test_a_trial_of_shorter_pairs_is_scored_only_when_asked_and_says_so(tmp_path: Path) -> None:
-    pair = protocol.by_id()["ab-101"]
-    arms = {"alone": _arm({"db": 5}), "controller": _arm({}), "dry-run": _arm({})}
-    _write(tmp_path, _pair(pair, arms, minutes=2.0))
-    assert score(tmp_path)["ab"] == []
-    trial = score(tmp_path, minutes=2.0)
-    assert [p["pair"] for p in trial["ab"]] == ["ab-101"]
-    assert trial["verdict"].endswith("(a trial of 2-minute pairs)")
+def test_a_trial_is_scored_only_when_asked_and_says_so(tmp_path: Path) -> None:
+    arms = {"first": _arm({"db": 5}), "controller": _arm({}), "second": _arm({})}
+    _write(tmp_path, _triple(protocol.registered()[0], arms, minutes=1.0))
+    trial = protocol.Triple("trial-901", 901, protocol.ARMS)
+    _write(tmp_path, _triple(trial, arms, minutes=1.0))
+    assert score(tmp_path)["triples"] == []
+    scored = score(tmp_path, minutes=1.0)
+    assert [t["triple"] for t in scored["triples"]] == [protocol.registered()[0].id, "trial-901"]
+    assert scored["verdict"].endswith("(a trial of 1-minute triples)")
 
 
 def test_the_chaos_page_has_the_block_the_verdict_is_written_into() -> None:

@@ -24,6 +24,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 
+import chaos_protocol as protocol
 from chaos_app import SERVICES, UNMANAGED
 from chaos_ci import MINUTES, SEED, calibration, gross_harm, limit, side_by_side
 from chaos_report import CONVERGE_LIMIT, comparable, losses, table, timeline
@@ -47,7 +48,12 @@ def test_the_schedule_is_one_per_seed_and_has_every_fault() -> None:
 def test_the_gross_harm_limit_is_calibrated_from_enough_a_a_pairs() -> None:
     pairs = calibration()
     assert len(pairs) >= ENOUGH_CALIBRATION
-    assert all(p["seed"] == SEED and p["minutes"] == MINUTES for p in pairs)
+    # This check's own pairs, and the protocol's registered triples (their A/A pair).
+    own = [p for p in pairs if "left" in p["arms"]]
+    triples = [p for p in pairs if "first" in p["arms"]]
+    assert own and all(p["seed"] == SEED and p["minutes"] == MINUTES for p in own)
+    assert all(p["protocol"] == protocol.NAME and p["minutes"] == protocol.MINUTES
+               for p in triples)  # fmt: skip
     assert 0 < limit(pairs) < 5
 
 
