@@ -554,14 +554,17 @@ class SafetyMachine(RuleBasedStateMachine):
         self.event()
 
     def _doubled(self) -> list[str]:
-        """The workers that run two or more tasks of one managed service (a report there
-        stops several of its tasks at once)."""
+        """The nodes (the manager too: a monitor reports on any node) that run two or
+        more tasks of one managed service, a report there stopping several of its tasks
+        at once; those of a service whose replica record stands first."""
         per = Counter(
             (t.service_id, t.node_id)
             for t in self.ctrl.tasks.values()
-            if t.state is TaskState.RUNNING and t.node_id in WORKERS and t.service_id in CAP
+            if t.state is TaskState.RUNNING and t.node_id in NODE_NAMES and t.service_id in CAP
         )
-        return sorted({node_id for (_, node_id), n in per.items() if n >= 2})
+        recorded = set(self._recorded())
+        doubled = {(sid not in recorded, node_id) for (sid, node_id), n in per.items() if n >= 2}
+        return list(dict.fromkeys(node_id for _, node_id in sorted(doubled)))
 
     @precondition(lambda self: self._doubled())
     @rule(pick=st.integers(0, 4), state=st.sampled_from([HealthState.DEGRADED, HealthState.FAILED]))
@@ -645,7 +648,7 @@ class SafetyMachine(RuleBasedStateMachine):
     @precondition(lambda self: self._recorded())
     @rule(
         pick=st.integers(0, 2),
-        replicas=st.integers(3, 6),
+        replicas=st.integers(4, 6),
         fails=st.booleans(),
         action=st.sampled_from(["pause", "rollback"]),
     )
