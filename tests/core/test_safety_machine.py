@@ -806,7 +806,9 @@ if _seed is not None:
 # with the ledger's wanted count read as min(replicas, record base) (the operator's 5
 # read as 3: both tasks on the reported node stop at once). The false alarm after an
 # election broke it on the ledger that charged nothing for stopping a task on a node in
-# doubt (node-4's engine ran: api 1 of 3 where Swarm alone keeps 2).
+# doubt (node-4's engine ran: api 1 of 3 where Swarm alone keeps 2). The veto of the
+# global service broke it while the ledger left a node reported failed out of what a
+# global service wants (agent 4 of 6 where Swarm alone keeps 5).
 FOUND: dict[str, list[tuple[str, dict[str, object]]]] = {
     "1-two-degraded-reports-half-a-second-apart": [
         ("health_report", {"node_id": "n2", "state": HealthState.DEGRADED}),
@@ -881,6 +883,18 @@ FOUND: dict[str, list[tuple[str, dict[str, object]]]] = {
         ("crash_then_election", {"node_id": "n2", "reports_after": [0.5] * 6}),
         ("health_report", {"node_id": "n4", "state": HealthState.DEGRADED}),
         ("false_alarm", {"lasts": 1.0, "node_id": "n4", "sources": ("gossip", "probe")}),
+    ],
+    "a-veto-of-the-global-service-while-a-node-is-reported-failed": [
+        ("health_report", {"node_id": "n5", "state": HealthState.FAILED}),
+        ("lease_takeover", {}),
+        ("lease_takeover", {}),
+        ("wait", {"seconds": 0.5}),
+        ("plugin_veto", {"node_id": "n2", "service_id": "s-api"}),
+        ("signal_lost", {"node_id": "n2", "source": "gossip"}),
+        ("vetoes_end", {}),
+        ("plugin_veto", {"node_id": "n2", "service_id": "s-api"}),
+        ("lease_takeover", {}),
+        ("plugin_veto", {"node_id": "n2", "service_id": "s-agent"}),
     ],
     "surge-standing-when-an-operator-rollout-pauses": [
         ("scale", {"service_id": "s-api", "replicas": 4}),

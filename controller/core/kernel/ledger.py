@@ -151,10 +151,12 @@ def global_wanted(snapshot: ClusterSnapshot, service: Service) -> int:
         t.node_id for t in snapshot.tasks_of(service.id) if t.is_active and not t.is_pending
     }
     operators, allows = _operators(service), _allows(service)
+    # A node reported failed reads down here, but Swarm alone still runs its task there.
+    failed = {r.node_id for r in snapshot.health if r.state is HealthState.FAILED}
     return sum(
         1
         for n in snapshot.nodes
-        if n.holds_tasks
+        if (n.holds_tasks or n.id in failed)
         and n.availability is not Availability.DRAIN
         and (n.id in assigned or (operators(n) and not allows(n)))
     )
