@@ -277,6 +277,26 @@ def test_plugin_vetoes_of_a_global_service_are_held_to_max_unavailable() -> None
     assert fewest >= 5, f"max-unavailable 1, but the global service fell to {fewest} of 6"
 
 
+def test_a_veto_of_a_global_service_counts_a_node_reported_failed_as_wanted() -> None:
+    """node-5 is reported failed (its task is written off, but Swarm alone still runs
+    one there); a plugin then vetoes node-2. Counting node-5 out of what the global
+    service wants, the veto fit max-unavailable 1 and left 4 of 6 serving where Swarm
+    alone keeps 5."""
+    agent, calm = _global_on_six()
+    memory = warmed(calm)
+    failed = HealthReport("n5", HealthState.FAILED, "webhook", NOW + 600, reason="disk")
+    reported = replace(calm, health=(failed,))
+    veto = PluginVeto("pick", agent.id, "n2", "too hot")
+    vetoed = replace(reported, plugins=PluginAdvice(vetoes=(veto,), answered=("pick",)))
+    snap, fewest = calm, 6
+    for step, given in enumerate([reported, reported, vetoed, vetoed]):
+        observed = replace(given, nodes=snap.nodes, tasks=snap.tasks)
+        result = cycle(observed, memory, NOW + 0.5 * step)
+        snap, memory = enforced(apply_actions(observed, result.actions)), result.memory
+        fewest = min(fewest, really_running(snap, agent.id, dead={"n5"}))
+    assert fewest >= 5, f"max-unavailable 1, but {fewest} of the 5 Swarm alone keeps serve"
+
+
 # --- finding 3: the wanted count is the operator's -----------------------------------
 
 
