@@ -811,7 +811,10 @@ if _seed is not None:
 # global service wants (agent 4 of 6 where Swarm alone keeps 5).
 # The surge of `one` (max-replicas-per-node 1) with a slot no node could take held its
 # trim for ever once the merged fixes met the model's new services (the unplaced slots
-# now go first).
+# now go first). So did a deploy that dropped the steering constraint of a global
+# service vetoed on one node: Swarm started a task there, the constraint went back before
+# it ran, and a veto on another node fit the ledger, which wanted no task on the first
+# (a global service now wants one on every node its operator's constraints allow).
 FOUND: dict[str, list[tuple[str, dict[str, object]]]] = {
     "1-two-degraded-reports-half-a-second-apart": [
         ("health_report", {"node_id": "n2", "state": HealthState.DEGRADED}),
@@ -905,6 +908,17 @@ FOUND: dict[str, list[tuple[str, dict[str, object]]]] = {
         ("edit_api_constraints", {"excluded": ""}),
         ("restore", {"node_id": "n2"}),
         ("plugin_veto", {"node_id": "n2", "service_id": "s-agent"}),
+    ],
+    "a-deploy-drops-the-steering-constraint-of-a-vetoed-global-service": [
+        ("plugin_veto", {"node_id": "n4", "service_id": "s-agent"}),
+        ("signals_recover", {"node_id": "n2"}),
+        ("stack_deploy", {}),
+        ("stack_deploy", {}),
+        ("plugin_veto", {"node_id": "n2", "service_id": "s-agent"}),
+        ("signals_recover", {"node_id": "n5"}),
+        ("plugin_veto", {"node_id": "n3", "service_id": "s-db"}),
+        ("signals_recover", {"node_id": "n5"}),
+        ("stack_deploy", {}),
     ],
     "finding-2-a-global-service-vetoed-on-two-nodes": [
         ("plugin_veto", {"service_id": "s-agent", "node_id": "n2"}),

@@ -146,20 +146,22 @@ def _operators(service: Service) -> Callable[[Node], bool]:
 
 def global_wanted(snapshot: ClusterSnapshot, service: Service) -> int:
     """A global service's replicas: one per node Swarm alone would run it on (a node not
-    down or drained with an assigned task of it, or one the controller keeps it off). A
+    down or drained with an assigned task of it, or one its operator's constraints allow,
+    whether or not the controller's keep it off: a deploy that drops the controller's
+    constraints lets a vetoed node start a task, not yet running when they are put back). A
     node a health report calls failed counts, though the rules see it down: Swarm alone
     reads no report and keeps the task there, so its loss is one of max-unavailable."""
     assigned = {
         t.node_id for t in snapshot.tasks_of(service.id) if t.is_active and not t.is_pending
     }
     failed = {r.node_id for r in snapshot.health if r.state is HealthState.FAILED}
-    operators, allows = _operators(service), _allows(service)
+    operators = _operators(service)
     return sum(
         1
         for n in snapshot.nodes
         if (n.holds_tasks or n.id in failed)
         and n.availability is not Availability.DRAIN
-        and (n.id in assigned or (operators(n) and not allows(n)))
+        and (n.id in assigned or operators(n))
     )
 
 
