@@ -116,7 +116,10 @@ def test_the_page_shows_a_node_going_down_and_its_task_moving_without_a_reload(
         swarm.manager_host, policy=policy, http=("127.0.0.1", port), ui_token=token
     ) as ctl:
         wait_until(lambda: running_by_node(client, db) == {"node-3": 1}, 60, "db on node-3")
-        browser.get(f"http://127.0.0.1:{port}/ui/login?token={token}")  # on to /ui
+        # A token in a URL no longer logs in: the one-time code the controller prints does.
+        assert ctl.controller.view is not None
+        code = ctl.controller.view.access.login_code()
+        browser.get(f"http://127.0.0.1:{port}/ui/login?code={code}")  # on to /ui
         # The page re-renders on every pushed cycle: an element read mid-render is gone,
         # or there but not laid out yet (not interactable).
         wait = WebDriverWait(
