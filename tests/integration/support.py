@@ -236,8 +236,11 @@ class RunningSampler:
             # A hiccup is no sample; docker-py lets a read timeout through as requests' own
             # (while Raft elects a leader, say).
             with contextlib.suppress(docker.errors.DockerException, requests.RequestException):
-                self.samples.append(len(running_task_ids(self._client, self._service)))
+                self.samples.append(self._count())
             self._stop.wait(self._interval)
+
+    def _count(self) -> int:
+        return len(running_task_ids(self._client, self._service))
 
     def __enter__(self) -> RunningSampler:
         self._thread.start()

@@ -9,15 +9,12 @@ with a local volume keeps its task on a degraded node. Counts are sampled, not t
 
 from __future__ import annotations
 
-import contextlib
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import docker
 import pytest
-import requests
 
 from controller.core.health.node_marks import health_key
 from controller.runtime.health_inputs import HealthConfig
@@ -25,7 +22,13 @@ from controller.sandbox import Sandbox
 from controller.sandbox.netns_probe import NetnsProber
 
 from .health_support import NANO, create_service, node_attrs, post_health, reset_nodes
-from .support import ControllerThread, clean_client, running_by_node, wait_until
+from .support import (
+    ControllerThread,
+    RunningSampler,
+    clean_client,
+    running_by_node,
+    wait_until,
+)
 from .test_speculative_swarm import default_heartbeat_sandbox, node_state
 
 pytestmark = [pytest.mark.swarm, pytest.mark.slow, pytest.mark.alone]
@@ -53,37 +56,17 @@ def client(four: Sandbox) -> Iterator[docker.DockerClient]:
         yield c
 
 
-class LiveSampler:
+class LiveSampler(RunningSampler):
     """The fewest running tasks of a service on nodes whose engine lives (the API still
     lists a crashed engine's tasks as running), sampled in the background."""
 
     def __init__(self, docker_host: str, service: str, dead: set[str]) -> None:
-        self._client = docker.DockerClient(base_url=docker_host, version="auto", timeout=10)
-        self._service, self.dead = service, dead
-        self._stop = threading.Event()
-        self.samples: list[int] = []
-        self._thread = threading.Thread(target=self._run, daemon=True)
+        super().__init__(docker_host, service, interval=0.1)
+        self.dead = dead
 
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            with contextlib.suppress(docker.errors.DockerException, requests.RequestException):
-                placed = running_by_node(self._client, self._service)
-                self.samples.append(sum(n for h, n in placed.items() if h not in self.dead))
-            self._stop.wait(0.1)
-
-    def __enter__(self) -> LiveSampler:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(timeout=10)
-        self._client.close()
-
-    @property
-    def minimum(self) -> int:
-        assert self.samples, "no sample was taken"
-        return min(self.samples)
+    def _count(self) -> int:
+        placed = running_by_node(self._client, self._service)
+        return sum(n for h, n in placed.items() if h not in self.dead)
 
 
 def controller(four: Sandbox, tmp_path: Path, prober: NetnsProber) -> ControllerThread:
