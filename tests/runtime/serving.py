@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import socket
 from collections.abc import Iterator
 
 import anyio.from_thread
@@ -18,3 +19,14 @@ def serving(server: HttpServer) -> Iterator[HttpServer]:
             yield server
         finally:
             running.cancel()
+
+
+def closed_within(sock: socket.socket, within: float) -> bool:
+    """Whether the server closes `sock` within `within` seconds (sending nothing)."""
+    sock.settimeout(within)
+    try:
+        return sock.recv(1024) == b""
+    except (ConnectionResetError, BrokenPipeError):
+        return True
+    except TimeoutError:
+        return False

@@ -26,7 +26,7 @@ from starlette.routing import Route
 
 from controller.runtime.http_app import make_app
 from controller.runtime.http_server import HttpServer, TlsFiles
-from tests.runtime.serving import serving
+from tests.runtime.serving import closed_within, serving
 
 ATTACKER = "127.0.0.2"
 
@@ -36,17 +36,6 @@ def _connect(port: int, source: str = ATTACKER) -> socket.socket:
     sock.bind((source, 0))
     sock.connect(("127.0.0.1", port))
     return sock
-
-
-def _closed(sock: socket.socket, within: float) -> bool:
-    """Whether the server closes `sock` within `within` seconds (sending nothing)."""
-    sock.settimeout(within)
-    try:
-        return sock.recv(1024) == b""
-    except (ConnectionResetError, BrokenPipeError):
-        return True
-    except TimeoutError:
-        return False
 
 
 async def _ok(request: Request) -> Response:
@@ -96,7 +85,7 @@ def test_sockets_that_never_start_tls_are_capped_per_address_at_accept(
     silent = [_connect(tls_server.port) for _ in range(20)]
     try:
         # The share is 4: the 16 beyond it are closed at once, before any TLS state.
-        closed = sum(_closed(sock, within=1) for sock in silent[4:])
+        closed = sum(closed_within(sock, within=1) for sock in silent[4:])
         assert closed == 16, f"{closed} of 16 sockets beyond the share were closed"
         assert _https_get(ca, tls_server.port) == 200, "another address is answered"
     finally:
@@ -108,7 +97,9 @@ def test_a_socket_that_never_finishes_its_handshake_is_closed(tls_server: HttpSe
     silent = _connect(tls_server.port)
     try:
         # The handshake deadline is 5 s; asyncio's default, 60.
-        assert _closed(silent, within=30), "a silent socket is closed at the handshake deadline"
+        assert closed_within(silent, within=30), (
+            "a silent socket is closed at the handshake deadline"
+        )
     finally:
         silent.close()
 

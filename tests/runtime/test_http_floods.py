@@ -35,7 +35,7 @@ from controller.runtime.policy_source import PolicySource
 from controller.runtime.reconciler import Reconciler
 from controller.runtime.tracing import DecisionLog, get_tracer, make_tracer_provider
 from tests.core.builders import node, snapshot
-from tests.runtime.serving import serving
+from tests.runtime.serving import closed_within, serving
 
 ATTACKER = "127.0.0.2"
 IDLE = 200
@@ -81,17 +81,6 @@ def _flood(port: int) -> Iterator[list[socket.socket]]:
         stop.set()
         for sock in sockets:
             sock.close()
-
-
-def _closed(sock: socket.socket, within: float) -> bool:
-    """Whether the server closes `sock` within `within` seconds (reading, sending nothing)."""
-    sock.settimeout(within)
-    try:
-        return sock.recv(1024) == b""
-    except (ConnectionResetError, BrokenPipeError):
-        return True
-    except TimeoutError:
-        return False
 
 
 def _get(port: int, path: str = "/healthz") -> int:
@@ -174,7 +163,7 @@ def guarded() -> Iterator[HttpServer]:
 
 def test_a_request_that_does_not_arrive_whole_in_time_is_cut(guarded: HttpServer) -> None:
     idle = _connect(guarded.port)
-    assert _closed(idle, within=10), "a silent connection is closed after the deadline"
+    assert closed_within(idle, within=10), "a silent connection is closed after the deadline"
     idle.close()
 
     slow = _connect(guarded.port)
@@ -216,7 +205,9 @@ def test_one_client_address_gets_a_share_of_the_connections(guarded: HttpServer)
     held = [_connect(guarded.port) for _ in range(4)]
     over = [_connect(guarded.port) for _ in range(6)]
     try:
-        assert all(_closed(sock, within=5) for sock in over), "beyond its share: closed at once"
+        assert all(closed_within(sock, within=5) for sock in over), (
+            "beyond its share: closed at once"
+        )
         assert _get(guarded.port) == 200, "another address is answered"
         held[0].sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
         held[0].settimeout(5)
