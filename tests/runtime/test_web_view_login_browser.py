@@ -16,6 +16,7 @@ from typing import Any
 
 import anyio.from_thread
 import pytest
+from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
@@ -49,7 +50,10 @@ class Site:
         return f"http://{host}:{self.port}{path}"
 
     def wait(self) -> WebDriverWait[Any]:
-        return WebDriverWait(self.driver, 30, poll_frequency=0.2)
+        # A form post loads a new page: an element found on the old one may be gone by
+        # the time it is read, which is a reason to read again, not a failure.
+        stale = (StaleElementReferenceException,)
+        return WebDriverWait(self.driver, 30, poll_frequency=0.2, ignored_exceptions=stale)
 
 
 @pytest.fixture
