@@ -86,6 +86,11 @@ from controller.core.replicas import (
     restore_replicas,
 )
 from controller.core.rules.failover.failover_rule import active_count
+from controller.core.rules.failover.stacked_surge import (
+    Stacking,
+    plan_stacking,
+    stacked_charge,
+)
 from controller.policy import FailoverMode
 
 RULE = "speculative"
@@ -250,18 +255,24 @@ def _plan_service(
     unheard: tuple[str, ...] = ()
     if free < len(on):
         unheard = _unheard_free_nodes(ctx, service, avoid=frozenset(suspected))
+    stacking: Stacking | None = None
     if free + len(unheard) < len(on):
-        return None, Decision(
-            RULE,
-            subject,
-            Outcome.WAIT,
-            f"{len(on)} task(s) on suspected {where}, but only {free} free node(s) could take "
-            "them without stacking or landing back on a suspected node: it waits for "
-            "confirmation",
-        )
+        # Every node holds a replica: a surge beside one, on strong evidence alone.
+        beside_any = _beside(ctx, service, avoid=frozenset(suspected))
+        stacked = plan_stacking(ctx, service, nodes, surged=len(on), free=free, beside=beside_any)
+        if isinstance(stacked, str):
+            return None, Decision(
+                RULE,
+                subject,
+                Outcome.WAIT,
+                f"{len(on)} task(s) on suspected {where}, but only {free} free node(s) could "
+                "take them without stacking or landing back on a suspected node, and "
+                f"{stacked}: it waits for confirmation",
+            )
+        stacking, unheard = stacked, ()
     replicas = service.replicas or 0
     tasks = ctx.snapshot.tasks_of(service.id)
-    if not trim_would_spare_originals(tasks, base=replicas, surged=len(on)):
+    if stacking is None and not trim_would_spare_originals(tasks, base=replicas, surged=len(on)):
         return None, Decision(
             RULE,
             subject,
@@ -285,9 +296,16 @@ def _plan_service(
         operation=SPECULATE,
         now=ctx.now,
         detail=f"nodes={','.join(nodes)}; {len(on)} replica(s) on suspected {where}",
-        evicts_from=tuple(sorted({*charged, *beside})),
+        evicts_from=tuple(sorted({*charged, *beside, *(stacking.risky if stacking else ())})),
     )
     charge = ""
+    if stacking is not None:
+        said = stacked_charge(ctx, stacking, action)
+        if said.refused:
+            return None, Decision(
+                RULE, subject, Outcome.WAIT, f"{len(on)} task(s) on suspected {where}{said.text}"
+            )
+        charge = said.text
     if beside:
         refusal = ctx.budget().refusal(action)
         if refusal is not None:
