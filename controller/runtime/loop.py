@@ -16,6 +16,7 @@ import sys
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import TextIO
 
@@ -39,10 +40,12 @@ from controller.adapters.engine import (
     ENGINE_ERRORS,
     ClusterObserver,
     DockerUnavailableError,
+    REQUEST_SECONDS,
     EngineClient,
     check_manager,
     connect,
     engine_version,
+    set_request_timeout,
 )
 from controller.adapters.errors import RetryableError
 from controller.adapters.lease_store import ConfigLeaseStore, LeaseStore
@@ -59,6 +62,7 @@ from controller.runtime.lease_keeper import LeaseConfig, LeaseKeeper, fenced
 from controller.runtime.listeners import login_url, make_listeners
 from controller.runtime.liveness import LivenessGatherer
 from controller.runtime.metrics import Metrics
+from controller.runtime.outage_timeouts import OutageTimeouts
 from controller.runtime.plaintext import plaintext_secrets
 from controller.runtime.policy_source import PolicySource
 from controller.runtime.reconciler import CycleResult, Reconciler
@@ -462,15 +466,18 @@ class Controller:
                 if self._handle_signals:
                     tg.start_soon(self._signals, tg.cancel_scope)
                 self.trigger.fire("start")
-                await self._worker()
+                await self._worker(
+                    OutageTimeouts(partial(set_request_timeout, client), usual=REQUEST_SECONDS)
+                )
         finally:
             # The worker has finished its last write: the lease can go at once.
             if lease is not None:
                 await lease.release()
 
-    async def _worker(self) -> None:
+    async def _worker(self, timeouts: OutageTimeouts | None = None) -> None:
         assert self.reconciler is not None
         retry = CycleRetry()
+        timeouts = timeouts or OutageTimeouts(lambda _: None, usual=REQUEST_SECONDS)
         while True:
             reasons = await self.trigger.wait()
             started = self.health.cycle_started = time.monotonic()
@@ -486,13 +493,16 @@ class Controller:
                     self.say(f"cycle failed, {why}: {exc}")
                 if cause == "unexpected":
                     log.error("reconcile cycle failed", exc_info=exc)
-                await anyio.sleep(retry.failed(cause, now))
+                delay = retry.failed(cause, now)
+                timeouts.failed(retry, cause, now)  # no request of the next hangs for long
+                await anyio.sleep(delay)
                 self.trigger.fire("retry")
                 continue
             self._record(result, time.monotonic() - started)
             if self.view is not None:
                 self.view.update(result, self.policy(), role_of(result.standby))
             retry.succeeded()
+            timeouts.succeeded()
             if result.wants_another:
                 self.trigger.fire("conflict")
 
