@@ -38,9 +38,9 @@ from controller.adapters.agent_client import AgentError, discover_agents
 from controller.adapters.docker_events import event_opener
 from controller.adapters.engine import (
     ENGINE_ERRORS,
+    REQUEST_SECONDS,
     ClusterObserver,
     DockerUnavailableError,
-    REQUEST_SECONDS,
     EngineClient,
     check_manager,
     connect,
