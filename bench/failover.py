@@ -403,6 +403,8 @@ def _from_kill_case(
         )
         # Adopted, at rest, every node seen alive by gossip and probe, agents reporting.
         time.sleep(5)
+        if controller.poll() is not None:  # else the case would measure Swarm alone
+            raise RuntimeError(f"the controller of {name} exited: see --controller-logs")
     if leader_case:
         victim = _leader(sandbox)
     else:
@@ -482,7 +484,7 @@ def _from_kill(
     after_free: dict[str, list[float]] = {}  # case -> seconds after its run's free node ready
     stacked: dict[str, list[bool]] = {}
     secret = Path(tempfile.mkdtemp()) / "agent-secret"
-    secret.write_text("failover-bench\n")
+    secret.write_text("failover-bench-agent-secret\n")  # the controller wants 16 or more
     with Sandbox.up(spec) as sandbox, _agents(sandbox, secret) as urls:
         client = sandbox.client()
         version = client.version().get("Version", "?")
