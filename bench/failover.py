@@ -320,6 +320,24 @@ def _leader(sandbox: Sandbox) -> str:
     return next(n["hostname"] for n in sandbox.node_info() if n["leader"])
 
 
+def _controller_ready(controller: subprocess.Popen[bytes], log: Path, name: str) -> None:
+    """Until the controller has adopted the service, then 5 s more: at rest, every node
+    seen alive by gossip and probe, agents reporting. On a loaded machine its start alone
+    can take longer than a fixed wait, and a fault before it would measure Swarm alone."""
+
+    def adopted() -> bool:
+        if controller.poll() is not None:
+            raise RuntimeError(f"the controller of {name} exited: see {log}")
+        text = log.read_text(errors="replace")
+        return any(
+            "outcome=adopt" in line and f'subject="service {name}"' in line
+            for line in text.splitlines()
+        )
+
+    _until(adopted, 120, f"{name} adopted by the controller")
+    time.sleep(5)
+
+
 @dataclass(frozen=True)
 class _KillRun:
     """One run, in seconds from the kill: the replicas running off the killed node, and
@@ -394,17 +412,15 @@ def _from_kill_case(
                 command += ["--agent-interval", "1"]
         if not stack:  # the stack's own: its resync, liveness on by default
             command += ["--resync", "1", "--liveness"]
-        out = (CONTROLLER_LOGS / f"{name}.log").open("wb") if CONTROLLER_LOGS else None
+        logs = CONTROLLER_LOGS or Path(tempfile.mkdtemp())
+        out = (logs / f"{name}.log").open("wb")
         controller = subprocess.Popen(
             ["nsenter", f"--net={netns}", *command],
             env=env,
-            stdout=out or subprocess.DEVNULL,
-            stderr=subprocess.STDOUT if out else subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
         )
-        # Adopted, at rest, every node seen alive by gossip and probe, agents reporting.
-        time.sleep(5)
-        if controller.poll() is not None:  # else the case would measure Swarm alone
-            raise RuntimeError(f"the controller of {name} exited: see --controller-logs")
+        _controller_ready(controller, logs / f"{name}.log", name)
     if leader_case:
         victim = _leader(sandbox)
     else:
