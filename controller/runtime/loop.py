@@ -179,6 +179,8 @@ class Controller:
             skipped_calls=self._skipped_calls,
         )
         self.health = Health(started=time.monotonic(), loop_beat=time.monotonic(), lease=self.lease)
+        # The engine client's request timeout, short through an outage (set on connect).
+        self.timeouts = OutageTimeouts(lambda _: None, usual=REQUEST_SECONDS)
         self.view = (
             WebView(
                 UiAccess.configured(
@@ -242,8 +244,16 @@ class Controller:
             connect=health.liveness_connect or tcp_connects,
             interval=health.liveness_interval,
             clock=self._clock,
-            on_change=lambda: self._fire_from_thread("liveness"),
+            on_change=self._liveness_changed,
         )
+
+    def _liveness_changed(self) -> None:
+        """A liveness signal changed: a cycle, with short requests first if a manager's
+        probe fails (the Raft leader's node may be gone: no request of it may hang)."""
+        liveness = self.inputs.liveness if self.inputs is not None else None
+        if liveness is not None:
+            self.timeouts.manager_unreached(liveness.manager_unreached())
+        self._fire_from_thread("liveness")
 
     def _plugin_failures(self) -> dict[str, int]:
         plugins = self.inputs.plugins if self.inputs is not None else None
@@ -466,9 +476,10 @@ class Controller:
                 if self._handle_signals:
                     tg.start_soon(self._signals, tg.cancel_scope)
                 self.trigger.fire("start")
-                await self._worker(
-                    OutageTimeouts(partial(set_request_timeout, client), usual=REQUEST_SECONDS)
+                self.timeouts = OutageTimeouts(
+                    partial(set_request_timeout, client), usual=REQUEST_SECONDS
                 )
+                await self._worker(self.timeouts)
         finally:
             # The worker has finished its last write: the lease can go at once.
             if lease is not None:

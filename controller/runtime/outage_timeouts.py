@@ -11,6 +11,7 @@ than the fast minute (an engine that is slow, not gone), brings the usual timeou
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 
 from controller.runtime.cycle_retry import CycleRetry
@@ -27,6 +28,15 @@ class OutageTimeouts:
         self._apply = apply
         self.usual = usual
         self.current = usual
+        self._expected: float | None = None  # the manager's failure already acted on
+        self._lock = threading.Lock()  # the liveness gatherer calls from its thread
+
+    def manager_unreached(self, since: float | None) -> None:
+        """A manager's probe fails since `since` (None: none fails): short requests, once
+        per failure."""
+        if since is not None and since != self._expected:
+            self._set(OUTAGE_REQUEST_SECONDS)
+        self._expected = since
 
     def failed(self, retry: CycleRetry, cause: str, now: float) -> None:
         """After `retry.failed(cause, now)`: short while the outage is a fast one."""
@@ -36,6 +46,7 @@ class OutageTimeouts:
         self._set(self.usual)
 
     def _set(self, seconds: float) -> None:
-        if seconds != self.current:
-            self._apply(seconds)
-            self.current = seconds
+        with self._lock:
+            if seconds != self.current:
+                self._apply(seconds)
+                self.current = seconds

@@ -165,3 +165,32 @@ def test_the_worker_shortens_requests_after_an_outage_s_failure_and_restores_the
 
 class _Result:
     wants_another = True  # so the worker asks for another cycle at once
+
+
+def test_a_manager_s_failing_probe_shortens_requests_before_any_cycle_fails() -> None:
+    """The first cycle of an election went out with the usual timeout and hung 10 s (seen
+    on a real swarm, `bench/failover.py --fault leader`): a manager's failing probe now
+    shortens the requests first, once per failure."""
+    applied: list[float] = []
+    timeouts = OutageTimeouts(applied.append, usual=REQUEST_SECONDS)
+    timeouts.manager_unreached(100.0)
+    assert applied == [OUTAGE_REQUEST_SECONDS]
+    timeouts.succeeded()  # the swarm still had its leader: a follower manager died
+    timeouts.manager_unreached(100.0)  # the same failure, said again
+    assert applied == [OUTAGE_REQUEST_SECONDS, REQUEST_SECONDS]
+    timeouts.manager_unreached(None)
+    timeouts.manager_unreached(130.0)  # a new failure
+    assert applied[-1] == OUTAGE_REQUEST_SECONDS
+
+
+def test_the_liveness_gatherer_says_since_when_a_manager_s_probe_fails() -> None:
+    from tests.runtime.test_liveness import FakeClient, make  # noqa: PLC0415
+
+    client, clock, fired = FakeClient(), [100.0], []
+    client.api.peers = [{"Name": "node-1", "IP": "10.0.0.1"}, {"Name": "node-2", "IP": "10.0.0.2"}]
+    worker_down = make({"10.0.0.1"}, client, clock, fired)  # node-2, a worker, fails
+    worker_down.poll_once()
+    assert worker_down.manager_unreached() is None
+    manager_down = make({"10.0.0.2"}, client, clock, fired)  # node-1, the manager, fails
+    manager_down.poll_once()
+    assert manager_down.manager_unreached() == 100.0
