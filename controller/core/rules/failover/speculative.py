@@ -36,9 +36,11 @@ for by this rule (failover leaves the record alone), in the same record; the han
 to failover keeps the record's start and folds in any such loss not answered yet.
 
 Never harm: no surge without a free node (ready, active, allowed, holding none of the
-service's tasks, not suspected) for every replica, none while a confirmed failover still
-waits for its replacements (it comes first for the room), none in a health panic; with
-no room the service waits for confirmation, as `confirmed` services always do.
+service's tasks, not suspected) for every replica, but on strong evidence (every signal
+agrees the node is gone: rules/failover/stacked_surge.py), when it is charged for the
+nodes where its trim may stop an original; none while a confirmed failover still waits
+for its replacements (it comes first for the room), none in a health panic; with no room
+the service waits for confirmation, as `confirmed` services always do.
 
 After a Raft election the new leader calls every node `unknown` and places nothing on a
 node until it reports, each agent after a random session back-off (up to 8 s, measured
