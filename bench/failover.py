@@ -52,6 +52,13 @@ most 2 s and at most 0.15x native Swarm's median in the same run: PASS, else FAI
 `--fault leader`, the stack case's median is within 2 s of the median floor: PASS, else
 FAIL. Every run's figures go to `--results FILE` (JSON), whatever the verdict.
 
+`--layout packed` (with `--heartbeat default`): the service has a replica on every node
+(stop-first, 0.25 CPU reserved each, room for more everywhere), so no node is free and
+a surge can only land beside a replica; in the leader case every node holds one, the
+Raft leader's too. The same rules apply, stated before the runs: for a worker's death
+(`crash`, `cut`) the median of `stack defaults` is at most 2 s and at most 0.15x native
+Swarm's in the same run; for the leader's node, within 2 s of the median floor.
+
 Two more rules for `--fault leader`, stated before their runs. Reach: the 2 s goal is
 within reach of a write only if `write at floor` has its replicas running at most 2 s
 after its own run's floor (median over runs); else no controller acting through Swarm
@@ -176,6 +183,8 @@ IDEAL_FREE = "write at free ready"
 # --controller-logs: where each from-kill case's controller writes its decision log.
 CONTROLLER_LOGS: Path | None = None
 STACK_POLICY = Path(__file__).resolve().parents[1] / "policies" / "stack.yaml"
+# The packed layout's service (--layout packed): every node holds a replica.
+PACKED = {"update_order": "stop-first", "reserve_cpus": 0.25}
 # The goal the verdict checks (see the module's docstring).
 GOAL_SECONDS = 2.0
 GOAL_RATIO = 0.15
@@ -311,6 +320,24 @@ def _leader(sandbox: Sandbox) -> str:
     return next(n["hostname"] for n in sandbox.node_info() if n["leader"])
 
 
+def _controller_ready(controller: subprocess.Popen[bytes], log: Path, name: str) -> None:
+    """Until the controller has adopted the service, then 5 s more: at rest, every node
+    seen alive by gossip and probe, agents reporting. On a loaded machine its start alone
+    can take longer than a fixed wait, and a fault before it would measure Swarm alone."""
+
+    def adopted() -> bool:
+        if controller.poll() is not None:
+            raise RuntimeError(f"the controller of {name} exited: see {log}")
+        text = log.read_text(errors="replace")
+        return any(
+            "outcome=adopt" in line and f'subject="service {name}"' in line
+            for line in text.splitlines()
+        )
+
+    _until(adopted, 120, f"{name} adopted by the controller")
+    time.sleep(5)
+
+
 @dataclass(frozen=True)
 class _KillRun:
     """One run, in seconds from the kill: the replicas running off the killed node, and
@@ -333,6 +360,7 @@ def _from_kill_case(
     agents: tuple[list[str], Path] | None = None,
     fault: str = "crash",
     ideal: str | None = None,
+    packed: bool = False,
 ) -> _KillRun:
     """A worker holding one of 3 replicas is failed; with `fault` leader, the Raft
     leader's node, holding one of one-per-node, and the controller and the measurement
@@ -340,9 +368,11 @@ def _from_kill_case(
     the floor (IDEAL_FLOOR) or when the free node is ready (IDEAL_FREE)."""
     leader_case = fault == "leader"
     tag = {IDEAL_FLOOR: "wflo", IDEAL_FREE: "wfre"}.get(ideal or "", (mode or "native")[:4])
-    name = f"fk-{tag}{'-ag' if agents else ''}-{n}"
+    name = f"fk-{tag}{'-ag' if agents else ''}{'-pk' if packed else ''}-{n}"
     on = next(h for h in sandbox.nodes if h != _leader(sandbox)) if leader_case else "node-1"
     replicas = len(sandbox.nodes) - 1 if leader_case else FROM_KILL_REPLICAS
+    if packed:  # a replica on every node: no free node for a surge
+        replicas = len(sandbox.nodes)
     client = docker.DockerClient(base_url=sandbox.docker_host(on), version="auto", timeout=10)
     controller = None
     stack = mode == STACK_CASE
@@ -351,16 +381,19 @@ def _from_kill_case(
         labels = {"placement.managed": "true"}  # the stack's policy and defaults decide
     # The leader case: one task on every node but the last (a worker), so the leader's
     # node holds one and a free node is left; the constraint goes once they run.
-    pin = [f"node.hostname!={sandbox.nodes[-1]}"] if leader_case else []
+    pin = [f"node.hostname!={sandbox.nodes[-1]}"] if leader_case and not packed else []
     if leader_case:  # every node back from the last run, or the tasks will not spread
         _until(lambda: _answered(lambda: _all_ready(client)), 120, "every node ready")
-    sandbox.create_service(name, replicas=replicas, labels=labels, constraints=pin)
+    sandbox.create_service(
+        name, replicas=replicas, labels=labels, constraints=pin, **(PACKED if packed else {})
+    )
+    one_per_node = leader_case or packed
 
     def running() -> bool:
         hosts = _hosts(client, name)
-        return (len(hosts) if leader_case else sum(hosts.values())) == replicas
+        return (len(hosts) if one_per_node else sum(hosts.values())) == replicas
 
-    _until(running, 60, f"{name} running, one per node" if leader_case else f"{name} running")
+    _until(running, 60, f"{name} running, one per node" if one_per_node else f"{name} running")
     if pin:
         sandbox.set_constraints(name)
     out = None
@@ -379,15 +412,15 @@ def _from_kill_case(
                 command += ["--agent-interval", "1"]
         if not stack:  # the stack's own: its resync, liveness on by default
             command += ["--resync", "1", "--liveness"]
-        out = (CONTROLLER_LOGS / f"{name}.log").open("wb") if CONTROLLER_LOGS else None
+        logs = CONTROLLER_LOGS or Path(tempfile.mkdtemp())
+        out = (logs / f"{name}.log").open("wb")
         controller = subprocess.Popen(
             ["nsenter", f"--net={netns}", *command],
             env=env,
-            stdout=out or subprocess.DEVNULL,
-            stderr=subprocess.STDOUT if out else subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
         )
-        # Adopted, at rest, every node seen alive by gossip and probe, agents reporting.
-        time.sleep(5)
+        _controller_ready(controller, logs / f"{name}.log", name)
     if leader_case:
         victim = _leader(sandbox)
     else:
@@ -412,8 +445,10 @@ def _from_kill_case(
             return hosts is not None and sum(c for h, c in hosts.items() if h != victim) >= replicas
 
         at = _until(moved, 90, f"{name} off {victim}")
-        stacked = leader_case and sandbox.nodes[-1] not in (
-            _answered(lambda: _hosts(client, name)) or {}
+        stacked = (
+            leader_case
+            and not packed
+            and sandbox.nodes[-1] not in (_answered(lambda: _hosts(client, name)) or {})
         )
         run = _KillRun(at - killed)
         if floor is not None:
@@ -443,7 +478,13 @@ def _from_kill_case(
         client.close()
 
 
-def _from_kill(repeat: int, fault: str, cases: tuple[str, ...], results_file: Path | None) -> int:
+def _from_kill(
+    repeat: int,
+    fault: str,
+    cases: tuple[str, ...],
+    results_file: Path | None,
+    packed: bool = False,
+) -> int:
     leader = fault == "leader"
     spec = SandboxSpec(
         name=f"bench-fk-{os.getpid()}",
@@ -459,7 +500,7 @@ def _from_kill(repeat: int, fault: str, cases: tuple[str, ...], results_file: Pa
     after_free: dict[str, list[float]] = {}  # case -> seconds after its run's free node ready
     stacked: dict[str, list[bool]] = {}
     secret = Path(tempfile.mkdtemp()) / "agent-secret"
-    secret.write_text("failover-bench\n")
+    secret.write_text("failover-bench-agent-secret\n")  # the controller wants 16 or more
     with Sandbox.up(spec) as sandbox, _agents(sandbox, secret) as urls:
         client = sandbox.client()
         version = client.version().get("Version", "?")
@@ -469,7 +510,7 @@ def _from_kill(repeat: int, fault: str, cases: tuple[str, ...], results_file: Pa
                 ideal = case if case in (IDEAL_FLOOR, IDEAL_FREE) else None
                 mode = None if case == "native Swarm" or ideal else case.split(",")[0]
                 with_agents = (urls, secret) if case in (AGENTS_CASE, STACK_CASE) else None
-                run = _from_kill_case(sandbox, mode, n, with_agents, fault, ideal)
+                run = _from_kill_case(sandbox, mode, n, with_agents, fault, ideal, packed)
                 results.setdefault(case, []).append(run.took)
                 line = f"run {n + 1} {case}: {run.took:.2f} s"
                 if run.election is not None:
@@ -489,7 +530,8 @@ def _from_kill(repeat: int, fault: str, cases: tuple[str, ...], results_file: Pa
                     line += ", stacked (none on the free node)"
                 print(line, flush=True)
     native = statistics.median(results["native Swarm"])
-    print(f"dockerd {version}, Swarm's default heartbeat, {repeat} run(s) each, medians;")
+    layout = "packed: a replica on every node, stop-first, 0.25 CPU reserved; " if packed else ""
+    print(f"dockerd {version}, {layout}Swarm's default heartbeat, {repeat} run(s) each, medians;")
     what = {"crash": "kill of a worker", "partition": "cut of a worker"}.get(
         fault, "kill of the Raft leader's node"
     )
@@ -516,6 +558,7 @@ def _from_kill(repeat: int, fault: str, cases: tuple[str, ...], results_file: Pa
         raw = {
             "dockerd": version,
             "fault": fault,
+            "layout": "packed" if packed else "spread",
             "repeat": repeat,
             "seconds_from_kill": results,
             "manager_answered": answered,
@@ -595,6 +638,13 @@ def main() -> int:
         f"fault's); native Swarm always runs. Names: confirmed, speculative, {AGENTS_CASE!r}, "
         f"{STACK_CASE!r}; with --fault leader also {IDEAL_FLOOR!r}, {IDEAL_FREE!r}",
     )
+    parser.add_argument(
+        "--layout",
+        choices=("spread", "packed"),
+        default="spread",
+        help="with --heartbeat default: packed puts a replica on every node (stop-first, "
+        "0.25 CPU reserved each), so no node is free for a surge",
+    )
     parser.add_argument("--results", type=Path, help="write every run's figures here (JSON)")
     parser.add_argument(
         "--controller-logs", type=Path, help="keep each case's controller log in this folder"
@@ -614,7 +664,7 @@ def main() -> int:
             parser.error(f"unknown case(s) for --fault {args.fault}: {', '.join(sorted(unknown))}")
         cases = ("native Swarm", *(c for c in every if c in chosen))
         fault = {"cut": "partition"}.get(args.fault, args.fault)
-        return _from_kill(args.repeat, fault, cases, args.results)
+        return _from_kill(args.repeat, fault, cases, args.results, args.layout == "packed")
     args.heartbeat = float(args.heartbeat)
     spec = SandboxSpec(name=f"bench-fo-{os.getpid()}", nodes=4, heartbeat_seconds=args.heartbeat)
     results: dict[str, list[tuple[float, float | None]]] = {}

@@ -85,7 +85,11 @@ ENGINE_ERRORS: tuple[type[Exception], ...] = (
 )
 
 
-def connect(*, timeout: float = 10.0) -> docker.DockerClient:
+# An engine request's timeout, but through an outage (runtime/outage_timeouts).
+REQUEST_SECONDS = 10.0
+
+
+def connect(*, timeout: float = REQUEST_SECONDS) -> docker.DockerClient:
     """A client for DOCKER_HOST and the other standard variables, API version negotiated."""
     where = os.environ.get("DOCKER_HOST") or "the default socket (DOCKER_HOST is unset)"
     try:
@@ -94,6 +98,13 @@ def connect(*, timeout: float = 10.0) -> docker.DockerClient:
         raise DockerUnavailableError(
             f"cannot reach the Docker engine at {where}: {readable(exc)}"
         ) from exc
+
+
+def set_request_timeout(client: docker.DockerClient, seconds: float) -> None:
+    """Bound every later request of `client` that names no timeout of its own."""
+    api = getattr(client, "api", None)  # a test's stand-in may have none
+    if api is not None:
+        api.timeout = seconds
 
 
 def check_manager(client: docker.DockerClient) -> None:

@@ -37,7 +37,7 @@ import anyio
 import anyio.to_thread
 
 from controller.adapters.tcp_probe import GOSSIP_PORT, tcp_connects
-from controller.core.model import ClusterSnapshot
+from controller.core.model import ClusterSnapshot, NodeRole
 from controller.core.outside_inputs import LivenessSignal, SourceStatus
 
 log = logging.getLogger(__name__)
@@ -90,6 +90,7 @@ class LivenessGatherer:
         self._client: Any = None
         self._lock = threading.Lock()
         self._targets: tuple[_Target, ...] = ()
+        self._managers: frozenset[str] = frozenset()
         self._seen: dict[tuple[str, str], _Seen] = {}  # (node id, source) -> latest
         self._unanswered: dict[str, int] = {}  # node id -> polls its indirect word is kept
         self.polls = 0
@@ -102,8 +103,20 @@ class LivenessGatherer:
             for n in snapshot.nodes
             if n.addr and n.addr != "0.0.0.0"
         )
+        managers = frozenset(n.id for n in snapshot.nodes if n.role is NodeRole.MANAGER)
         with self._lock:
-            self._targets = targets
+            self._targets, self._managers = targets, managers
+
+    def manager_unreached(self) -> float | None:
+        """Since when a manager's probe has failed (the earliest, if several), or None:
+        the Raft leader's node may be gone, and an election under way."""
+        with self._lock:
+            failing = [
+                seen.since
+                for (node_id, source), seen in self._seen.items()
+                if source == PROBE and node_id in self._managers and not seen.alive
+            ]
+        return min(failing) if failing else None
 
     async def run(self) -> None:
         while True:

@@ -16,6 +16,7 @@ import sys
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import TextIO
 
@@ -37,12 +38,14 @@ from controller.adapters.agent_client import AgentError, discover_agents
 from controller.adapters.docker_events import event_opener
 from controller.adapters.engine import (
     ENGINE_ERRORS,
+    REQUEST_SECONDS,
     ClusterObserver,
     DockerUnavailableError,
     EngineClient,
     check_manager,
     connect,
     engine_version,
+    set_request_timeout,
 )
 from controller.adapters.errors import RetryableError
 from controller.adapters.lease_store import ConfigLeaseStore, LeaseStore
@@ -59,6 +62,7 @@ from controller.runtime.lease_keeper import LeaseConfig, LeaseKeeper, fenced
 from controller.runtime.listeners import login_url, make_listeners
 from controller.runtime.liveness import LivenessGatherer
 from controller.runtime.metrics import Metrics
+from controller.runtime.outage_timeouts import OutageTimeouts
 from controller.runtime.plaintext import plaintext_secrets
 from controller.runtime.policy_source import PolicySource
 from controller.runtime.reconciler import CycleResult, Reconciler
@@ -175,6 +179,8 @@ class Controller:
             skipped_calls=self._skipped_calls,
         )
         self.health = Health(started=time.monotonic(), loop_beat=time.monotonic(), lease=self.lease)
+        # The engine client's request timeout, short through an outage (set on connect).
+        self.timeouts = OutageTimeouts(lambda _: None, usual=REQUEST_SECONDS)
         self.view = (
             WebView(
                 UiAccess.configured(
@@ -238,8 +244,16 @@ class Controller:
             connect=health.liveness_connect or tcp_connects,
             interval=health.liveness_interval,
             clock=self._clock,
-            on_change=lambda: self._fire_from_thread("liveness"),
+            on_change=self._liveness_changed,
         )
+
+    def _liveness_changed(self) -> None:
+        """A liveness signal changed: a cycle, with short requests first if a manager's
+        probe fails (the Raft leader's node may be gone: no request of it may hang)."""
+        liveness = self.inputs.liveness if self.inputs is not None else None
+        if liveness is not None:
+            self.timeouts.manager_unreached(liveness.manager_unreached())
+        self._fire_from_thread("liveness")
 
     def _plugin_failures(self) -> dict[str, int]:
         plugins = self.inputs.plugins if self.inputs is not None else None
@@ -462,15 +476,19 @@ class Controller:
                 if self._handle_signals:
                     tg.start_soon(self._signals, tg.cancel_scope)
                 self.trigger.fire("start")
-                await self._worker()
+                self.timeouts = OutageTimeouts(
+                    partial(set_request_timeout, client), usual=REQUEST_SECONDS
+                )
+                await self._worker(self.timeouts)
         finally:
             # The worker has finished its last write: the lease can go at once.
             if lease is not None:
                 await lease.release()
 
-    async def _worker(self) -> None:
+    async def _worker(self, timeouts: OutageTimeouts | None = None) -> None:
         assert self.reconciler is not None
         retry = CycleRetry()
+        timeouts = timeouts or OutageTimeouts(lambda _: None, usual=REQUEST_SECONDS)
         while True:
             reasons = await self.trigger.wait()
             started = self.health.cycle_started = time.monotonic()
@@ -486,13 +504,16 @@ class Controller:
                     self.say(f"cycle failed, {why}: {exc}")
                 if cause == "unexpected":
                     log.error("reconcile cycle failed", exc_info=exc)
-                await anyio.sleep(retry.failed(cause, now))
+                delay = retry.failed(cause, now)
+                timeouts.failed(retry, cause, now)  # no request of the next hangs for long
+                await anyio.sleep(delay)
                 self.trigger.fire("retry")
                 continue
             self._record(result, time.monotonic() - started)
             if self.view is not None:
                 self.view.update(result, self.policy(), role_of(result.standby))
             retry.succeeded()
+            timeouts.succeeded()
             if result.wants_another:
                 self.trigger.fire("conflict")
 
