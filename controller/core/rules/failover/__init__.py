@@ -1,8 +1,21 @@
 """Failover: a node's lost replicas started at once rather than after Swarm's restart
 delay, on a confirmed loss (`failover_rule`) or a suspected one (`speculative`)."""
 
+from controller.core.context import RuleSpec
 from controller.core.rules.failover.failover_exemptions import FAILOVER_EXEMPTIONS
 from controller.core.rules.failover.failover_rule import plan_failover
+from controller.core.rules.failover.name import FAILOVER, SPECULATIVE
 from controller.core.rules.failover.speculative import plan_speculative
 
-__all__ = ["FAILOVER_EXEMPTIONS", "plan_failover", "plan_speculative"]
+# Its writes go out right after the node writes, together: a surge must not wait behind
+# a slow or refused write of another rule.
+FAILOVER_SPEC = RuleSpec(
+    FAILOVER,
+    plan_failover,
+    writes_first=True,
+    rollout_exemptions=FAILOVER_EXEMPTIONS,
+    memory=("placing",),
+)
+SPECULATIVE_SPEC = RuleSpec(SPECULATIVE, plan_speculative, memory=("speculation", "lost"))
+
+__all__ = ["FAILOVER_SPEC", "SPECULATIVE_SPEC"]

@@ -86,9 +86,9 @@ from controller.core.replicas import (
     restore_replicas,
 )
 from controller.core.rules.failover.failover_rule import active_count
+from controller.core.rules.failover.name import SPECULATIVE as RULE
 from controller.policy import FailoverMode
 
-RULE = "speculative"
 _NODES = re.compile(r"^nodes=([^;]*);")
 
 # How long positive evidence that a suspected node lives must hold before its surge is

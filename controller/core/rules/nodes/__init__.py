@@ -8,6 +8,10 @@
 
 from __future__ import annotations
 
+from controller.core.context import RuleSpec
+from controller.core.rules.nodes.name import RULE
 from controller.core.rules.nodes.node_rule import plan_nodes
 
-__all__ = ["plan_nodes"]
+SPEC = RuleSpec(RULE, plan_nodes)
+
+__all__ = ["SPEC"]

@@ -15,7 +15,17 @@
 
 from __future__ import annotations
 
+from controller.core.context import RuleSpec
+from controller.core.rules.owners.name import RULE
 from controller.core.rules.owners.owner_exemptions import OWNER_EXEMPTIONS, salvage_widening
 from controller.core.rules.owners.owner_rule import plan_owners
 
-__all__ = ["OWNER_EXEMPTIONS", "plan_owners", "salvage_widening"]
+SPEC = RuleSpec(
+    RULE,
+    plan_owners,
+    rollout_exemptions=OWNER_EXEMPTIONS,
+    salvage=salvage_widening,
+    memory=("placing",),
+)
+
+__all__ = ["SPEC"]

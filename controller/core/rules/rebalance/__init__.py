@@ -10,6 +10,10 @@
 - `moves` and `shed`: choosing and writing the move off a hot node.
 """
 
+from controller.core.context import RuleSpec
+from controller.core.rules.rebalance.name import RULE
 from controller.core.rules.rebalance.rebalance_rule import plan_rebalance
 
-__all__ = ["plan_rebalance"]
+SPEC = RuleSpec(RULE, plan_rebalance, memory=("rebalance",))
+
+__all__ = ["SPEC"]

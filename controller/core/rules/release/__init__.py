@@ -8,7 +8,11 @@
 
 from __future__ import annotations
 
+from controller.core.context import RuleSpec
+from controller.core.rules.release.name import RULE
 from controller.core.rules.release.release_plan import release_refusal
 from controller.core.rules.release.release_rule import plan_release
 
-__all__ = ["plan_release", "release_refusal"]
+SPEC = RuleSpec(RULE, plan_release, unmanaged=release_refusal)
+
+__all__ = ["SPEC", "release_refusal"]
