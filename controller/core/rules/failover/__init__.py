@@ -5,6 +5,7 @@ from controller.core.context import RuleSpec
 from controller.core.rules.failover.failover_exemptions import FAILOVER_EXEMPTIONS
 from controller.core.rules.failover.failover_rule import plan_failover
 from controller.core.rules.failover.name import FAILOVER, SPECULATIVE
+from controller.core.rules.failover.speculation_memory import SPECULATION_MEMORY
 from controller.core.rules.failover.speculative import plan_speculative
 
 # Its writes go out right after the node writes, together: a surge must not wait behind
@@ -16,6 +17,8 @@ FAILOVER_SPEC = RuleSpec(
     rollout_exemptions=FAILOVER_EXEMPTIONS,
     memory=("placing",),
 )
-SPECULATIVE_SPEC = RuleSpec(SPECULATIVE, plan_speculative, memory=("speculation", "lost"))
+SPECULATIVE_SPEC = RuleSpec(
+    SPECULATIVE, plan_speculative, own_memory=SPECULATION_MEMORY, memory=("lost",)
+)
 
 __all__ = ["FAILOVER_SPEC", "SPECULATIVE_SPEC"]

@@ -66,7 +66,7 @@ from controller.core.health.suspicion import GOSSIP_SOURCE, SWARM_UNDECIDED
 from controller.core.kernel.drop_order import STABLE_SORT_SLOTS, scale_down_order
 from controller.core.kernel.ledger import scale_down_stops
 from controller.core.kernel.swarm_grace import swarm_says_alive_seconds
-from controller.core.memory import Memory, SpeculationMemory
+from controller.core.memory import Memory
 from controller.core.model import (
     Availability,
     ClusterSnapshot,
@@ -87,6 +87,7 @@ from controller.core.replicas import (
 )
 from controller.core.rules.failover.failover_rule import active_count
 from controller.core.rules.failover.name import SPECULATIVE as RULE
+from controller.core.rules.failover.speculation_memory import SPECULATION_MEMORY, SpeculationMemory
 from controller.policy import FailoverMode
 
 _NODES = re.compile(r"^nodes=([^;]*);")
@@ -127,7 +128,7 @@ class _Notes:
 
         def update(memory: Memory) -> Memory:
             lost = {k: v for k, v in memory.lost.items() if k not in settled}
-            return replace(memory.with_speculation(speculation), lost=lost)
+            return replace(memory.with_slice(SPECULATION_MEMORY, speculation), lost=lost)
 
         return update
 
@@ -142,7 +143,7 @@ class _Notes:
 def _notes(ctx: PlanContext) -> _Notes:
     """The rule's memory as this cycle finds it: the watch clock, the nodes suspected now,
     and what has aged out dropped."""
-    now, before = ctx.now, ctx.memory.speculation
+    now, before = ctx.now, ctx.memory.slice(SPECULATION_MEMORY)
     watching = before.watching_since if before.watching_since is not None else now
     doubted = {n: t for n, t in before.doubted_at.items() if now - t < DOUBT_MEMORY_SECONDS}
     doubted.update({n: now for n in ctx.health.suspected})

@@ -12,8 +12,9 @@
 
 from controller.core.context import RuleSpec
 from controller.core.rules.rebalance.name import RULE
+from controller.core.rules.rebalance.rebalance_memory import REBALANCE_MEMORY
 from controller.core.rules.rebalance.rebalance_rule import plan_rebalance
 
-SPEC = RuleSpec(RULE, plan_rebalance, memory=("rebalance",))
+SPEC = RuleSpec(RULE, plan_rebalance, own_memory=REBALANCE_MEMORY)
 
 __all__ = ["SPEC"]
