@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from controller.core.actions import Action
-from controller.core.decisions import Decision
+from controller.core.decisions import Decision, EventCount
 from controller.core.health.assess import Assessment
 from controller.core.kernel.ledger import AvailabilityLedger
 from controller.core.memory import Memory, MemorySlice
@@ -129,3 +129,5 @@ class RuleSpec:
     # The shared Memory fields its `remember` may change besides its own (tests check it
     # changes no other).
     memory: tuple[str, ...] = ()
+    # The events it counts (runtime/metrics makes a counter of each).
+    events: tuple[EventCount, ...] = ()

@@ -196,3 +196,12 @@ def test_calls_skipped_for_a_busy_agent_are_counted_by_call() -> None:
     metrics = Metrics(PolicySource(None), lease=None, skipped_calls=lambda: {"agent report": 3})
     text = generate_latest(metrics.registry).decode()
     assert 'placement_outbound_calls_skipped_total{call="agent report"} 3.0' in text
+
+
+def test_an_event_is_counted_for_the_rule_that_declares_it_only() -> None:
+    # The failover rule's spec declares its surges; the same outcome from another rule,
+    # or a surge whose write did not go out, is no failover.
+    other = Decision("speculative", "service db", Outcome.SURGE, "1 suspected", action=SURGE)
+    assert events_of([SURGE], [other])["failover"] == 0
+    assert events_of([], _decisions()[:1])["failover"] == 0
+    assert events_of([SURGE], _decisions()[:1])["failover"] == 1

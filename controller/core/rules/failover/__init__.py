@@ -2,6 +2,7 @@
 delay, on a confirmed loss (`failover_rule`) or a suspected one (`speculative`)."""
 
 from controller.core.context import RuleSpec
+from controller.core.decisions import EventCount, Outcome
 from controller.core.rules.failover.failover_exemptions import FAILOVER_EXEMPTIONS
 from controller.core.rules.failover.failover_rule import plan_failover
 from controller.core.rules.failover.name import FAILOVER, SPECULATIVE
@@ -16,6 +17,7 @@ FAILOVER_SPEC = RuleSpec(
     writes_first=True,
     rollout_exemptions=FAILOVER_EXEMPTIONS,
     memory=("placing",),
+    events=(EventCount("failover", frozenset({Outcome.SURGE})),),
 )
 SPECULATIVE_SPEC = RuleSpec(
     SPECULATIVE, plan_speculative, own_memory=SPECULATION_MEMORY, memory=("lost",)

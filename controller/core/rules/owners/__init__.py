@@ -16,6 +16,7 @@
 from __future__ import annotations
 
 from controller.core.context import RuleSpec
+from controller.core.decisions import Code, EventCount, Outcome
 from controller.core.rules.owners.name import RULE
 from controller.core.rules.owners.owner_exemptions import OWNER_EXEMPTIONS, salvage_widening
 from controller.core.rules.owners.owner_rule import plan_owners
@@ -26,6 +27,11 @@ SPEC = RuleSpec(
     rollout_exemptions=OWNER_EXEMPTIONS,
     salvage=salvage_widening,
     memory=("placing",),
+    # Its per-task move decisions explain its one constraint write per service.
+    events=(
+        EventCount("move", frozenset({Outcome.MOVE}), explains=True),
+        EventCount("failback", frozenset({Outcome.MOVE}), code=Code.FAILBACK, explains=True),
+    ),
 )
 
 __all__ = ["SPEC"]

@@ -2,11 +2,14 @@
 ones (`preemption_rule`), and given back once it is no longer needed (`restore`)."""
 
 from controller.core.context import RuleSpec
+from controller.core.decisions import EventCount, Outcome
 from controller.core.rules.preemption.name import PREEMPTION, RESTORE
 from controller.core.rules.preemption.preemption_rule import plan_preemption
 from controller.core.rules.preemption.restore import plan_restores
 
-PREEMPTION_SPEC = RuleSpec(PREEMPTION, plan_preemption)
+PREEMPTION_SPEC = RuleSpec(
+    PREEMPTION, plan_preemption, events=(EventCount("preemption", frozenset({Outcome.PREEMPT})),)
+)
 RESTORE_SPEC = RuleSpec(RESTORE, plan_restores)
 
 __all__ = ["PREEMPTION_SPEC", "RESTORE_SPEC"]

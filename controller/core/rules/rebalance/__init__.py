@@ -11,10 +11,16 @@
 """
 
 from controller.core.context import RuleSpec
+from controller.core.decisions import EventCount, Outcome
 from controller.core.rules.rebalance.name import RULE
 from controller.core.rules.rebalance.rebalance_memory import REBALANCE_MEMORY
 from controller.core.rules.rebalance.rebalance_rule import plan_rebalance
 
-SPEC = RuleSpec(RULE, plan_rebalance, own_memory=REBALANCE_MEMORY)
+SPEC = RuleSpec(
+    RULE,
+    plan_rebalance,
+    own_memory=REBALANCE_MEMORY,
+    events=(EventCount("move", frozenset({Outcome.MOVE, Outcome.REBALANCE})),),
+)
 
 __all__ = ["SPEC"]
