@@ -12,7 +12,7 @@ from controller.core.health.assess import Assessment
 from controller.core.kernel.ledger import AvailabilityLedger
 from controller.core.memory import Memory, MemorySlice
 from controller.core.model import ClusterSnapshot, Service, ServiceMode
-from controller.policy import Policy, ResolvedService, ServiceSettings
+from controller.policy import Policy, ResolvedService, RuleSetting, ServiceSettings
 
 
 @dataclass(frozen=True)
@@ -129,5 +129,8 @@ class RuleSpec:
     # The shared Memory fields its `remember` may change besides its own (tests check it
     # changes no other).
     memory: tuple[str, ...] = ()
+    # Its own per-service settings, beside the built-in ones (policy/rule_settings): read
+    # with `ctx.resolved[service_id].value_of(setting)`.
+    settings: tuple[RuleSetting[Any], ...] = ()
     # The events it counts (runtime/metrics makes a counter of each).
     events: tuple[EventCount, ...] = ()

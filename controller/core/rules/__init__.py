@@ -10,6 +10,8 @@ once.
 
 from __future__ import annotations
 
+from typing import Any
+
 from controller.core.context import RuleSpec
 from controller.core.rules import (
     adoption,
@@ -22,6 +24,7 @@ from controller.core.rules import (
     release,
     tidy,
 )
+from controller.policy import RuleSetting
 
 RULES: tuple[RuleSpec, ...] = (
     # Every node write first (marks, health, quarantine, deny labels): an eviction lands
@@ -50,6 +53,11 @@ RULES: tuple[RuleSpec, ...] = (
     # Last: any other write to a service runs Swarm's updater too, which tidies it.
     tidy.SPEC,
 )
+
+
+def declared_settings(rules: tuple[RuleSpec, ...] = RULES) -> tuple[RuleSetting[Any], ...]:
+    """The per-service settings the rules declare, for the policy to read (policy/rule_settings)."""
+    return tuple(setting for spec in rules for setting in spec.settings)
 
 
 def rule_named(name: str) -> RuleSpec:
