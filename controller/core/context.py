@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from controller.core.actions import Action
-from controller.core.decisions import Decision, EventCount
+from controller.core.decisions import Code, Decision, EventCount, Outcome
 from controller.core.health.assess import Assessment
 from controller.core.kernel.ledger import AvailabilityLedger
 from controller.core.memory import Memory, MemorySlice
@@ -132,5 +132,9 @@ class RuleSpec:
     # Its own per-service settings, beside the built-in ones (policy/rule_settings): read
     # with `ctx.resolved[service_id].value_of(setting)`.
     settings: tuple[RuleSetting[Any], ...] = ()
+    # What its decisions may say: their outcomes and codes (a test checks its sources
+    # and its decisions keep to them).
+    outcomes: frozenset[Outcome] = frozenset()
+    codes: frozenset[Code] = frozenset()
     # The events it counts (runtime/metrics makes a counter of each).
     events: tuple[EventCount, ...] = ()

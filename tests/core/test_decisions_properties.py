@@ -33,6 +33,14 @@ def _checked(spec: RuleSpec, missing: list[str]) -> Rule:
     def check(ctx: PlanContext) -> RuleOutput:
         output = spec.plan(ctx)
         named = [d.action for d in output.decisions if d.rule == spec.name]
+        missing.extend(
+            f"{spec.name}: decided {d.outcome} {d.code or ''}, not in its spec"
+            for d in output.decisions
+            if d.rule == spec.name
+            and (
+                d.outcome not in spec.outcomes or (d.code is not None and d.code not in spec.codes)
+            )
+        )
         missing.extend(f"{spec.name}: {describe(a)}" for a in output.actions if a not in named)
         if output.remember is None:
             return output

@@ -52,4 +52,4 @@ def adopt_services(ctx: PlanContext) -> RuleOutput:
     return RuleOutput(tuple(actions), tuple(decisions))
 
 
-SPEC = RuleSpec(RULE, adopt_services)
+SPEC = RuleSpec(RULE, adopt_services, outcomes=frozenset({Outcome.ADOPT, Outcome.WAIT}))

@@ -252,4 +252,10 @@ def _holds_everywhere(snapshot: ClusterSnapshot, text: str, node_ids: set[str]) 
     return True
 
 
-SPEC = RuleSpec(RULE, plan_mirror)
+SPEC = RuleSpec(
+    RULE,
+    plan_mirror,
+    outcomes=frozenset(
+        {Outcome.MIRROR, Outcome.RECOVER, Outcome.SKIP, Outcome.WAIT, Outcome.YIELD}
+    ),
+)

@@ -115,4 +115,4 @@ def _last_tidied(service: Service) -> float | None:
         return None
 
 
-SPEC = RuleSpec(RULE, plan_tidy)
+SPEC = RuleSpec(RULE, plan_tidy, outcomes=frozenset({Outcome.TIDY, Outcome.WAIT}))

@@ -2,7 +2,7 @@
 delay, on a confirmed loss (`failover_rule`) or a suspected one (`speculative`)."""
 
 from controller.core.context import RuleSpec
-from controller.core.decisions import EventCount, Outcome
+from controller.core.decisions import Code, EventCount, Outcome
 from controller.core.rules.failover.failover_exemptions import FAILOVER_EXEMPTIONS
 from controller.core.rules.failover.failover_rule import plan_failover
 from controller.core.rules.failover.name import FAILOVER, SPECULATIVE
@@ -17,10 +17,29 @@ FAILOVER_SPEC = RuleSpec(
     writes_first=True,
     rollout_exemptions=FAILOVER_EXEMPTIONS,
     memory=("placing",),
+    outcomes=frozenset(
+        {
+            Outcome.FORGET,
+            Outcome.HOLD,
+            Outcome.PENDING,
+            Outcome.SKIP,
+            Outcome.SURGE,
+            Outcome.TRIM,
+            Outcome.WAIT,
+            Outcome.WITHDRAW,
+        }
+    ),
     events=(EventCount("failover", frozenset({Outcome.SURGE})),),
 )
 SPECULATIVE_SPEC = RuleSpec(
-    SPECULATIVE, plan_speculative, own_memory=SPECULATION_MEMORY, memory=("lost",)
+    SPECULATIVE,
+    plan_speculative,
+    own_memory=SPECULATION_MEMORY,
+    memory=("lost",),
+    outcomes=frozenset(
+        {Outcome.CONFIRM, Outcome.SPECULATE, Outcome.SURGE, Outcome.TRIM, Outcome.WAIT}
+    ),
+    codes=frozenset({Code.FALSE_ALARM}),
 )
 
 __all__ = ["FAILOVER_SPEC", "SPECULATIVE_SPEC"]

@@ -27,6 +27,20 @@ SPEC = RuleSpec(
     rollout_exemptions=OWNER_EXEMPTIONS,
     salvage=salvage_widening,
     memory=("placing",),
+    outcomes=frozenset(
+        {
+            Outcome.DEFER,
+            Outcome.EVICT,
+            Outcome.KEEP,
+            Outcome.MOVE,
+            Outcome.PENDING,
+            Outcome.SKIP,
+            Outcome.STEER,
+            Outcome.WAIT,
+            Outcome.WITHDRAW,
+        }
+    ),
+    codes=frozenset({Code.FAILBACK, Code.POSSIBLE_UNENFORCED}),
     # Its per-task move decisions explain its one constraint write per service.
     events=(
         EventCount("move", frozenset({Outcome.MOVE}), explains=True),

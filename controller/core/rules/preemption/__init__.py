@@ -8,8 +8,15 @@ from controller.core.rules.preemption.preemption_rule import plan_preemption
 from controller.core.rules.preemption.restore import plan_restores
 
 PREEMPTION_SPEC = RuleSpec(
-    PREEMPTION, plan_preemption, events=(EventCount("preemption", frozenset({Outcome.PREEMPT})),)
+    PREEMPTION,
+    plan_preemption,
+    outcomes=frozenset({Outcome.CANNOT_HELP, Outcome.PREEMPT, Outcome.SKIP, Outcome.WAIT}),
+    events=(EventCount("preemption", frozenset({Outcome.PREEMPT})),),
 )
-RESTORE_SPEC = RuleSpec(RESTORE, plan_restores)
+RESTORE_SPEC = RuleSpec(
+    RESTORE,
+    plan_restores,
+    outcomes=frozenset({Outcome.KEEP, Outcome.RESTORE, Outcome.SKIP, Outcome.WAIT}),
+)
 
 __all__ = ["PREEMPTION_SPEC", "RESTORE_SPEC"]

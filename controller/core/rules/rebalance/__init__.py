@@ -20,6 +20,9 @@ SPEC = RuleSpec(
     RULE,
     plan_rebalance,
     own_memory=REBALANCE_MEMORY,
+    outcomes=frozenset(
+        {Outcome.KEEP, Outcome.LIFT, Outcome.MOVE, Outcome.REBALANCE, Outcome.SKIP, Outcome.WAIT}
+    ),
     events=(EventCount("move", frozenset({Outcome.MOVE, Outcome.REBALANCE})),),
 )
 
