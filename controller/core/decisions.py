@@ -129,6 +129,14 @@ class EventCount:
     outcomes: frozenset[Outcome]
     code: Code | None = None
     explains: bool = False
+    help: str = ""  # the counter's help text; "": "<Event>s started."
+    # The help text of a second counter, `placement_<event>_replica_seconds`, of what the
+    # events cost (`Decision.extra_replica_seconds`); "": none.
+    cost: str = ""
+
+    @property
+    def help_text(self) -> str:
+        return self.help or f"{self.event.capitalize()}s started."
 
     def counts(self, decision: Decision, executed: Sequence[Action], subjects: Set[str]) -> bool:
         if decision.outcome not in self.outcomes:

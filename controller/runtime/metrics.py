@@ -18,7 +18,7 @@ from prometheus_client.registry import Collector
 from controller import __version__
 from controller.core.actions import Action, subject_of
 from controller.core.context import RuleSpec
-from controller.core.decisions import Code, Decision, LoggedDecision, Outcome
+from controller.core.decisions import Decision, EventCount, LoggedDecision, Outcome
 from controller.core.kernel.possible_gaps import possible_gaps
 from controller.core.model import ClusterSnapshot
 from controller.core.rules import RULES
@@ -32,7 +32,31 @@ DURATION_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0
 
 def event_kinds(rules: Sequence[RuleSpec] = RULES) -> tuple[str, ...]:
     """The events the rules count (`RuleSpec.events`), each once, in the rules' order."""
-    return tuple(dict.fromkeys(count.event for spec in rules for count in spec.events))
+    return tuple(declared_events(rules))
+
+
+def declared_events(rules: Sequence[RuleSpec] = RULES) -> dict[str, EventCount]:
+    """Each event the rules count, by name, as first declared (its help texts)."""
+    found: dict[str, EventCount] = {}
+    for spec in rules:
+        for count in spec.events:
+            found.setdefault(count.event, count)
+    return found
+
+
+def event_costs(
+    executed: Sequence[Action], decisions: Iterable[Decision], rules: Sequence[RuleSpec] = RULES
+) -> dict[str, float]:
+    """What the events the executed writes started cost, in replica-seconds, for the
+    events declared with a cost."""
+    costs = {c.event: 0.0 for c in declared_events(rules).values() if c.cost}
+    declared = {spec.name: spec.events for spec in rules}
+    subjects = {subject_of(a) for a in executed}
+    for d in decisions:
+        for count in declared.get(d.rule, ()):
+            if count.cost and count.counts(d, executed, subjects):
+                costs[count.event] += d.extra_replica_seconds
+    return costs
 
 
 def events_of(
@@ -184,9 +208,15 @@ class Metrics:
             ["rule", "outcome"],
             registry=r,
         )
+        events = declared_events(self._rules)
         self.events = {
-            kind: Counter(f"placement_{kind}s", f"{kind.capitalize()}s started.", registry=r)
-            for kind in event_kinds(self._rules)
+            kind: Counter(f"placement_{kind}s", count.help_text, registry=r)
+            for kind, count in events.items()
+        }
+        self.event_costs = {
+            kind: Counter(f"placement_{kind}_replica_seconds", count.cost, registry=r)
+            for kind, count in events.items()
+            if count.cost
         }
         self.health_panic = Gauge(
             "placement_health_panic",
@@ -202,17 +232,6 @@ class Metrics:
             "placement_suspicions",
             "Ready nodes that faster signals than Swarm's heartbeat agreed were gone "
             "(core/health/suspicion), counted once per suspicion.",
-            registry=r,
-        )
-        self.false_alarms = Counter(
-            "placement_false_alarms",
-            "Speculative surges trimmed back because the suspected node was alive.",
-            registry=r,
-        )
-        self.false_alarm_replica_seconds = Counter(
-            "placement_false_alarm_replica_seconds",
-            "Replica-seconds the surges of false alarms ran for nothing (their cost; "
-            "an upper bound, counted from the surge's write).",
             registry=r,
         )
         self.managed_services = Gauge(
@@ -301,14 +320,6 @@ class Metrics:
         suspected = {d.subject for d in decisions if d.outcome is Outcome.SUSPECT}
         self.suspicions.inc(len(suspected - self._suspected))
         self._suspected = suspected
-        for trim in decisions:
-            if (
-                trim.code is Code.FALSE_ALARM
-                and trim.action is not None
-                and trim.action in executed
-            ):
-                self.false_alarms.inc()
-                self.false_alarm_replica_seconds.inc(trim.extra_replica_seconds)
         for action in executed:
             self.actions.labels(action.kind).inc()
         for action in failed:
@@ -316,5 +327,8 @@ class Metrics:
         for kind, count in events_of(executed, decisions, self._rules).items():
             if count:
                 self.events[kind].inc(count)
+        for kind, cost in event_costs(executed, decisions, self._rules).items():
+            if cost:
+                self.event_costs[kind].inc(cost)
         if conflict:
             self.conflicts.inc()

@@ -40,6 +40,16 @@ SPECULATIVE_SPEC = RuleSpec(
         {Outcome.CONFIRM, Outcome.SPECULATE, Outcome.SURGE, Outcome.TRIM, Outcome.WAIT}
     ),
     codes=frozenset({Code.FALSE_ALARM}),
+    events=(
+        EventCount(
+            "false_alarm",
+            frozenset({Outcome.TRIM}),
+            code=Code.FALSE_ALARM,
+            help="Speculative surges trimmed back because the suspected node was alive.",
+            cost="Replica-seconds the surges of false alarms ran for nothing (their cost; "
+            "an upper bound, counted from the surge's write).",
+        ),
+    ),
 )
 
 __all__ = ["FAILOVER_SPEC", "SPECULATIVE_SPEC"]
