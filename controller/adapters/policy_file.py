@@ -19,6 +19,7 @@ from ruamel.yaml.error import MarkedYAMLError, YAMLError
 from ruamel.yaml.reader import ReaderError
 
 from controller.adapters.errors import TerminalError
+from controller.core.rules import declared_settings
 from controller.policy import Policy, PolicyProblem, PolicyValidationError, policy_from_data
 
 Loc = tuple[str | int, ...]
@@ -215,7 +216,7 @@ def load_policy_text(data: str | bytes, *, source: str = "<policy>") -> Policy:
         ) from None
     located = [(position, f"{_at(source, position)}: {text}") for position, text in tree.problems]
     try:
-        policy = policy_from_data(plain)
+        policy = policy_from_data(plain, declared_settings())
     except PolicyValidationError as exc:
         for problem in exc.problems:
             position = tree.position(problem)

@@ -38,8 +38,8 @@ from controller.core.decisions import Decision, Outcome
 from controller.core.kernel.mark_needs import MarkRequirements, mark_requirements
 from controller.core.lease import LeaseLabelError, lease_from_labels
 from controller.core.model import ClusterSnapshot, Node, Service
+from controller.core.rules.release.name import RULE
 from controller.core.rules.release.release_plan import (
-    RULE,
     release_node,
     release_refusal,
     release_service,

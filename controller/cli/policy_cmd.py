@@ -14,6 +14,7 @@ from typing import Any
 from controller.adapters.policy_file import PolicyFileError, load_policy_file, load_policy_text
 from controller.cli.env_options import add_policy_argument
 from controller.cli.output import add_output_option, emit
+from controller.core.rules import declared_settings
 from controller.policy import Policy, ResolvedService, render_policy_schema, resolve_service
 
 EXIT_OK, EXIT_FAILED, EXIT_INVALID = 0, 1, 2
@@ -108,7 +109,7 @@ def run_show(args: argparse.Namespace) -> int:
         print("policy show: name the service: policy show SERVICE", file=sys.stderr)
         return EXIT_INVALID
     if args.policy is None:
-        policy, policy_name = Policy.default(), "none (built-in defaults)"
+        policy, policy_name = Policy.default(declared_settings()), "none (built-in defaults)"
     else:
         try:
             policy, policy_name = load_policy_file(args.policy).policy, str(args.policy)

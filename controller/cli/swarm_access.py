@@ -22,6 +22,7 @@ from controller.adapters.engine import (
 )
 from controller.adapters.policy_file import PolicyFileError, load_policy_file
 from controller.core.explain import Past
+from controller.core.rules import declared_settings
 from controller.policy import Policy
 from controller.runtime.dry_run import DryRun, plan_once
 
@@ -41,7 +42,7 @@ class CommandError(Exception):
 
 def load_policy(path: Path | None, command: str) -> Policy:
     if path is None:
-        return Policy.default()
+        return Policy.default(declared_settings())
     try:
         return load_policy_file(path).policy
     except PolicyFileError as exc:

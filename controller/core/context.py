@@ -4,14 +4,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from controller.core.actions import Action
-from controller.core.decisions import Decision
+from controller.core.decisions import Code, Decision, EventCount, Outcome
 from controller.core.health.assess import Assessment
 from controller.core.kernel.ledger import AvailabilityLedger
-from controller.core.memory import Memory
+from controller.core.memory import Memory, MemorySlice
 from controller.core.model import ClusterSnapshot, Service, ServiceMode
-from controller.policy import Policy, ResolvedService, ServiceSettings
+from controller.policy import Policy, ResolvedService, RuleSetting, ServiceSettings
 
 
 @dataclass(frozen=True)
@@ -123,5 +124,17 @@ class RuleSpec:
     # None: it never writes a service the controller does not manage.
     unmanaged: UnmanagedCheck | None = None
     salvage: Salvage | None = None
-    # The Memory fields its `remember` may change (tests check it changes no other).
+    # Its own memory, declared in its package (None: it keeps none of its own).
+    own_memory: MemorySlice[Any] | None = None
+    # The shared Memory fields its `remember` may change besides its own (tests check it
+    # changes no other).
     memory: tuple[str, ...] = ()
+    # Its own per-service settings, beside the built-in ones (policy/rule_settings): read
+    # with `ctx.resolved[service_id].value_of(setting)`.
+    settings: tuple[RuleSetting[Any], ...] = ()
+    # What its decisions may say: their outcomes and codes (a test checks its sources
+    # and its decisions keep to them).
+    outcomes: frozenset[Outcome] = frozenset()
+    codes: frozenset[Code] = frozenset()
+    # The events it counts (runtime/metrics makes a counter of each).
+    events: tuple[EventCount, ...] = ()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence, Set
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -114,6 +115,37 @@ class LoggedDecision:
             "reason": self.reason,
             "action": self.action_text,
         }
+
+
+@dataclass(frozen=True, slots=True)
+class EventCount:
+    """An event a rule counts (runtime/metrics: the counter `placement_<event>s`), declared
+    with the rule in its spec: one of its decisions with one of `outcomes` (and `code`,
+    when given) whose write was executed. With `explains`, a decision with no write of
+    its own that explains the executed write to its subject (the owners rule's per-task
+    moves explain its one constraint write)."""
+
+    event: str
+    outcomes: frozenset[Outcome]
+    code: Code | None = None
+    explains: bool = False
+    help: str = ""  # the counter's help text; "": "<Event>s started."
+    # The help text of a second counter, `placement_<event>_replica_seconds`, of what the
+    # events cost (`Decision.extra_replica_seconds`); "": none.
+    cost: str = ""
+
+    @property
+    def help_text(self) -> str:
+        return self.help or f"{self.event.capitalize()}s started."
+
+    def counts(self, decision: Decision, executed: Sequence[Action], subjects: Set[str]) -> bool:
+        if decision.outcome not in self.outcomes:
+            return False
+        if self.code is not None and decision.code is not self.code:
+            return False
+        if self.explains:
+            return decision.action is None and decision.subject in subjects
+        return decision.action is not None and decision.action in executed
 
 
 def _line(rule: str, subject: str, outcome: str, reason: str, action: str | None) -> str:

@@ -17,8 +17,9 @@ over: forgotten, the operator's count would read as the controller's own raise.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
+from typing import Any, Generic, TypeVar, cast
 
 from controller.core.counts import active_placement
 from controller.core.exit_history import HealthMemory
@@ -34,34 +35,20 @@ LOST_MEMORY_SECONDS = 60.0
 FLAP_MEMORY_SECONDS = 600.0
 
 
-@dataclass(frozen=True, slots=True)
-class RebalanceMemory:
-    """What rebalancing remembers between cycles: all of it only makes it more patient."""
-
-    # Imbalance key ("count:<service>", "load:<node>") -> (consecutive cycles seen, since).
-    streaks: Mapping[str, tuple[int, float]] = field(default_factory=dict)
-    # Node id -> (the ready-since of the return that triggered a rebalance, when it did).
-    join_used: Mapping[str, tuple[float, float]] = field(default_factory=dict)
-    # When the last periodic round ran; None until the first cycle starts the clock.
-    last_round: float | None = None
+S = TypeVar("S")
 
 
 @dataclass(frozen=True, slots=True)
-class SpeculationMemory:
-    """What speculative failover remembers between cycles (rules/failover/speculative):
-    its hysteresis. Lost at a restart, it only makes the rule more patient, except that a
-    node's past false alarms are forgotten."""
+class MemorySlice(Generic[S]):
+    """A rule's own part of the memory, declared in the rule's package (its type there,
+    below the rules, would be out of this module's reach): the memory keeps it by this
+    declaration and hands it back typed. What several rules share stays a field of
+    `Memory`."""
 
-    # When this controller began to see liveness signals without a break; None: none in
-    # the last cycle, or a lease takeover restarted the wait (`Memory.taking_over`).
-    watching_since: float | None = None
-    # Node id -> the last cycle it was suspected (or a health panic held a surge for it):
-    # a false alarm's hold counts from it.
-    doubted_at: Mapping[str, float] = field(default_factory=dict)
-    # Node id -> when its false alarms were declared, within the flap window.
-    false_alarms: Mapping[str, tuple[float, ...]] = field(default_factory=dict)
-    # Node id -> until when it is treated as confirmed-only: it flapped.
-    confirmed_until: Mapping[str, float] = field(default_factory=dict)
+    rule: str  # the rule that keeps it (its spec's name)
+    empty: Callable[[], S]  # what a controller that has not run the rule yet holds
+    # What a standby that has just taken the lease keeps of it (None: all of it).
+    taking_over: Callable[[S], S] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,12 +77,8 @@ class Memory:
     # Service id -> (node id -> replicas, since when): the placement a move of the owners
     # rule is taking the service to, while it takes more than one step (rules/owners).
     placing: Mapping[str, tuple[Mapping[str, int], float]] = field(default_factory=dict)
-    # Rebalancing's own hysteresis, kept by the rebalance rule (see core/rules/rebalance/triggers).
-    rebalance: RebalanceMemory = field(default_factory=RebalanceMemory)
     # Node exits seen by health assessment (quarantine; see core/health).
     health: HealthMemory = field(default_factory=HealthMemory)
-    # Speculative failover's hysteresis (see core/rules/failover/speculative).
-    speculation: SpeculationMemory = field(default_factory=SpeculationMemory)
     # Service id -> the start (`since`) of a replica record whose count an operator
     # changed while it stood: once their scale is seen, the record no longer tells the
     # controller's count from theirs, even if they scale back to the count it wrote
@@ -103,6 +86,8 @@ class Memory:
     # mirror too: a restarted controller or a new leader must not read the operator's
     # count as its own raise.
     overridden: Mapping[str, float] = field(default_factory=dict)
+    # Each rule's own memory, by its declaration (`slice`, `with_slice`).
+    slices: Mapping[MemorySlice[Any], object] = field(default_factory=dict)
 
     def observe(self, snapshot: ClusterSnapshot, now: float) -> Memory:
         """Track when each node turned ready. At the first observation a ready node is
@@ -191,20 +176,27 @@ class Memory:
                 placing.pop(service_id, None)
         return replace(self, placing=placing)
 
-    def with_rebalance(self, rebalance: RebalanceMemory) -> Memory:
-        return replace(self, rebalance=rebalance)
+    def slice(self, kind: MemorySlice[S]) -> S:
+        """The rule's own memory, or its empty one before the rule first keeps any."""
+        if kind in self.slices:
+            return cast(S, self.slices[kind])
+        return kind.empty()
+
+    def with_slice(self, kind: MemorySlice[S], value: S) -> Memory:
+        return replace(self, slices={**self.slices, kind: value})
 
     def with_health(self, health: HealthMemory) -> Memory:
         return replace(self, health=health)
 
-    def with_speculation(self, speculation: SpeculationMemory) -> Memory:
-        return replace(self, speculation=speculation)
-
     def taking_over(self) -> Memory:
-        """The memory of a standby that has just taken the lease: what it saw of the
-        liveness signals may not be what the leader acts on (its first leader cycle may
-        have none), so speculative failover's wait before a trim starts again."""
-        return replace(self, speculation=replace(self.speculation, watching_since=None))
+        """The memory of a standby that has just taken the lease: each rule keeps of its
+        own what its declaration says (speculative failover's wait starts again: what a
+        standby saw of the liveness signals may not be what the leader acts on)."""
+        slices = {
+            kind: value if kind.taking_over is None else kind.taking_over(value)
+            for kind, value in self.slices.items()
+        }
+        return replace(self, slices=slices)
 
     def with_resolved(self, resolved: Mapping[str, ResolvedService]) -> Memory:
         return replace(self, resolved=resolved)

@@ -20,6 +20,7 @@ from controller.policy.policy_model import (
     ServiceRule,
 )
 from controller.policy.problems import PolicyProblem, PolicyValidationError
+from controller.policy.rule_settings import DeclaredSettings, RuleSetting
 from controller.policy.service_resolution import (
     LABEL_KEYS,
     LABEL_PREFIX,
@@ -67,6 +68,7 @@ __all__ = [
     "Budgets",
     "ControllerSettings",
     "DataMode",
+    "DeclaredSettings",
     "FailbackMode",
     "FailbackWindow",
     "FailoverMode",
@@ -80,6 +82,7 @@ __all__ = [
     "QuarantineSettings",
     "RebalanceMode",
     "ResolvedService",
+    "RuleSetting",
     "ServiceMatch",
     "ServiceRule",
     "ServiceSettings",

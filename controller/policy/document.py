@@ -8,7 +8,8 @@ its field path so the adapter can point at a line and column.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from pydantic import Field, ValidationError, field_validator, model_validator
@@ -19,6 +20,7 @@ from controller.policy import field_types as t
 from controller.policy.policy_model import DEFAULT_FAULT_DOMAINS, Policy, ServiceMatch, ServiceRule
 from controller.policy.policy_model import frozen_mapping as _frozen
 from controller.policy.problems import PolicyProblem, PolicyValidationError, problems_from
+from controller.policy.rule_settings import RuleSetting, split_declared
 from controller.policy.service_spec import ServiceSettingsSpec, StrictSpec, overrides_of
 from controller.policy.settings import (
     Budgets,
@@ -290,17 +292,22 @@ def policy_from_document(doc: PolicyDocument) -> Policy:
     )
 
 
-def policy_from_data(data: object) -> Policy:
-    """Validate plain data (as YAML gives it) into a `Policy`, or raise with every problem."""
+def policy_from_data(data: object, declared: Sequence[RuleSetting[Any]] = ()) -> Policy:
+    """Validate plain data (as YAML gives it) into a `Policy`, or raise with every problem.
+    `declared`: the settings the rules declare (core/rules), besides the built-in ones."""
     if not isinstance(data, dict):
         raise PolicyValidationError(
             [PolicyProblem((), f"expected a mapping with apiVersion: {API_VERSION}", data)]
         )
+    levels = _levels_in(data)
+    data, rule_settings, problems = split_declared(data, tuple(declared), levels)
     try:
-        doc = PolicyDocument.model_validate(data, context={"levels": _levels_in(data)})
+        doc = PolicyDocument.model_validate(data, context={"levels": levels})
     except ValidationError as exc:
-        raise PolicyValidationError(problems_from(exc, PolicyDocument)) from None
-    return policy_from_document(doc)
+        raise PolicyValidationError([*problems, *problems_from(exc, PolicyDocument)]) from None
+    if problems:
+        raise PolicyValidationError(problems)
+    return replace(policy_from_document(doc), declared=rule_settings)
 
 
 class _SchemaGenerator(GenerateJsonSchema):

@@ -10,8 +10,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from types import MappingProxyType
-from typing import TypeVar
+from typing import Any, TypeVar
 
+from controller.policy.rule_settings import DeclaredSettings, RuleSetting
 from controller.policy.settings import ControllerSettings, NodeGroup, QuarantineSettings
 
 STACK_LABEL = "com.docker.stack.namespace"
@@ -76,10 +77,13 @@ class Policy:
     quarantine: QuarantineSettings = field(default_factory=QuarantineSettings)
     defaults: Mapping[str, object] = field(default_factory=frozen_mapping)  # setting -> value
     rules: tuple[ServiceRule, ...] = ()
+    # The settings the rules declare in their own packages (policy/rule_settings).
+    declared: DeclaredSettings = field(default_factory=DeclaredSettings)
 
     @classmethod
-    def default(cls) -> Policy:
-        return cls()
+    def default(cls, declared: tuple[RuleSetting[Any], ...] = ()) -> Policy:
+        """`declared`: the settings the rules declare (core/rules), known to labels."""
+        return cls(declared=DeclaredSettings(declared))
 
     @property
     def fault_domain_levels(self) -> tuple[str, ...]:

@@ -9,13 +9,15 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
+from typing import Any, TypeVar, cast
 
 from pydantic import ValidationError
 
 from controller.policy.policy_model import Policy
 from controller.policy.policy_model import frozen_mapping as _frozen
 from controller.policy.problems import problems_from, render_value
+from controller.policy.rule_settings import RuleSetting, parse_settings
 from controller.policy.service_spec import (
     SETTING_NAMES,
     ServiceSettingsSpec,
@@ -28,6 +30,7 @@ from controller.policy.service_spec import (
 from controller.policy.settings import ServiceSettings
 
 LABEL_PREFIX = "placement."
+T = TypeVar("T")
 
 
 def label_key(setting: str) -> str:
@@ -60,18 +63,25 @@ Layer = tuple[str, Mapping[str, object]]  # (source, setting name -> parsed valu
 
 
 def parse_placement_labels(
-    labels: Mapping[str, str], *, levels: Collection[str], note: str = ""
+    labels: Mapping[str, str],
+    *,
+    levels: Collection[str],
+    note: str = "",
+    declared: tuple[RuleSetting[Any], ...] = (),
 ) -> tuple[list[Layer], tuple[LabelProblem, ...]]:
     """Parse `placement.*` labels into one layer each, named for the label as read
-    (`label placement.preferred-nodes`, then `note`); any problem rejects them all."""
+    (`label placement.preferred-nodes`, then `note`); any problem rejects them all.
+    `declared`: the settings the rules declare, known besides the built-in ones."""
     ours = placement_labels(labels)
     problems: list[LabelProblem] = []
     known: dict[str, object] = {}
+    theirs: dict[str, object] = {}  # the rules' declared settings
     keys: dict[str, str] = {}  # setting name -> its label key
+    declared_names = [s.name for s in declared]
     for key, value in ours.items():
         name = key.removeprefix(LABEL_PREFIX)
-        if name in SETTING_NAMES:
-            known[name] = value
+        if name in SETTING_NAMES or name in declared_names:
+            (known if name in SETTING_NAMES else theirs)[name] = value
             keys[name] = key
             continue
         # Compare bare names: the shared prefix would make every key look close.
@@ -89,6 +99,10 @@ def parse_placement_labels(
             key = LABEL_PREFIX + str(problem.loc[0]) if problem.loc else LABEL_PREFIX
             problems.append(LabelProblem(key, ours.get(key, ""), problem.message))
         return [], tuple(sorted(problems, key=lambda p: p.key))
+    parsed, found = parse_settings(declared, theirs, tuple(levels)) if theirs else ({}, [])
+    for problem in found:
+        key = LABEL_PREFIX + str(problem.loc[0]) if problem.loc else LABEL_PREFIX
+        problems.append(LabelProblem(key, ours.get(key, ""), problem.message))
     if problems:
         return [], tuple(sorted(problems, key=lambda p: p.key))
     layers: list[Layer] = [
@@ -96,6 +110,7 @@ def parse_placement_labels(
         for name in SETTING_NAMES
         if name in keys
     ]
+    layers += [(f"label {keys[name]}{note}", {name: parsed[name]}) for name in parsed]
     return layers, ()
 
 
@@ -110,6 +125,12 @@ class ResolvedService:
     errors: tuple[str, ...] = ()
     stale: bool = False  # True: labels are bad and the last good labels were kept
     good_labels: Mapping[str, str] | None = None  # the placement.* labels last applied
+    # The settings the rules declare (policy/rule_settings), by name: read with `value_of`.
+    declared: Mapping[str, object] = field(default_factory=lambda: _frozen({}))
+
+    def value_of(self, setting: RuleSetting[T]) -> T:
+        """A declared setting's value for this service, or its default."""
+        return cast(T, self.declared.get(setting.name, setting.default))
 
     def source_of(self, setting: str) -> str:
         """Where one setting's value came from ("default", "file:…", "label …")."""
@@ -152,6 +173,33 @@ def _file_layers(policy: Policy, *, service_name: str, labels: Mapping[str, str]
     return layers
 
 
+def _declared_file_layers(
+    policy: Policy, *, service_name: str, labels: Mapping[str, str]
+) -> list[Layer]:
+    declared = policy.declared
+    layers: list[Layer] = [("file:defaults", declared.defaults)]
+    for rule in policy.matching_rules(service_name=service_name, labels=labels):
+        layers.append((rule.source, declared.rules.get(rule.index, {})))
+    return layers
+
+
+def _merged(
+    policy: Policy, file_layers: list[Layer], label_layers: list[Layer], declared: list[Layer]
+) -> tuple[ServiceSettings, dict[str, str], dict[str, object]]:
+    """The built-in settings merged (service_spec), and the declared ones, in the same
+    order of layers, with where each came from."""
+    names = {s.name for s in policy.declared.table}
+    ours = [layer for layer in label_layers if not names & layer[1].keys()]
+    settings, sources = merge_layers(file_layers + ours)
+    values = {s.name: s.default for s in policy.declared.table}
+    sources.update({name: "default" for name in values})
+    for source, overrides in declared + [layer for layer in label_layers if layer not in ours]:
+        for name, value in overrides.items():
+            values[name] = value
+            sources[name] = source
+    return settings, sources, values
+
+
 def resolve_service(
     policy: Policy,
     *,
@@ -162,16 +210,19 @@ def resolve_service(
 ) -> ResolvedService:
     """Merge policy and labels for one service. Never raises; see the module docstring."""
     file_layers = _file_layers(policy, service_name=service_name, labels=labels)
+    declared = _declared_file_layers(policy, service_name=service_name, labels=labels)
     levels = policy.fault_domain_levels
-    label_layers, problems = parse_placement_labels(labels, levels=levels)
+    table = policy.declared.table
+    label_layers, problems = parse_placement_labels(labels, levels=levels, declared=table)
     if not problems:
-        settings, sources = merge_layers(file_layers + label_layers)
+        settings, sources, values = _merged(policy, file_layers, label_layers, declared)
         return ResolvedService(
             service_id,
             service_name,
             settings,
             _frozen(sources),
             good_labels=_frozen(placement_labels(labels)),
+            declared=_frozen(values),
         )
 
     errors = tuple(problem.describe(service_name) for problem in problems)
@@ -181,14 +232,15 @@ def resolve_service(
         and previous.good_labels is not None
     ):
         old, old_problems = parse_placement_labels(
-            previous.good_labels, levels=levels, note=" (last good value)"
+            previous.good_labels, levels=levels, note=" (last good value)", declared=table
         )
         if old_problems:
             # The reloaded file made the old labels invalid too (a level removed, say).
             settings, frozen_sources = previous.settings, previous.sources
+            frozen_values = previous.declared
         else:
-            settings, sources = merge_layers(file_layers + old)
-            frozen_sources = _frozen(sources)
+            settings, sources, values = _merged(policy, file_layers, old, declared)
+            frozen_sources, frozen_values = _frozen(sources), _frozen(values)
         return ResolvedService(
             service_id,
             service_name,
@@ -197,13 +249,21 @@ def resolve_service(
             errors=errors,
             stale=True,
             good_labels=previous.good_labels,
+            declared=frozen_values,
         )
 
     # No good labels to fall back on: the controller must not act on a half-read intent.
-    settings, sources = merge_layers(file_layers)
+    settings, sources, values = _merged(policy, file_layers, [], declared)
     settings = replace(settings, managed=False)
     sources["managed"] = UNMANAGED_BY_ERRORS
-    return ResolvedService(service_id, service_name, settings, _frozen(sources), errors=errors)
+    return ResolvedService(
+        service_id,
+        service_name,
+        settings,
+        _frozen(sources),
+        errors=errors,
+        declared=_frozen(values),
+    )
 
 
 def resolve_services(

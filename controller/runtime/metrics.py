@@ -17,41 +17,61 @@ from prometheus_client.registry import Collector
 
 from controller import __version__
 from controller.core.actions import Action, subject_of
-from controller.core.decisions import Code, Decision, LoggedDecision, Outcome
+from controller.core.context import RuleSpec
+from controller.core.decisions import Decision, EventCount, LoggedDecision, Outcome
 from controller.core.kernel.possible_gaps import possible_gaps
 from controller.core.model import ClusterSnapshot
+from controller.core.rules import RULES
 from controller.policy import Policy, ResolvedService
 from controller.runtime.lease_keeper import LeaseKeeper
 from controller.runtime.policy_source import PolicySource
 from controller.runtime.view_document import held_nodes
 
 DURATION_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
-EVENT_KINDS = ("failover", "failback", "preemption", "move")
 
 
-SUSPECT = ("suspicion", Outcome.SUSPECT)
+def event_kinds(rules: Sequence[RuleSpec] = RULES) -> tuple[str, ...]:
+    """The events the rules count (`RuleSpec.events`), each once, in the rules' order."""
+    return tuple(declared_events(rules))
 
 
-def events_of(executed: Sequence[Action], decisions: Iterable[Decision]) -> dict[str, int]:
-    """Failovers, failbacks, preemptions and task moves that the executed writes started.
+def declared_events(rules: Sequence[RuleSpec] = RULES) -> dict[str, EventCount]:
+    """Each event the rules count, by name, as first declared (its help texts)."""
+    found: dict[str, EventCount] = {}
+    for spec in rules:
+        for count in spec.events:
+            found.setdefault(count.event, count)
+    return found
 
-    A decision names its write (`action`), except the owners rule's per-task "move"
-    decisions, which explain the one constraint write of their service.
-    """
-    counts = dict.fromkeys(EVENT_KINDS, 0)
+
+def event_costs(
+    executed: Sequence[Action], decisions: Iterable[Decision], rules: Sequence[RuleSpec] = RULES
+) -> dict[str, float]:
+    """What the events the executed writes started cost, in replica-seconds, for the
+    events declared with a cost."""
+    costs = {c.event: 0.0 for c in declared_events(rules).values() if c.cost}
+    declared = {spec.name: spec.events for spec in rules}
     subjects = {subject_of(a) for a in executed}
     for d in decisions:
-        if d.action is not None and d.action in executed:
-            if (d.rule, d.outcome) == ("failover", Outcome.SURGE):
-                counts["failover"] += 1
-            elif (d.rule, d.outcome) == ("preemption", Outcome.PREEMPT):
-                counts["preemption"] += 1
-            elif d.rule == "rebalance" and d.outcome in (Outcome.MOVE, Outcome.REBALANCE):
-                counts["move"] += 1
-        elif d.action is None and d.outcome == Outcome.MOVE and d.subject in subjects:
-            counts["move"] += 1
-            if d.code is Code.FAILBACK:
-                counts["failback"] += 1
+        for count in declared.get(d.rule, ()):
+            if count.cost and count.counts(d, executed, subjects):
+                costs[count.event] += d.extra_replica_seconds
+    return costs
+
+
+def events_of(
+    executed: Sequence[Action], decisions: Iterable[Decision], rules: Sequence[RuleSpec] = RULES
+) -> dict[str, int]:
+    """The events (failovers, failbacks, preemptions, task moves, ...) that the executed
+    writes started, as each rule's spec declares them: by the decision's rule, outcome
+    and code, never by its reason."""
+    counts = dict.fromkeys(event_kinds(rules), 0)
+    declared = {spec.name: spec.events for spec in rules}
+    subjects = {subject_of(a) for a in executed}
+    for d in decisions:
+        for count in declared.get(d.rule, ()):
+            if count.counts(d, executed, subjects):
+                counts[count.event] += 1
     return counts
 
 
@@ -152,7 +172,9 @@ class Metrics:
         agents: Callable[[], int | None] = lambda: None,
         plugin_failures: Callable[[], Mapping[str, int]] = dict,
         skipped_calls: Callable[[], Mapping[str, int]] = dict,
+        rules: Sequence[RuleSpec] = RULES,
     ) -> None:
+        self._rules = tuple(rules)
         self.registry = CollectorRegistry()
         r = self.registry
         self.reconcile_seconds = Histogram(
@@ -186,9 +208,15 @@ class Metrics:
             ["rule", "outcome"],
             registry=r,
         )
+        events = declared_events(self._rules)
         self.events = {
-            kind: Counter(f"placement_{kind}s", f"{kind.capitalize()}s started.", registry=r)
-            for kind in EVENT_KINDS
+            kind: Counter(f"placement_{kind}s", count.help_text, registry=r)
+            for kind, count in events.items()
+        }
+        self.event_costs = {
+            kind: Counter(f"placement_{kind}_replica_seconds", count.cost, registry=r)
+            for kind, count in events.items()
+            if count.cost
         }
         self.health_panic = Gauge(
             "placement_health_panic",
@@ -204,17 +232,6 @@ class Metrics:
             "placement_suspicions",
             "Ready nodes that faster signals than Swarm's heartbeat agreed were gone "
             "(core/health/suspicion), counted once per suspicion.",
-            registry=r,
-        )
-        self.false_alarms = Counter(
-            "placement_false_alarms",
-            "Speculative surges trimmed back because the suspected node was alive.",
-            registry=r,
-        )
-        self.false_alarm_replica_seconds = Counter(
-            "placement_false_alarm_replica_seconds",
-            "Replica-seconds the surges of false alarms ran for nothing (their cost; "
-            "an upper bound, counted from the surge's write).",
             registry=r,
         )
         self.managed_services = Gauge(
@@ -284,7 +301,9 @@ class Metrics:
         failed: Sequence[Action] = (),
     ) -> None:
         self.reconcile_seconds.labels("leader" if leader else "standby").observe(seconds)
-        panic = leader and any((d.rule, d.outcome) == ("health", Outcome.PANIC) for d in decisions)
+        # A panic and a suspicion are counted by their outcomes, which only health
+        # assessment (core/health) decides.
+        panic = leader and any(d.outcome is Outcome.PANIC for d in decisions)
         self.health_panic.set(1.0 if panic else 0.0)
         if panic:
             self.health_panic_cycles.inc()
@@ -298,23 +317,18 @@ class Metrics:
         self._previous = set(logged)
         # A suspect decision repeats (with a longer agreement) while the node stays
         # suspected: count each suspicion once, when it starts.
-        suspected = {d.subject for d in decisions if (d.rule, d.outcome) == SUSPECT}
+        suspected = {d.subject for d in decisions if d.outcome is Outcome.SUSPECT}
         self.suspicions.inc(len(suspected - self._suspected))
         self._suspected = suspected
-        for trim in decisions:
-            if (
-                trim.code is Code.FALSE_ALARM
-                and trim.action is not None
-                and trim.action in executed
-            ):
-                self.false_alarms.inc()
-                self.false_alarm_replica_seconds.inc(trim.extra_replica_seconds)
         for action in executed:
             self.actions.labels(action.kind).inc()
         for action in failed:
             self.write_failures.labels(action.kind).inc()
-        for kind, count in events_of(executed, decisions).items():
+        for kind, count in events_of(executed, decisions, self._rules).items():
             if count:
                 self.events[kind].inc(count)
+        for kind, cost in event_costs(executed, decisions, self._rules).items():
+            if cost:
+                self.event_costs[kind].inc(cost)
         if conflict:
             self.conflicts.inc()

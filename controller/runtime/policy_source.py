@@ -7,6 +7,7 @@ import logging
 from pathlib import Path
 
 from controller.adapters.policy_file import PolicyFileError, load_policy_file
+from controller.core.rules import declared_settings
 from controller.policy import Policy, summarize_policy_change
 
 log = logging.getLogger(__name__)
@@ -27,7 +28,7 @@ class PolicySource:
         self.reloads = 0
         self.errors = 0
         if path is None:
-            self.policy = Policy.default()
+            self.policy = Policy.default(declared_settings())
             self._digest: str | None = None
         else:
             self.policy = load_policy_file(path).policy  # raises PolicyFileError at start

@@ -6,10 +6,11 @@ from collections.abc import Iterable, Sequence
 from dataclasses import replace
 
 from controller.core.labels import steering_constraint
-from controller.core.memory import Memory, RebalanceMemory
+from controller.core.memory import Memory
 from controller.core.model import ClusterSnapshot, Node, Resources, Service, Task
 from controller.core.plan import Plan, plan
 from controller.core.rules import rules_named
+from controller.core.rules.rebalance.rebalance_memory import REBALANCE_MEMORY, RebalanceMemory
 from controller.policy import Budgets, ControllerSettings, Policy, RebalanceMode
 
 from .builders import node, running
@@ -105,7 +106,7 @@ def memory(
         streaks={key: (10, NOW - 100) for key in persisted}, last_round=last_round
     )
     return replace(
-        Memory(node_ready_since=ready, started=True, rebalance=rebalance),
+        Memory(node_ready_since=ready, started=True).with_slice(REBALANCE_MEMORY, rebalance),
         **fields,  # type: ignore[arg-type]
     )
 

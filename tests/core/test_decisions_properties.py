@@ -33,6 +33,14 @@ def _checked(spec: RuleSpec, missing: list[str]) -> Rule:
     def check(ctx: PlanContext) -> RuleOutput:
         output = spec.plan(ctx)
         named = [d.action for d in output.decisions if d.rule == spec.name]
+        missing.extend(
+            f"{spec.name}: decided {d.outcome} {d.code or ''}, not in its spec"
+            for d in output.decisions
+            if d.rule == spec.name
+            and (
+                d.outcome not in spec.outcomes or (d.code is not None and d.code not in spec.codes)
+            )
+        )
         missing.extend(f"{spec.name}: {describe(a)}" for a in output.actions if a not in named)
         if output.remember is None:
             return output
@@ -41,11 +49,19 @@ def _checked(spec: RuleSpec, missing: list[str]) -> Rule:
         def kept_to_its_slice(memory: Memory) -> Memory:
             after = remember(memory)
             changed = {
-                f.name for f in fields(Memory) if getattr(after, f.name) != getattr(memory, f.name)
+                f.name
+                for f in fields(Memory)
+                if f.name != "slices" and getattr(after, f.name) != getattr(memory, f.name)
             }
             missing.extend(
-                f"{spec.name}: changed memory.{field}, not in its slice {spec.memory}"
+                f"{spec.name}: changed memory.{field}, not in its fields {spec.memory}"
                 for field in sorted(changed - set(spec.memory))
+            )
+            # Of the rules' own memories, only its own.
+            missing.extend(
+                f"{spec.name}: changed the memory of {kind.rule}"
+                for kind in {*after.slices, *memory.slices}
+                if kind is not spec.own_memory and after.slice(kind) != memory.slice(kind)
             )
             return after
 

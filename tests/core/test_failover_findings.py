@@ -13,6 +13,7 @@ from controller.core.outside_inputs import LivenessSignal
 from controller.core.plan import Plan, plan
 from controller.core.replicas import read_replica_record
 from controller.core.rules.failover.failover_rule import TRIM_AFTER_SECONDS
+from controller.core.rules.failover.speculation_memory import SPECULATION_MEMORY
 from controller.core.rules.failover.speculative import (
     FALSE_ALARM_HOLD_SECONDS,
     FLAP_FALSE_ALARMS,
@@ -268,8 +269,8 @@ def test_a_held_false_alarm_trim_is_one_false_alarm() -> None:
         assert replicas_of(held, "web") == [], "held for the rollout"
         assert "false alarm" in said(held, "web", "speculative")
         memory, now = held.memory, now + 0.5
-    assert len(memory.speculation.false_alarms.get("n3", ())) == 1
-    assert "n3" not in memory.speculation.confirmed_until
+    assert len(memory.slice(SPECULATION_MEMORY).false_alarms.get("n3", ())) == 1
+    assert "n3" not in memory.slice(SPECULATION_MEMORY).confirmed_until
     # The rollout completes: the trim goes out.
     done = replace(back, services=(replace(web4, update_state="completed"),))
     done = replace(done, tasks=tuple(moved(tasks4, done.services[0])))
@@ -307,7 +308,7 @@ def test_one_false_alarm_for_two_services_trimmed_for_the_same_suspicion() -> No
         "api",
         "web",
     ]
-    assert len(trimmed.memory.speculation.false_alarms.get("n3", ())) == 1
+    assert len(trimmed.memory.slice(SPECULATION_MEMORY).false_alarms.get("n3", ())) == 1
 
 
 # Finding 7: after a Raft election every node is `unknown`, and failover read that as no

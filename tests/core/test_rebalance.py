@@ -10,6 +10,7 @@ from controller.core.kernel.ledger import disrupted_nodes, moved_from
 from controller.core.memory import Memory
 from controller.core.model import NodeState
 from controller.core.replicas import REPLICA_RECORD_LABELS, read_replica_record
+from controller.core.rules.rebalance.rebalance_memory import REBALANCE_MEMORY
 from controller.policy import Budgets, RebalanceMode
 
 from .builders import running, snapshot
@@ -117,13 +118,13 @@ def test_on_join_leaves_an_old_skew_alone_and_a_periodic_round_fixes_it() -> Non
     periodic = policy(mode=RebalanceMode.PERIODIC, interval=60.0)
     first = run(snap, memory(ns, persisted=[COUNT_KEY]), pol=periodic)
     assert first.actions == (), "the first cycle only starts the round clock"
-    assert first.memory.rebalance.last_round == NOW
+    assert first.memory.slice(REBALANCE_MEMORY).last_round == NOW
     early = run(snap, first.memory, now=NOW + 30, pol=periodic)
     assert early.actions == ()
     assert "waiting for the next periodic round" in reasons(early)
     due = run(snap, early.memory, now=NOW + 61, pol=periodic)
     assert _surge(due).replicas == 8
-    assert due.memory.rebalance.last_round == NOW + 61
+    assert due.memory.slice(REBALANCE_MEMORY).last_round == NOW + 61
 
 
 def test_a_service_moved_within_the_cooldown_waits() -> None:
@@ -164,7 +165,7 @@ def test_a_flapping_node_waits_longer_and_triggers_at_most_one_rebalance() -> No
     settled = replace(mem, node_ready_since={**mem.node_ready_since, "n3": NOW - 61})
     first = run(snapshot(ns, [WEB], SKEWED), settled)
     assert _surge(first).replicas == 8
-    assert first.memory.rebalance.join_used["n3"] == (NOW - 61, NOW)
+    assert first.memory.slice(REBALANCE_MEMORY).join_used["n3"] == (NOW - 61, NOW)
     # It flaps again and comes back: its return triggers nothing more.
     again = replace(
         first.memory,

@@ -19,7 +19,7 @@ from controller.core.actions import SetReplicas, SetServiceConstraints
 from controller.core.counts import plan_surge_trim, spread
 from controller.core.guards import disrupted_nodes
 from controller.core.kernel.levels import level_for
-from controller.core.memory import Memory, RebalanceMemory
+from controller.core.memory import Memory
 from controller.core.model import (
     Availability,
     ClusterSnapshot,
@@ -30,6 +30,7 @@ from controller.core.model import (
 )
 from controller.core.plan import Plan, plan
 from controller.core.rules import rules_named
+from controller.core.rules.rebalance.rebalance_memory import REBALANCE_MEMORY, RebalanceMemory
 from controller.policy import Budgets, ControllerSettings, Policy, RebalanceMode
 
 from .builders import node, running, service, snapshot
@@ -108,10 +109,8 @@ def policies(draw: st.DrawFn) -> Policy:
 def settled(snap: ClusterSnapshot) -> Memory:
     """Every node ready for long, every imbalance persisted, a periodic round due."""
     keys = [f"count:{s.id}" for s in snap.services] + [f"load:{n.id}" for n in snap.nodes]
-    return Memory(
-        node_ready_since={n.id: 0.0 for n in snap.nodes},
-        started=True,
-        rebalance=RebalanceMemory(streaks={k: (10, 0.0) for k in keys}, last_round=0.0),
+    return Memory(node_ready_since={n.id: 0.0 for n in snap.nodes}, started=True).with_slice(
+        REBALANCE_MEMORY, RebalanceMemory(streaks={k: (10, 0.0) for k in keys}, last_round=0.0)
     )
 
 

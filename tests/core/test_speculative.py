@@ -9,12 +9,13 @@ from controller.core.actions import SetReplicas
 from controller.core.decisions import Code
 from controller.core.kernel.drop_order import scale_down_order
 from controller.core.kernel.swarm_grace import DEFAULT_HEARTBEAT_SECONDS, SAYS_ALIVE_PERIODS
-from controller.core.memory import Memory, SpeculationMemory
+from controller.core.memory import Memory
 from controller.core.model import ClusterSnapshot, NodeState, Service, Task, TaskState
 from controller.core.outside_inputs import LivenessSignal
 from controller.core.plan import plan
 from controller.core.replicas import REPLICA_RECORD_LABELS, read_replica_record
 from controller.core.rules import rules_named
+from controller.core.rules.failover.speculation_memory import SPECULATION_MEMORY, SpeculationMemory
 from controller.core.rules.failover.speculative import (
     FALSE_ALARM_HOLD_SECONDS,
     FLAP_FALSE_ALARMS,
@@ -281,7 +282,7 @@ def answers(n: int, since: float) -> tuple[LivenessSignal, ...]:
 
 def watching(since: float = 0.0) -> Memory:
     """The memory of a controller that has gathered liveness signals since `since`."""
-    return Memory(speculation=SpeculationMemory(watching_since=since))
+    return Memory().with_slice(SPECULATION_MEMORY, SpeculationMemory(watching_since=since))
 
 
 def with_signals(snap: ClusterSnapshot, *signals: LivenessSignal) -> ClusterSnapshot:

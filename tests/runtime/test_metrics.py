@@ -38,8 +38,8 @@ def _decisions() -> list[Decision]:
 
 def test_events_count_only_what_the_executed_writes_started() -> None:
     counts = events_of([SURGE, STEER, SHRINK], _decisions())
-    assert counts == {"failover": 1, "failback": 1, "preemption": 1, "move": 2}
-    assert events_of([], _decisions()) == {"failover": 0, "failback": 0, "preemption": 0, "move": 0}
+    assert counts == {"failover": 1, "failback": 1, "preemption": 1, "move": 2, "false_alarm": 0}
+    assert set(events_of([], _decisions()).values()) == {0}
 
 
 def test_a_failback_counts_by_its_code_not_its_reason() -> None:
@@ -50,6 +50,7 @@ def test_a_failback_counts_by_its_code_not_its_reason() -> None:
         "failback": 1,
         "preemption": 0,
         "move": 1,
+        "false_alarm": 0,
     }
     assert events_of([STEER], [worded])["failback"] == 0
 
@@ -196,3 +197,12 @@ def test_calls_skipped_for_a_busy_agent_are_counted_by_call() -> None:
     metrics = Metrics(PolicySource(None), lease=None, skipped_calls=lambda: {"agent report": 3})
     text = generate_latest(metrics.registry).decode()
     assert 'placement_outbound_calls_skipped_total{call="agent report"} 3.0' in text
+
+
+def test_an_event_is_counted_for_the_rule_that_declares_it_only() -> None:
+    # The failover rule's spec declares its surges; the same outcome from another rule,
+    # or a surge whose write did not go out, is no failover.
+    other = Decision("speculative", "service db", Outcome.SURGE, "1 suspected", action=SURGE)
+    assert events_of([SURGE], [other])["failover"] == 0
+    assert events_of([], _decisions()[:1])["failover"] == 0
+    assert events_of([SURGE], _decisions()[:1])["failover"] == 1

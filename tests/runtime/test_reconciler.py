@@ -28,6 +28,7 @@ from controller.core.actions import (
 from controller.core.decisions import Decision, Outcome
 from controller.core.memory import Memory
 from controller.core.plan import Plan
+from controller.core.rules.failover.speculation_memory import SPECULATION_MEMORY
 from controller.policy import Policy
 from controller.runtime import reconciler as reconciler_module
 from controller.runtime.reconciler import Reconciler
@@ -300,10 +301,11 @@ def test_taking_the_lease_over_restarts_speculative_failover_s_wait(
     seen: list[float | None] = []
 
     def fake_plan(*, memory: Memory, now: float, **kwargs: object) -> Plan:
-        seen.append(memory.speculation.watching_since)
-        watching = memory.speculation.watching_since
-        warm = replace(memory.speculation, watching_since=now if watching is None else watching)
-        return Plan(actions=(), decisions=(), memory=memory.with_speculation(warm))
+        speculation = memory.slice(SPECULATION_MEMORY)
+        seen.append(speculation.watching_since)
+        watching = speculation.watching_since
+        warm = replace(speculation, watching_since=now if watching is None else watching)
+        return Plan(actions=(), decisions=(), memory=memory.with_slice(SPECULATION_MEMORY, warm))
 
     monkeypatch.setattr(reconciler_module, "plan", fake_plan)
     role: list[str | None] = ["the lease is held elsewhere"]

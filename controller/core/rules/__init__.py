@@ -1,65 +1,63 @@
 """The rule registry: the only place that knows the rules, run in this order every cycle.
 
-Each rule is a `RuleSpec` (core/context): its name, its plan function, and what the rest
-of the planner must know of it: whether its writes go out first, its own exceptions to
-the guards, and the part of the memory it keeps. Earlier rules win a contested object for
+Each rule is a `RuleSpec` (core/context) that its own package exports: its name, its plan
+function, and what the rest of the planner must know of it: whether its writes go out
+first, its own exceptions to the guards, and the part of the memory it keeps. Adding a
+rule is its package and one line here. Earlier rules win a contested object for
 this cycle; the loser is retried on the next cycle, which the winner's write triggers at
 once.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 from controller.core.context import RuleSpec
-from controller.core.rules.adoption import adopt_services
-from controller.core.rules.failover import FAILOVER_EXEMPTIONS, plan_failover, plan_speculative
-from controller.core.rules.mirror import plan_mirror
-from controller.core.rules.nodes import plan_nodes
-from controller.core.rules.owners import OWNER_EXEMPTIONS, plan_owners, salvage_widening
-from controller.core.rules.preemption import plan_preemption, plan_restores
-from controller.core.rules.rebalance import plan_rebalance
-from controller.core.rules.release import plan_release, release_refusal
-from controller.core.rules.tidy import plan_tidy
+from controller.core.rules import (
+    adoption,
+    failover,
+    mirror,
+    nodes,
+    owners,
+    preemption,
+    rebalance,
+    release,
+    tidy,
+)
+from controller.policy import RuleSetting
 
 RULES: tuple[RuleSpec, ...] = (
     # Every node write first (marks, health, quarantine, deny labels): an eviction lands
     # before the failover surge that replaces the evicted tasks at once.
-    RuleSpec("nodes", plan_nodes),
+    nodes.SPEC,
     # Services no longer managed, which no other rule writes. The node marks their
     # constraints need stay (the nodes rule keeps a mark a constraint requires), so this
     # runs after nodes: the constraint goes in this cycle, the mark in a later one.
-    RuleSpec("release", plan_release, unmanaged=release_refusal),
-    # Its writes go out right after the node writes, together: a surge must not wait
-    # behind a slow or refused write of another rule.
-    RuleSpec(
-        "failover",
-        plan_failover,
-        writes_first=True,
-        rollout_exemptions=FAILOVER_EXEMPTIONS,
-        memory=("placing",),
-    ),
+    release.SPEC,
+    # Its writes go out right after the node writes, together (failover/__init__).
+    failover.FAILOVER_SPEC,
     # Right after failover, which leaves a `speculate` replica record alone and so never surges
     # twice for one loss; a confirmed loss's own surge still comes first for the room.
-    RuleSpec("speculative", plan_speculative, memory=("speculation", "lost")),
+    failover.SPECULATIVE_SPEC,
     # Before every rule that reads the controller's labels on a service: those a deploy
     # replaced come back from the mirror first (a failover surge still beats it for the
     # one write).
-    RuleSpec("mirror", plan_mirror),
+    mirror.SPEC,
     # After failover, whose surge, trim or forget must land before a replica record is
     # reused; before steering, so room for a pending higher-priority service beats a move.
-    RuleSpec("preemption", plan_preemption),
-    RuleSpec("restore", plan_restores),
-    RuleSpec("adoption", adopt_services),
-    RuleSpec(
-        "owners",
-        plan_owners,
-        rollout_exemptions=OWNER_EXEMPTIONS,
-        salvage=salvage_widening,
-        memory=("placing",),
-    ),
-    RuleSpec("rebalance", plan_rebalance, memory=("rebalance",)),
+    preemption.PREEMPTION_SPEC,
+    preemption.RESTORE_SPEC,
+    adoption.SPEC,
+    owners.SPEC,
+    rebalance.SPEC,
     # Last: any other write to a service runs Swarm's updater too, which tidies it.
-    RuleSpec("tidy", plan_tidy),
+    tidy.SPEC,
 )
+
+
+def declared_settings(rules: tuple[RuleSpec, ...] = RULES) -> tuple[RuleSetting[Any], ...]:
+    """The per-service settings the rules declare, for the policy to read (policy/rule_settings)."""
+    return tuple(setting for spec in rules for setting in spec.settings)
 
 
 def rule_named(name: str) -> RuleSpec:

@@ -10,7 +10,7 @@ Swarm has finished it: the write would reset its UpdateStatus and resume a pause
 from __future__ import annotations
 
 from controller.core.actions import Action, SetServiceConstraints
-from controller.core.context import PlanContext, RuleOutput
+from controller.core.context import PlanContext, RuleOutput, RuleSpec
 from controller.core.decisions import Decision, Outcome
 from controller.core.guards import rollout_reason
 from controller.core.labels import steering_constraint
@@ -50,3 +50,6 @@ def adopt_services(ctx: PlanContext) -> RuleOutput:
             )
         )
     return RuleOutput(tuple(actions), tuple(decisions))
+
+
+SPEC = RuleSpec(RULE, adopt_services, outcomes=frozenset({Outcome.ADOPT, Outcome.WAIT}))

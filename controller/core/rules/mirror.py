@@ -25,7 +25,7 @@ from collections.abc import Mapping
 
 from controller.core.actions import Action, SetMirror, SetServiceConstraints
 from controller.core.constraints import ConstraintError, parse_constraint
-from controller.core.context import PlanContext, RuleOutput
+from controller.core.context import PlanContext, RuleOutput, RuleSpec
 from controller.core.decisions import Decision, Outcome
 from controller.core.labels import (
     EXCLUDED_LABEL,
@@ -250,3 +250,12 @@ def _holds_everywhere(snapshot: ClusterSnapshot, text: str, node_ids: set[str]) 
         if node is None or not constraint.matches(node):
             return False
     return True
+
+
+SPEC = RuleSpec(
+    RULE,
+    plan_mirror,
+    outcomes=frozenset(
+        {Outcome.MIRROR, Outcome.RECOVER, Outcome.SKIP, Outcome.WAIT, Outcome.YIELD}
+    ),
+)

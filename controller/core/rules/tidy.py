@@ -21,7 +21,7 @@ from collections import Counter
 from controller.core.actions import Action, SetServiceConstraints, target_of
 from controller.core.clock import time_of_day
 from controller.core.constraints import ConstraintError, parse_constraint, refused_tasks
-from controller.core.context import PlanContext, RuleOutput
+from controller.core.context import PlanContext, RuleOutput, RuleSpec
 from controller.core.decisions import Decision, Outcome
 from controller.core.guards import rollout_reason
 from controller.core.labels import TIDIED_LABEL
@@ -113,3 +113,6 @@ def _last_tidied(service: Service) -> float | None:
         return float(service.labels[TIDIED_LABEL])
     except (KeyError, ValueError):
         return None
+
+
+SPEC = RuleSpec(RULE, plan_tidy, outcomes=frozenset({Outcome.TIDY, Outcome.WAIT}))

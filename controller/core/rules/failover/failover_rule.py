@@ -39,9 +39,8 @@ from controller.core.replicas import (
     operator_changed,
     restore_replicas,
 )
+from controller.core.rules.failover.name import FAILOVER as RULE
 from controller.policy import PRIORITY_NONE
-
-RULE = "failover"
 
 # A rebalance is trimmed once every surged task runs, or after this long with at least
 # the base count running (a surged task that cannot start must not hold the count up).

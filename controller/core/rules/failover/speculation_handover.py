@@ -10,8 +10,9 @@ from controller.core.decisions import Decision, Outcome
 from controller.core.model import Service
 from controller.core.replicas import SPECULATE, SURGE, ReplicaRecord, change_replicas
 from controller.core.rules.failover.failover_rule import active_count
+from controller.core.rules.failover.name import SPECULATIVE as RULE
 from controller.core.rules.failover.speculate_room import names
-from controller.core.rules.failover.speculation_notes import RULE, Notes
+from controller.core.rules.failover.speculation_notes import Notes
 
 Planned = tuple[Action | None, Decision | None]
 

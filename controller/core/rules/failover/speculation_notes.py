@@ -11,9 +11,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from controller.core.context import PlanContext
-from controller.core.memory import Memory, SpeculationMemory
-
-RULE = "speculative"
+from controller.core.memory import Memory
+from controller.core.rules.failover.speculation_memory import SPECULATION_MEMORY, SpeculationMemory
 
 # How long positive evidence that a suspected node lives must hold before its surge is
 # trimmed as a false alarm.
@@ -51,7 +50,7 @@ class Notes:
 
         def update(memory: Memory) -> Memory:
             lost = {k: v for k, v in memory.lost.items() if k not in settled}
-            return replace(memory.with_speculation(speculation), lost=lost)
+            return replace(memory.with_slice(SPECULATION_MEMORY, speculation), lost=lost)
 
         return update
 
@@ -66,7 +65,7 @@ class Notes:
 def notes_of(ctx: PlanContext) -> Notes:
     """The rule's memory as this cycle finds it: the watch clock, the nodes suspected now,
     and what has aged out dropped."""
-    now, before = ctx.now, ctx.memory.speculation
+    now, before = ctx.now, ctx.memory.slice(SPECULATION_MEMORY)
     watching = before.watching_since if before.watching_since is not None else now
     doubted = {n: t for n, t in before.doubted_at.items() if now - t < DOUBT_MEMORY_SECONDS}
     doubted.update({n: now for n in ctx.health.suspected})

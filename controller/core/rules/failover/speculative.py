@@ -79,6 +79,7 @@ from controller.core.rules.failover.false_alarm import (
     note_false_alarm,
     trim_would_spare_originals,
 )
+from controller.core.rules.failover.name import SPECULATIVE as RULE
 from controller.core.rules.failover.speculate_room import (
     beside_nodes,
     free_nodes,
@@ -93,7 +94,6 @@ from controller.core.rules.failover.speculation_notes import (
     FLAP_FALSE_ALARMS,
     FLAP_WINDOW_SECONDS,
     LIVENESS_POLL_SECONDS,
-    RULE,
     Notes,
     notes_of,
 )

@@ -8,6 +8,18 @@
 
 from __future__ import annotations
 
+from controller.core.context import RuleSpec
+from controller.core.decisions import Outcome
+from controller.core.rules.nodes.name import RULE
 from controller.core.rules.nodes.node_rule import plan_nodes
 
-__all__ = ["plan_nodes"]
+SPEC = RuleSpec(
+    RULE,
+    plan_nodes,
+    # With the health deny labels and move-offs it decides (`deny`, `workload`).
+    outcomes=frozenset(
+        {Outcome.HOLD, Outcome.IGNORE, Outcome.KEEP, Outcome.LABEL, Outcome.MOVE_OFF, Outcome.WAIT}
+    ),
+)
+
+__all__ = ["SPEC"]

@@ -36,10 +36,10 @@ from controller.core.kernel.ledger import AvailabilityLedger
 from controller.core.labels import DENY_LABEL_PREFIX, DENY_VALUE, deny_label, possible_label
 from controller.core.model import Availability, ClusterSnapshot, Node, Service
 from controller.core.rules.nodes.deny import denied_on, plan_denials
+from controller.core.rules.nodes.name import RULE
 from controller.core.rules.nodes.possible_marks import MarkChange, possible_marks
 from controller.core.rules.nodes.workload import plan_move_offs
 
-RULE = "nodes"
 # A health mark is rewritten when its end moves by more than this (a source repeating
 # its report with a fresh ttl would otherwise write the node every time).
 UNTIL_SLACK_SECONDS = 5.0

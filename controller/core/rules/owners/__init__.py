@@ -15,7 +15,37 @@
 
 from __future__ import annotations
 
+from controller.core.context import RuleSpec
+from controller.core.decisions import Code, EventCount, Outcome
+from controller.core.rules.owners.name import RULE
 from controller.core.rules.owners.owner_exemptions import OWNER_EXEMPTIONS, salvage_widening
 from controller.core.rules.owners.owner_rule import plan_owners
 
-__all__ = ["OWNER_EXEMPTIONS", "plan_owners", "salvage_widening"]
+SPEC = RuleSpec(
+    RULE,
+    plan_owners,
+    rollout_exemptions=OWNER_EXEMPTIONS,
+    salvage=salvage_widening,
+    memory=("placing",),
+    outcomes=frozenset(
+        {
+            Outcome.DEFER,
+            Outcome.EVICT,
+            Outcome.KEEP,
+            Outcome.MOVE,
+            Outcome.PENDING,
+            Outcome.SKIP,
+            Outcome.STEER,
+            Outcome.WAIT,
+            Outcome.WITHDRAW,
+        }
+    ),
+    codes=frozenset({Code.FAILBACK, Code.POSSIBLE_UNENFORCED}),
+    # Its per-task move decisions explain its one constraint write per service.
+    events=(
+        EventCount("move", frozenset({Outcome.MOVE}), explains=True),
+        EventCount("failback", frozenset({Outcome.MOVE}), code=Code.FAILBACK, explains=True),
+    ),
+)
+
+__all__ = ["SPEC"]

@@ -31,6 +31,7 @@ from controller.core.decisions import Decision, Outcome
 from controller.core.labels import EXCLUDED_LABEL, format_exclusions
 from controller.core.model import Service
 from controller.core.rules.owners.fits import Fits
+from controller.core.rules.owners.name import RULE
 from controller.core.rules.owners.steer import Steering
 from controller.core.rules.owners.surge_landing import (
     cover_limit,
@@ -39,8 +40,6 @@ from controller.core.rules.owners.surge_landing import (
     surge_after,
     vacating_surge,
 )
-
-RULE = "owners"
 
 
 def escape_move(

@@ -11,9 +11,8 @@ from controller.core.decisions import Code, Decision, Outcome
 from controller.core.kernel.candidates import NodeIndex
 from controller.core.kernel.possible_gaps import gap_reason, tasks_off_possible_owners
 from controller.core.model import Service
+from controller.core.rules.owners.name import RULE
 from controller.policy import ServiceSettings
-
-RULE = "owners"
 
 # What holds a move, most telling first; then what is under way.
 _HOLDING = (

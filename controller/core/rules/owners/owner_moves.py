@@ -42,6 +42,7 @@ from controller.core.replicas import (
 )
 from controller.core.rules.owners.escape_moves import escape_move
 from controller.core.rules.owners.fits import Fits
+from controller.core.rules.owners.name import RULE
 from controller.core.rules.owners.steer import Steering
 from controller.core.rules.owners.surge_landing import (
     cover_limit,
@@ -52,8 +53,6 @@ from controller.core.rules.owners.surge_landing import (
     surge_after,
     vacating_surge,
 )
-
-RULE = "owners"
 
 
 def is_stop_first(service: Service) -> bool:

@@ -11,8 +11,7 @@ from controller.core.kernel.candidates import Candidates
 from controller.core.labels import EXCLUDED_LABEL
 from controller.core.model import Service
 from controller.core.rules.owners.assign import FAILBACK, Assignment, PlacementInputs
-
-RULE = "owners"
+from controller.core.rules.owners.name import RULE
 
 
 def explain_placement(

@@ -39,6 +39,7 @@ from controller.core.rules.owners.assign import (
     node_order,
 )
 from controller.core.rules.owners.fits import Fits, room_for
+from controller.core.rules.owners.name import RULE
 from controller.core.rules.owners.owner_gaps import possible_gap_note
 from controller.core.rules.owners.owner_moves import (
     finish_stop_first,
@@ -59,8 +60,6 @@ from controller.core.rules.owners.stalled_moves import stalled_on
 from controller.core.rules.owners.steer import Steering, steer
 from controller.core.rules.owners.widen_only import opening_ready_nodes
 from controller.policy import AntiAffinityMode, ServiceSettings
-
-RULE = "owners"
 
 
 @dataclass

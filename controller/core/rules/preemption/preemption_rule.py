@@ -64,8 +64,7 @@ from controller.core.replicas import (
     change_replicas,
     operator_changed,
 )
-
-RULE = "preemption"
+from controller.core.rules.preemption.name import PREEMPTION as RULE
 
 
 @dataclass(frozen=True, slots=True)

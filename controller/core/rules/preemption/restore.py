@@ -27,8 +27,7 @@ from controller.core.replicas import (
     operator_changed,
     restore_replicas,
 )
-
-RULE = "restore"
+from controller.core.rules.preemption.name import RESTORE as RULE
 
 
 def _preempted(ctx: PlanContext, service: Service) -> ReplicaRecord | None:

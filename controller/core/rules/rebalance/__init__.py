@@ -10,6 +10,20 @@
 - `moves` and `shed`: choosing and writing the move off a hot node.
 """
 
+from controller.core.context import RuleSpec
+from controller.core.decisions import EventCount, Outcome
+from controller.core.rules.rebalance.name import RULE
+from controller.core.rules.rebalance.rebalance_memory import REBALANCE_MEMORY
 from controller.core.rules.rebalance.rebalance_rule import plan_rebalance
 
-__all__ = ["plan_rebalance"]
+SPEC = RuleSpec(
+    RULE,
+    plan_rebalance,
+    own_memory=REBALANCE_MEMORY,
+    outcomes=frozenset(
+        {Outcome.KEEP, Outcome.LIFT, Outcome.MOVE, Outcome.REBALANCE, Outcome.SKIP, Outcome.WAIT}
+    ),
+    events=(EventCount("move", frozenset({Outcome.MOVE, Outcome.REBALANCE})),),
+)
+
+__all__ = ["SPEC"]

@@ -21,10 +21,9 @@ from controller.core.kernel.ledger import AvailabilityLedger
 from controller.core.kernel.levels import Level
 from controller.core.model import Resources, Service
 from controller.core.rules.rebalance.load import Load, task_demand
+from controller.core.rules.rebalance.name import RULE
 from controller.core.rules.rebalance.triggers import Joins, streak
 from controller.policy import RebalanceMode
-
-RULE = "rebalance"
 
 
 @dataclass

@@ -55,6 +55,7 @@ from controller.core.rules.rebalance.cycle import (
     unsettled,
 )
 from controller.core.rules.rebalance.load import mean_score, node_loads
+from controller.core.rules.rebalance.rebalance_memory import REBALANCE_MEMORY
 from controller.core.rules.rebalance.shed import shed_load
 from controller.core.rules.rebalance.triggers import find_joins, next_rebalance_memory, round_due
 from controller.policy import ControllerSettings
@@ -134,15 +135,16 @@ def _remember(
     joins_used: dict[str, float],
     round_ran: bool,
 ) -> Memory:
-    return memory.with_rebalance(
+    return memory.with_slice(
+        REBALANCE_MEMORY,
         next_rebalance_memory(
-            memory.rebalance,
+            memory.slice(REBALANCE_MEMORY),
             controller=controller,
             now=now,
             seen=seen,
             joins_used=joins_used,
             round_ran=round_ran,
-        )
+        ),
     )
 
 

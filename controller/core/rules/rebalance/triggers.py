@@ -17,8 +17,9 @@ from dataclasses import dataclass
 
 from controller.core.kernel.levels import Level
 from controller.core.kernel.settling import downs_of, settle_seconds
-from controller.core.memory import FLAP_MEMORY_SECONDS, Memory, RebalanceMemory
+from controller.core.memory import FLAP_MEMORY_SECONDS, Memory
 from controller.core.model import Node
+from controller.core.rules.rebalance.rebalance_memory import REBALANCE_MEMORY, RebalanceMemory
 from controller.policy import ControllerSettings, RebalanceMode
 
 # How long after settling a join or return stays a reason to rebalance.
@@ -49,7 +50,7 @@ def find_joins(level: Level, memory: Memory, nodes: Iterable[Node], now: float) 
             continue
         if now - since > settle + JOIN_WINDOW_SECONDS:
             continue
-        used = memory.rebalance.join_used.get(node.id)
+        used = memory.slice(REBALANCE_MEMORY).join_used.get(node.id)
         flapping = downs_of(memory, node.id) >= 2
         if (
             flapping
@@ -68,7 +69,7 @@ def find_joins(level: Level, memory: Memory, nodes: Iterable[Node], now: float) 
 
 def round_due(controller: ControllerSettings, memory: Memory, now: float) -> bool:
     """Whether this cycle is a periodic round (never outside periodic mode)."""
-    last = memory.rebalance.last_round
+    last = memory.slice(REBALANCE_MEMORY).last_round
     if controller.rebalance_mode is not RebalanceMode.PERIODIC or last is None:
         return False
     return now - last >= controller.rebalance_interval_seconds
@@ -106,5 +107,5 @@ def next_rebalance_memory(
 
 def streak(memory: Memory, key: str) -> int:
     """Cycles this imbalance was seen before this one (this one makes it one more)."""
-    found = memory.rebalance.streaks.get(key)
+    found = memory.slice(REBALANCE_MEMORY).streaks.get(key)
     return found[0] if found else 0

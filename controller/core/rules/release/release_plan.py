@@ -44,8 +44,7 @@ from controller.core.replicas import (
     ReplicaRecord,
     operator_changed,
 )
-
-RULE = "release"
+from controller.core.rules.release.name import RULE
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,4 @@
+"""The release rule: its name, written only here: the spec, every
+decision and the metrics take it from this module."""
+
+RULE = "release"

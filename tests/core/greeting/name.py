@@ -1,0 +1,3 @@
+"""The greeting rule's name, written only here."""
+
+RULE = "greeting"
