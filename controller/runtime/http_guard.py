@@ -15,9 +15,13 @@ that sends a byte now and then (slowloris), stays open for ever; and a client th
 reads holds its connection as long as the answer is pending. `GuardedH11` (uvicorn's
 own h11 protocol with additions) closes a connection that has not delivered a whole
 request within `request_seconds` of when the server became ready for it, and one whose
-answer could not be written on for `request_seconds` (the client reads nothing). A
-request that arrived whole and is being read is never cut: an event stream may run for
-hours.
+answer could not be written on for `request_seconds` (the client reads nothing). An
+answer must also be over within `response_seconds` of its request's head, however
+steadily the client reads it (a client that takes a byte now and then never lets the
+no-progress deadline run out); once written whole, what the client has not yet taken
+of it is under the request deadline again. An event stream (`text/event-stream`) is the
+one answer with no such bound: its route ends it (the web view's at its session's end
+or after an hour), and the no-progress deadline still holds.
 
 `accept()` out of file descriptors: asyncio logs a traceback per attempt, a storm of
 them; the listener instead sheds the connection with a spare descriptor kept for it,
@@ -42,6 +46,7 @@ import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 REQUEST_SECONDS = 10.0
+RESPONSE_SECONDS = 60.0
 HANDSHAKE_SECONDS = 5.0
 PER_PEER = 16
 # Refused connections closed in one `accept()` call before the loop gets a turn.
@@ -175,16 +180,45 @@ def _nofile() -> str:
     return f"{soft}/{hard}"
 
 
+class _Connection(h11.Connection):
+    """h11's server side, which remembers whether the answer it sends is a stream."""
+
+    streaming = False
+
+    def send(self, event: h11.Event) -> bytes | None:  # type: ignore[override]
+        if isinstance(event, h11.Response):
+            self.streaming = any(
+                name == b"content-type" and value.startswith(b"text/event-stream")
+                for name, value in event.headers
+            )
+        return super().send(event)
+
+
 class GuardedH11(H11Protocol):
-    """Configured per server by `guarded_protocol`; the class attribute is its setting."""
+    """Configured per server by `guarded_protocol`; the class attributes are its settings."""
 
     request_seconds: ClassVar[float] = REQUEST_SECONDS
+    response_seconds: ClassVar[float] = RESPONSE_SECONDS
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        size = self.config.h11_max_incomplete_event_size
+        self._h11 = _Connection(h11.SERVER) if size is None else _Connection(h11.SERVER, size)
+        self.conn = self._h11
         self._deadline: asyncio.TimerHandle | None = None
         self._stall: asyncio.TimerHandle | None = None
+        self._answer: asyncio.TimerHandle | None = None
+        self._timed: object = None  # the request-response cycle `_answer` times
         self._lost = False
+
+    def handle_events(self) -> None:
+        super().handle_events()
+        cycle = self.cycle
+        if cycle is not None and cycle is not self._timed and not self._lost:
+            self._timed = cycle  # a new request's head came: its answer is timed from now
+            if self._answer is not None:
+                self._answer.cancel()
+            self._answer = self.loop.call_later(self.response_seconds, self._answer_late)
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
@@ -192,14 +226,17 @@ class GuardedH11(H11Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._lost = True
-        for timer in (self._deadline, self._stall):
+        for timer in (self._deadline, self._stall, self._answer):
             if timer is not None:
                 timer.cancel()
-        self._deadline = self._stall = None
+        self._deadline = self._stall = self._answer = None
         super().connection_lost(exc)
 
     def on_response_complete(self) -> None:
-        super().on_response_complete()
+        if self._answer is not None:  # before a pipelined request gets its own
+            self._answer.cancel()
+            self._answer = None
+        super().on_response_complete()  # may start a pipelined request's answer (timed)
         self._arm()  # the next request is owed from now (or the close must end by then)
 
     def pause_writing(self) -> None:
@@ -229,6 +266,15 @@ class GuardedH11(H11Protocol):
         # waits for the buffer to drain, an abort does not.
         self._reset()  # a route still reading the body sees the client gone
 
+    def _answer_late(self) -> None:
+        self._answer = None
+        cycle = self.cycle
+        if self._lost or cycle is None or cycle is not self._timed or cycle.response_complete:
+            return
+        if self._h11.streaming and cycle.response_started:
+            return  # an event stream: its route ends it
+        self._reset()
+
     def _stalled(self) -> None:
         self._stall = None
         if not self._lost:
@@ -244,6 +290,9 @@ class GuardedH11(H11Protocol):
         self.transport.abort()
 
 
-def guarded_protocol(*, request_seconds: float) -> type[GuardedH11]:
+def guarded_protocol(
+    *, request_seconds: float, response_seconds: float = RESPONSE_SECONDS
+) -> type[GuardedH11]:
     """A protocol class of its own for one server."""
-    return type("ServerH11", (GuardedH11,), {"request_seconds": request_seconds})
+    settings = {"request_seconds": request_seconds, "response_seconds": response_seconds}
+    return type("ServerH11", (GuardedH11,), settings)

@@ -14,7 +14,7 @@ import subprocess
 import sys
 import textwrap
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 
 import anyio
@@ -49,6 +49,21 @@ async def _endless(request: Request) -> Response:
             await anyio.sleep(0)
 
     return StreamingResponse(chunks(), media_type="application/octet-stream")
+
+
+def _dripping(media_type: str) -> Callable[[Request], Awaitable[Response]]:
+    """An answer that never ends, a small chunk every 50 ms: a client reading it keeps
+    up, so the no-progress deadline never runs out."""
+
+    async def route(request: Request) -> Response:
+        async def chunks() -> AsyncIterator[bytes]:
+            while True:
+                yield b"data: x\n\n"
+                await anyio.sleep(0.05)
+
+        return StreamingResponse(chunks(), media_type=media_type)
+
+    return route
 
 
 @pytest.fixture(scope="module")
@@ -125,6 +140,41 @@ def test_a_client_that_never_reads_is_cut() -> None:
         finally:
             sock.close()
         assert cut, f"the answer went on: {got} bytes read and still coming"
+
+
+def _read_for(sock: socket.socket, reads: int) -> bool:
+    """Whether the server ends the answer within so many reads (a chunk every 50 ms)."""
+    sock.settimeout(10)
+    try:
+        for _ in range(reads):
+            if not sock.recv(65536):
+                return True
+    except ConnectionResetError:
+        return True
+    return False
+
+
+def test_an_answer_read_steadily_is_still_cut_at_the_whole_response_deadline() -> None:
+    routes = [
+        Route("/drip", _dripping("text/plain")),
+        Route("/events", _dripping("text/event-stream")),
+    ]
+    server = HttpServer([("127.0.0.1", 0)], make_app(routes), response_seconds=0.5)
+    with serving(server):
+        sock = _connect(server.port)
+        sock.sendall(b"GET /drip HTTP/1.1\r\nHost: x\r\n\r\n")
+        try:
+            # 400 chunks take 20 s to come: the deadline, 0.5 s, ends it long before.
+            assert _read_for(sock, 400), "an answer that never ends went on"
+        finally:
+            sock.close()
+        stream = _connect(server.port)
+        stream.sendall(b"GET /events HTTP/1.1\r\nHost: x\r\n\r\n")
+        try:
+            # 40 chunks, 2 s: four times the deadline, which an event stream is not under.
+            assert not _read_for(stream, 40), "an event stream was cut by the answer deadline"
+        finally:
+            stream.close()
 
 
 def test_out_of_file_descriptors_the_server_says_so_once_not_a_traceback_per_attempt(
