@@ -60,7 +60,15 @@ log = logging.getLogger("swarm_placement.http")
 
 class Admission:
     """How many connections each client address holds, and all of them: shared by every
-    listener of a process that shares the caps (both network ports of a controller)."""
+    listener of a process that shares the caps (both network ports of a controller).
+
+    When all places are taken, a new connection (within its address's share) takes the
+    place of the oldest one still in its TLS handshake, which is shut down: an attacker
+    on many addresses who keeps the places full of handshakes that never end crowds out
+    no one, since an honest handshake takes milliseconds and the attacker's are the
+    oldest. Connections whose handshake is done are never shut down for another (the
+    request deadline bounds them). At most a quarter of the cap may be on its way out
+    at once; beyond that a new connection is refused, as when no handshake is pending."""
 
     def __init__(self, *, per_peer: int, max_connections: int) -> None:
         self.per_peer = per_peer
@@ -68,10 +76,14 @@ class Admission:
         self.peers: Counter[str] = Counter()
         self.total = 0
         self.refused = 0
+        self.evicted = 0
+        self.leaving = 0  # shut down for a newer connection, not yet closed
+        # Accepted sockets still in their handshake, oldest first, by descriptor.
+        self._handshaking: dict[int, weakref.ref[CountedSocket]] = {}
 
     def admit(self, peer: str | None) -> bool:
-        if self.total >= self.max_connections or (
-            peer is not None and self.peers[peer] >= self.per_peer
+        if (peer is not None and self.peers[peer] >= self.per_peer) or (
+            self.total >= self.max_connections and not self._evict_oldest_handshake()
         ):
             self.refused += 1
             return False
@@ -80,12 +92,52 @@ class Admission:
             self.peers[peer] += 1
         return True
 
-    def release(self, peer: str | None) -> None:
+    def handshaking(self, sock: CountedSocket) -> None:
+        """`sock` was accepted for a TLS server: it may give its place up until
+        `established`."""
+        self._handshaking[sock.place.fd] = weakref.ref(sock)
+
+    def established(self, fd: int) -> None:
+        """The connection on descriptor `fd` finished its handshake (or needs none)."""
+        self._handshaking.pop(fd, None)
+
+    def _evict_oldest_handshake(self) -> bool:
+        if self.leaving >= max(1, self.max_connections // 4):
+            return False
+        while self._handshaking:
+            fd = next(iter(self._handshaking))
+            sock = self._handshaking.pop(fd)()
+            if sock is None or sock.place.leaving:
+                continue
+            sock.place.leaving = True
+            self.leaving += 1
+            self.evicted += 1
+            # Not closed here: asyncio owns the descriptor. Its handshake reads the end
+            # of the stream at once and closes the socket, which gives the place back.
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+            return True
+        return False
+
+    def release(self, place: Place) -> None:
         self.total -= 1
-        if peer is not None:
-            self.peers[peer] -= 1
-            if self.peers[peer] <= 0:
-                del self.peers[peer]
+        self._handshaking.pop(place.fd, None)
+        if place.leaving:
+            self.leaving -= 1
+        if place.peer is not None:
+            self.peers[place.peer] -= 1
+            if self.peers[place.peer] <= 0:
+                del self.peers[place.peer]
+
+
+class Place:
+    """One admitted connection's place, apart from its socket: the finalizer that gives
+    it back must not keep the socket alive."""
+
+    __slots__ = ("fd", "leaving", "peer")
+
+    def __init__(self, peer: str | None, fd: int) -> None:
+        self.peer, self.fd, self.leaving = peer, fd, False
 
 
 class CountedSocket(socket.socket):
@@ -93,7 +145,8 @@ class CountedSocket(socket.socket):
 
     def __init__(self, *args: Any, admission: Admission, peer: str | None, **kwargs: Any):
         super().__init__(*args, **kwargs)
-        self._release = weakref.finalize(self, admission.release, peer)
+        self.place = Place(peer, self.fileno())
+        self._release = weakref.finalize(self, admission.release, self.place)
 
     def _real_close(self, *args: Any, **kwargs: Any) -> None:
         self._release()  # once: a finalizer runs at most once
@@ -104,13 +157,17 @@ class GuardedListener(socket.socket):
     """A listening socket whose `accept()` admits a connection only within the caps."""
 
     admission: Admission
+    tls: bool
     _spare: int | None
     _said_at: float
 
     @classmethod
-    def wrap(cls, sock: socket.socket, admission: Admission) -> GuardedListener:
+    def wrap(
+        cls, sock: socket.socket, admission: Admission, *, tls: bool = False
+    ) -> GuardedListener:
         guarded = cls(sock.family, sock.type, sock.proto, fileno=sock.detach())
         guarded.admission = admission
+        guarded.tls = tls  # its connections begin with a handshake
         guarded._spare = _spare_fd()
         guarded._said_at = -3600.0
         return guarded
@@ -131,6 +188,8 @@ class GuardedListener(socket.socket):
             conn = CountedSocket(
                 self.family, self.type, self.proto, fileno=fd, admission=self.admission, peer=peer
             )
+            if self.tls:
+                self.admission.handshaking(conn)
             return conn, address
         raise BlockingIOError(errno.EAGAIN, "refused connections shed; more on the next turn")
 
@@ -199,6 +258,7 @@ class GuardedH11(H11Protocol):
 
     request_seconds: ClassVar[float] = REQUEST_SECONDS
     response_seconds: ClassVar[float] = RESPONSE_SECONDS
+    admission: ClassVar[Admission | None] = None
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -222,6 +282,9 @@ class GuardedH11(H11Protocol):
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
+        sock = transport.get_extra_info("socket")
+        if self.admission is not None and sock is not None:
+            self.admission.established(sock.fileno())  # the handshake is over
         self._arm()
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -291,8 +354,15 @@ class GuardedH11(H11Protocol):
 
 
 def guarded_protocol(
-    *, request_seconds: float, response_seconds: float = RESPONSE_SECONDS
+    *,
+    request_seconds: float,
+    response_seconds: float = RESPONSE_SECONDS,
+    admission: Admission | None = None,
 ) -> type[GuardedH11]:
     """A protocol class of its own for one server."""
-    settings = {"request_seconds": request_seconds, "response_seconds": response_seconds}
+    settings = {
+        "request_seconds": request_seconds,
+        "response_seconds": response_seconds,
+        "admission": admission,
+    }
     return type("ServerH11", (GuardedH11,), settings)

@@ -156,7 +156,9 @@ class HttpServer:
         # Shared with the process's other network listener when given (listeners.py).
         self.admission = admission or Admission(per_peer=per_peer, max_connections=max_connections)
         try:
-            self._sockets.extend(GuardedListener.wrap(_bind(a), self.admission) for a in unique)
+            self._sockets.extend(
+                GuardedListener.wrap(_bind(a), self.admission, tls=tls is not None) for a in unique
+            )
             if unix is not None:
                 self._sockets.append(_bind_unix(unix))
         except OSError:
@@ -166,7 +168,9 @@ class HttpServer:
             app,
             # h11 always: the header limit below is h11's, and the guard extends its protocol.
             http=guarded_protocol(
-                request_seconds=request_seconds, response_seconds=response_seconds
+                request_seconds=request_seconds,
+                response_seconds=response_seconds,
+                admission=self.admission,
             ),
             log_config=None,
             access_log=False,
