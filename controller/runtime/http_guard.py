@@ -48,6 +48,8 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 REQUEST_SECONDS = 10.0
 RESPONSE_SECONDS = 60.0
 HANDSHAKE_SECONDS = 5.0
+# A handshake this old may give its place to a newcomer: an honest one is long over.
+EVICT_AFTER = 1.0
 PER_PEER = 16
 # Refused connections closed in one `accept()` call before the loop gets a turn.
 _SHED_PER_CALL = 64
@@ -62,13 +64,16 @@ class Admission:
     """How many connections each client address holds, and all of them: shared by every
     listener of a process that shares the caps (both network ports of a controller).
 
-    When all places are taken, a new connection (within its address's share) takes the
-    place of the oldest one still in its TLS handshake, which is shut down: an attacker
-    on many addresses who keeps the places full of handshakes that never end crowds out
-    no one, since an honest handshake takes milliseconds and the attacker's are the
-    oldest. Connections whose handshake is done are never shut down for another (the
+    When all places are taken, a new connection from an address that holds none takes
+    the place of the oldest connection still in its TLS handshake, if that handshake
+    has run `EVICT_AFTER` already; the oldest is shut down. An attacker on many
+    addresses who keeps the places full of handshakes that never end then crowds out no
+    newcomer (an honest handshake takes milliseconds, the attacker's are the oldest),
+    while its own addresses, each holding places, cannot take each other's: every
+    accepted socket costs TLS state, and a churn of them grew the heap past the memory
+    limit. Connections whose handshake is done are never shut down for another (the
     request deadline bounds them). At most a quarter of the cap may be on its way out
-    at once; beyond that a new connection is refused, as when no handshake is pending."""
+    at once; beyond that a new connection is refused, as when no handshake qualifies."""
 
     def __init__(self, *, per_peer: int, max_connections: int) -> None:
         self.per_peer = per_peer
@@ -83,7 +88,8 @@ class Admission:
 
     def admit(self, peer: str | None) -> bool:
         if (peer is not None and self.peers[peer] >= self.per_peer) or (
-            self.total >= self.max_connections and not self._evict_oldest_handshake()
+            self.total >= self.max_connections
+            and not (peer is not None and self.peers[peer] == 0 and self._evict_oldest())
         ):
             self.refused += 1
             return False
@@ -101,14 +107,19 @@ class Admission:
         """The connection on descriptor `fd` finished its handshake (or needs none)."""
         self._handshaking.pop(fd, None)
 
-    def _evict_oldest_handshake(self) -> bool:
+    def _evict_oldest(self) -> bool:
+        """Shut the oldest pending handshake down for a newcomer, if one qualifies."""
         if self.leaving >= max(1, self.max_connections // 4):
             return False
         while self._handshaking:
             fd = next(iter(self._handshaking))
-            sock = self._handshaking.pop(fd)()
+            sock = self._handshaking[fd]()
             if sock is None or sock.place.leaving:
+                del self._handshaking[fd]
                 continue
+            if time.monotonic() - sock.place.since < EVICT_AFTER:
+                return False  # the oldest is young: so are all the others
+            del self._handshaking[fd]
             sock.place.leaving = True
             self.leaving += 1
             self.evicted += 1
@@ -134,10 +145,11 @@ class Place:
     """One admitted connection's place, apart from its socket: the finalizer that gives
     it back must not keep the socket alive."""
 
-    __slots__ = ("fd", "leaving", "peer")
+    __slots__ = ("fd", "leaving", "peer", "since")
 
     def __init__(self, peer: str | None, fd: int) -> None:
         self.peer, self.fd, self.leaving = peer, fd, False
+        self.since = time.monotonic()
 
 
 class CountedSocket(socket.socket):

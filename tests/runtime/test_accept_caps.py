@@ -24,7 +24,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from controller.runtime import http_server
+from controller.runtime import http_guard, http_server
 from controller.runtime.http_app import make_app
 from controller.runtime.http_server import HttpServer, TlsFiles
 from tests.runtime.serving import closed_within, serving
@@ -112,8 +112,9 @@ def test_sockets_that_never_start_tls_are_capped_per_address_at_accept(
 def test_handshakes_from_many_addresses_crowd_out_no_new_client(
     ca: trustme.CA, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """All places taken by sockets that never start TLS, from two addresses within
-    their shares: a new client takes the place of the oldest of them."""
+    """All places taken by sockets that never start TLS, from three addresses within
+    their shares: a client from a new address takes the place of the oldest of them;
+    the attacker's own addresses take none of each other's."""
     monkeypatch.setattr(http_server, "HANDSHAKE_SECONDS", 120.0)  # none ends on its own
     cert = ca.issue_cert("127.0.0.1")
     cert.private_key_pem.write_to_path(str(tmp_path / "key.pem"))
@@ -123,16 +124,19 @@ def test_handshakes_from_many_addresses_crowd_out_no_new_client(
     server = HttpServer([("127.0.0.1", 0)], app, tls=tls, per_peer=4, max_connections=8)
     with serving(server):
         silent = []
-        for source in ("127.0.0.2", "127.0.0.4"):
-            for _ in range(4):
-                silent.append(_connect(server.port, source))
-                # accepted in this order: the first is the oldest
-                assert not closed_within(silent[-1], within=0.2)
+        for source in ["127.0.0.2"] * 4 + ["127.0.0.4"] * 3 + ["127.0.0.5"]:
+            silent.append(_connect(server.port, source))
+            # accepted in this order: the first is the oldest
+            assert not closed_within(silent[-1], within=0.1)
+        time.sleep(http_guard.EVICT_AFTER)  # every handshake has run that long
         try:
             assert server.admission.total == 8, "every place is taken"
-            assert _https_get(ca, server.port) == 200, "a new client still gets in"
+            within_share = _connect(server.port, "127.0.0.4")  # its 4th: within its share
+            assert closed_within(within_share, within=5), "an address with places takes none"
+            within_share.close()
+            assert _https_get(ca, server.port) == 200, "a client from a new address gets in"
             assert closed_within(silent[0], within=5), "the oldest handshake gave its place"
-            assert not any(closed_within(sock, within=0.2) for sock in silent[1:]), (
+            assert not any(closed_within(sock, within=0.1) for sock in silent[1:]), (
                 "one place made, not more"
             )
         finally:
