@@ -6,8 +6,7 @@ overlay network.
 
 `--local` runs the socket attacks (2000 sockets that never start TLS, a slowloris,
 clients that never read, the smuggled request through the Docker proxy) against a real
-`Controller` on 127.0.0.1 instead, with no sandbox (bench/attack_local.py). The stack's
-own run does not yet include those four.
+`Controller` on 127.0.0.1 instead, with no sandbox (bench/attack_local.py).
 
 On a 4-node sandbox (3 managers), the controller's image is built with no registry,
 `compose.yaml` is deployed as the docs deploy it (TLS certificates made by the docs'
@@ -16,14 +15,20 @@ names an address on the overlay, so that an attacker can answer as a plugin. A m
 service (4 replicas) and an unmanaged one (4 replicas) run beside it. Then, one after
 the other, from containers attached to the stack's attachable overlay network:
 
-1. sockets: 200 idle sockets (half of them never starting TLS), and a slowloris client
-   that completes TLS and drips a request, on every controller's 9464 and 9465 and
-   every agent's 9810;
-2. webhook: a holder of the webhook token rotates `failed` across the nodes, as fast
+1. silent: 2000 sockets that never start TLS, from one address, on every controller's
+   9464 and 9465 and every agent's 9810 (16 000 sockets in all), held for the phase;
+2. slowloris: 16 connections per port that complete TLS and drip a request;
+3. never-read: 16 clients per controller that pipeline 400 asks for the web view's
+   script with a 4 KiB receive window and never read;
+4. smuggle: the bare-LF request (a privileged `POST /containers/create` in a header
+   line) sent to every agent's Docker proxy from inside the agent's container, as the
+   agent's own user: the proxy's unix socket is reachable from nowhere else, so this is
+   a taken agent process; then whether any engine created that container;
+5. webhook: a holder of the webhook token rotates `failed` across the nodes, as fast
    as the webhook takes it;
-3. plugin: the plugin answers every call with JSON nested 100 000 deep;
-4. rebinding: the web view asked under another host name, with and without a login;
-5. parsing and outbound calls (`parse_phases`): an unterminated string of escaped
+6. plugin: the plugin answers every call with JSON nested 100 000 deep;
+7. rebinding: the web view asked under another host name, with and without a login;
+8. parsing and outbound calls (`parse_phases`): an unterminated string of escaped
    quotes, which cost the old JSON pre-check k squared steps holding the GIL, through
    the webhook (16 KiB bodies, with its token), from the plugin and from an agent
    (1 MiB answers; the agent is listed by the bench's override and answers with the
@@ -32,8 +37,11 @@ the other, from containers attached to the stack's attachable overlay network:
 
 For each: how many reconcile cycles the leading controller ran during the attack, how
 many tasks of each service were stopped (the goal: none), whether Swarm restarted a
-controller or an agent, and the container healthcheck's time and a network client's
-/healthz time during the attack against just before it, side by side.
+controller or an agent, the largest memory use of each against its limit, the
+controllers' and agents' own probe-socket answer times, and an honest client's /healthz
+of every controller and agent from another node. The rules (`RULES`) are printed before
+the first attack, a verdict per phase after it, and all verdicts at the end (the exit
+code is 1 if any failed).
 """
 
 from __future__ import annotations
@@ -95,43 +103,89 @@ def ips(name):
         return sorted({a[4][0] for a in socket.getaddrinfo(name, None, socket.AF_INET)})
     except OSError:
         return []
-if mode == "sockets":
-    targets = [(ip, 9464) for ip in ips("tasks.controller")]
-    targets += [(ip, 9465) for ip in ips("tasks.controller")]
-    targets += [(ip, 9810) for ip in ips("tasks.agent")]
-    held, refused = [], 0
-    for host, port in targets:
-        for n in range(200):
+def targets(*kinds):
+    found = []
+    for service, port in kinds:
+        found += [(ip, port) for ip in ips(service)]
+    return found
+CONTROLLERS = [("tasks.controller", 9464), ("tasks.controller", 9465)]
+AGENTS = [("tasks.agent", 9810)]
+def closed(s):
+    s.setblocking(False)
+    try:
+        while s.recv(65536):
+            pass
+    except (BlockingIOError, ssl.SSLWantReadError):
+        return False
+    except OSError:
+        return True
+    return True
+if mode == "silent":
+    # 2000 sockets that never start TLS, all from this one address, on every
+    # controller port and every agent, held for the whole phase.
+    found = {}
+    held = []
+    for host, port in targets(*CONTROLLERS, *AGENTS):
+        kind = "agent" if port == 9810 else f"controller:{port}"
+        mine, refused = [], 0
+        for _ in range(2000):
             try:
-                s = socket.create_connection((host, port), timeout=5)
-                if n % 2:  # half finish TLS, then say nothing
-                    s = loose.wrap_socket(s)
-                held.append(s)
+                mine.append(socket.create_connection((host, port), timeout=5))
             except OSError:
                 refused += 1
+        held.append((kind, mine))
+        row = found.setdefault(kind, {"targets": 0, "opened": 0, "refused": 0})
+        row["targets"] += 1; row["opened"] += len(mine); row["refused"] += refused
+    time.sleep(max(0.0, end - time.monotonic()))
+    for kind, mine in held:
+        found[kind]["closed_by_server"] = found[kind].get("closed_by_server", 0) + sum(
+            closed(s) for s in mine)
+        for s in mine:
+            s.close()
+    print(json.dumps(found))
+elif mode == "slowloris":
+    # 16 connections per port that complete TLS and drip a request a byte a second.
+    stats = {"connections": 0, "cut": 0, "bytes_dripped": 0}
     def drip(host, port):
         while time.monotonic() < end:
             try:
                 s = loose.wrap_socket(socket.create_connection((host, port), timeout=5))
+                stats["connections"] += 1
                 s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n")
                 while time.monotonic() < end:
-                    s.sendall(b"X"); time.sleep(1)
+                    s.sendall(b"X"); stats["bytes_dripped"] += 1; time.sleep(1)
             except OSError:
+                stats["cut"] += 1
                 time.sleep(0.5)
-    for host, port in targets:
-        threading.Thread(target=drip, args=(host, port), daemon=True).start()
+    threads = [threading.Thread(target=drip, args=t, daemon=True)
+               for t in targets(*CONTROLLERS, *AGENTS) for _ in range(16)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    print(json.dumps(stats))
+elif mode == "never-read":
+    # 16 clients per controller that ask for the web view's script 400 times in one go
+    # (pipelined, a 4 KiB receive window) and never read an answer.
+    held, cut = [], 0
+    ask = b"GET /ui/app.js HTTP/1.1\r\nHost: localhost\r\n\r\n" * 400
+    for host, port in targets(("tasks.controller", 9464)):
+        for _ in range(16):
+            try:
+                raw = socket.socket()
+                raw.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+                raw.settimeout(5); raw.connect((host, port))
+                s = loose.wrap_socket(raw)
+                try:
+                    s.sendall(ask)
+                except TimeoutError:
+                    pass  # the server stopped reading: fine
+                held.append(s)
+            except OSError:
+                cut += 1
     time.sleep(max(0.0, end - time.monotonic()))
-    closed = 0
-    for s in held:
-        s.setblocking(False)
-        try:
-            closed += s.recv(1) == b""
-        except BlockingIOError:
-            pass
-        except OSError:
-            closed += 1
-    print(json.dumps({"targets": len(targets), "opened": len(held), "refused": refused,
-                      "closed_by_server": closed}))
+    print(json.dumps({"clients": len(held) + cut, "cut_before_reading": cut,
+                      "closed_by_server": sum(closed(s) for s in held) + cut}))
 elif mode == "webhook":
     token, nodes = sys.argv[3], sys.argv[4].split(",")
     answers = {}
@@ -180,16 +234,20 @@ elif mode == "rebinding":
             found.setdefault(key, []).append(c.getresponse().status)
     print(json.dumps(found))
 elif mode == "healthz":
-    times = []
+    # An honest client on an address of its own: /healthz of every controller (9464)
+    # and every agent (9810), each in turn, once a second.
+    times = {"controller": [], "agent": []}
     while time.monotonic() < end:
-        for ip in ips("tasks.controller"):
-            started = time.monotonic()
-            try:
-                c = http.client.HTTPSConnection(ip, 9464, timeout=5, context=loose)
-                c.request("GET", "/healthz"); ok = c.getresponse().status == 200
-            except OSError:
-                ok = False
-            times.append(time.monotonic() - started if ok else None)
+        for kind, port in (("controller", 9464), ("agent", 9810)):
+            for ip in ips(f"tasks.{kind}"):
+                started = time.monotonic()
+                try:
+                    c = http.client.HTTPSConnection(ip, port, timeout=5, context=loose)
+                    c.request("GET", "/healthz"); ok = c.getresponse().status == 200
+                    c.close()
+                except OSError:
+                    ok = False
+                times[kind].append(time.monotonic() - started if ok else None)
         time.sleep(1)
     print(json.dumps(times))
 """
@@ -373,20 +431,74 @@ print(json.dumps(times))
 
 
 def in_process_probes(sb: Sandbox, seconds: float) -> list[threading.Thread]:
-    """Start timing each controller's own answer; `results` fills as they end."""
+    """Start timing each controller's and agent's own answer on its probe socket;
+    `PROBED` fills as they end."""
     threads = []
-    for where in running(sb, f"{STACK}_controller").values():
+    for service in (f"{STACK}_controller", f"{STACK}_agent"):
+        for where in running(sb, service).values():
 
-        def one(where: tuple[str, str] = where) -> None:
-            code, out = in_container(sb, where, ["python3", "-c", IN_PROCESS_PROBE, str(seconds)])
-            PROBED.append(json.loads(out.strip().splitlines()[-1]) if code == 0 else [None])
+            def one(where: tuple[str, str] = where, service: str = service) -> None:
+                command = ["python3", "-c", IN_PROCESS_PROBE, str(seconds)]
+                code, out = in_container(sb, where, command)
+                times = json.loads(out.strip().splitlines()[-1]) if code == 0 else [None]
+                PROBED.setdefault(service, []).append(times)
 
-        threads.append(threading.Thread(target=one, daemon=True))
-        threads[-1].start()
+            threads.append(threading.Thread(target=one, daemon=True))
+            threads[-1].start()
     return threads
 
 
-PROBED: list[list[float | None]] = []
+PROBED: dict[str, list[list[float | None]]] = {}
+
+
+class MemoryWatch:
+    """The largest memory use Docker reports (cgroup, as the limit counts it) of each
+    controller and agent container while an attack runs, sampled every 2 s."""
+
+    def __init__(self, sb: Sandbox) -> None:
+        self.most: dict[str, float] = {}
+        self.limits: dict[str, float] = {}
+        self._stop = threading.Event()
+        self._where = {
+            service: running(sb, service) for service in (f"{STACK}_controller", f"{STACK}_agent")
+        }
+        self._sb = sb
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        clients = {node: self._sb.client(node) for node in self._sb.nodes}
+        try:
+            while not self._stop.wait(2):
+                for service, tasks in self._where.items():
+                    for node, container in tasks.values():
+                        api = clients[node].api
+                        try:
+                            stats = api.stats(container, stream=False, one_shot=True)
+                        except docker.errors.InvalidVersion:  # an engine before API 1.41
+                            stats = api.stats(container, stream=False)
+                        except Exception:  # gone, or the engine busy: next time
+                            continue
+                        memory = stats.get("memory_stats") or {}
+                        used = memory.get("usage", 0) / 2**20
+                        self.most[service] = max(self.most.get(service, 0.0), used)
+                        if memory.get("limit"):
+                            self.limits[service] = memory["limit"] / 2**20
+        finally:
+            for client in clients.values():
+                client.close()
+
+    def stop(self) -> str:
+        self._stop.set()
+        self._thread.join(30)
+        return ", ".join(
+            f"{service.removeprefix(STACK + '_')} max {self.most[service]:.1f} MiB "
+            f"(limit {self.limits.get(service, 0):.0f})"
+            for service in sorted(self.most)
+        )
+
+    def within_limits(self) -> bool:
+        return bool(self.most) and all(self.most[s] < self.limits.get(s, 0) for s in self.most)
 
 
 def health_log(sb: Sandbox, since: float) -> tuple[int, int, list[float]]:
@@ -441,6 +553,9 @@ def attacker(sb: Sandbox, image: str, node: str, args: list[str], alias: str | N
     container = client.containers.run(
         image, entrypoint=["python3", "-c", ATTACKER], command=args, network=NETWORK,
         detach=True, name=f"attacker-{args[0]}-{int(time.time())}",
+        # 2000 sockets per port, 16 000 in all, from one process (the sandbox's engines
+        # may give no more than 20 000)
+        ulimits=[docker.types.Ulimit(name="nofile", soft=19000, hard=19000)],
     )  # fmt: skip
     if alias is not None:  # reachable by name on the overlay, as the plugin spec says
         net = client.networks.get(NETWORK)
@@ -460,14 +575,27 @@ def finish(handle: Any, timeout: float) -> Any:
         client.close()
 
 
+RULES = (
+    "the rules, stated before the run: during every attack (1) no controller or agent "
+    "task ends (no restart, no OOM kill); (2) each stays under its memory limit; "
+    "(3) every controller's and agent's probe socket answers every ask within 1 s; "
+    "(4) an honest client on another address gets /healthz from every controller and "
+    "agent within 2 s, every time; (5) no task of the managed or the unmanaged service "
+    "is stopped"
+)
+VERDICTS: list[str] = []
+
+
 def phase(sb: Sandbox, image: str, name: str, seconds: float, start: Callable[[], Any]) -> None:
     services = ("victim", "bystander", f"{STACK}_controller", f"{STACK}_agent")
     wait(lambda: len(cycles(sb)) == 2, 300, "both controllers answering")
+    wait(lambda: len(running(sb, f"{STACK}_agent")) == len(sb.nodes), 300, "every agent")
     before = {s: running(sb, s) for s in services}
     cycles_before = cycles(sb)
     probes_before = probe_times(sb, 3)
     PROBED.clear()
     started = time.time()
+    memory = MemoryWatch(sb)
     timing = in_process_probes(sb, seconds)
     honest = attacker(sb, image, "node-3", ["healthz", str(seconds)])
     if name.startswith("no attack"):
@@ -476,14 +604,13 @@ def phase(sb: Sandbox, image: str, name: str, seconds: float, start: Callable[[]
     else:
         attack = start()
         probes_during = probe_times(sb, 3)
-    result = finish(attack, seconds + 120) if attack is not None else None
-    network = finish(honest, seconds + 120) or []
+    result = finish(attack, seconds + 120) if isinstance(attack, tuple) else attack
+    network = finish(honest, seconds + 120) or {}
     for thread in timing:
         thread.join(seconds + 120)
     time.sleep(15)  # what the attack set off has time to show
+    used = memory.stop()
     checks, failed, took = health_log(sb, started)
-    own = [t for times in PROBED for t in times if t is not None]
-    unanswered = sum(1 for times in PROBED for t in times if t is None)
     cycles_after = cycles(sb)
     after = {s: running(sb, s) for s in services}
     stopped = {s: len(set(before[s]) - set(after[s])) for s in services}
@@ -493,30 +620,103 @@ def phase(sb: Sandbox, image: str, name: str, seconds: float, start: Callable[[]
         for t in set(before[s]) - set(after[s])
     ]
     ran = {t[:12]: cycles_after[t] - n for t, n in cycles_before.items() if t in cycles_after}
-    answered = [t for t in network if t is not None]
     say(f"--- {name} ({seconds:.0f} s) ---")
     say(f"attacker: {json.dumps(result)}")
     say(f"cycles run as leader during the attack, per controller task: {ran}")
     say(f"tasks stopped: {stopped}")
     for line in ended:
         say(f"  {line}")
+    say(f"memory (docker stats): {used}")
     say(
         "healthcheck (unix socket, via docker exec), median s: before "
         f"{_median(probes_before)}, during {_median(probes_during)} "
         f"({len(probes_during)} answered)"
     )
-    say(
-        f"the controllers' own answer on the probe socket (no exec), s: median "
-        f"{_median(own)}, max {max(own, default=0):.3f}, {unanswered} unanswered"
-    )
+    probe_ok = True
+    for service in services[2:]:
+        asked = [t for times in PROBED.get(service, []) for t in times]
+        own = [t for t in asked if t is not None]
+        probe_ok &= bool(own) and len(own) == len(asked) and max(own) < 1.0
+        say(
+            f"the {service.removeprefix(STACK + '_')}s' own answer on the probe socket (no "
+            f"exec), s: {len(own)} of {len(asked)} answered, median {_median(own)}, max "
+            f"{max(own, default=0):.3f}"
+        )
     say(
         f"Swarm's healthchecks of the controllers: {checks} run, {failed} failed; those "
         f"passed took median {_median(took)} s, max {max(took, default=0):.3f} s"
     )
-    say(
-        f"a network client's /healthz during the attack: {len(answered)} of {len(network)} "
-        f"answered, median {_median(answered)} s, max {max(answered, default=0):.3f} s"
-    )
+    honest_ok = True
+    for kind in ("controller", "agent"):
+        asked = network.get(kind, []) if isinstance(network, dict) else []
+        answered = [t for t in asked if t is not None]
+        honest_ok &= bool(asked) and len(answered) == len(asked) and max(answered) < 2.0
+        say(
+            f"an honest client's /healthz of the {kind}s (another address): "
+            f"{len(answered)} of {len(asked)} answered, median {_median(answered)} s, "
+            f"max {max(answered, default=0):.3f} s"
+        )
+    checked = {
+        "(1) no restart": not ended,
+        "(2) memory": memory.within_limits(),
+        "(3) probe < 1 s": probe_ok,
+        "(4) honest < 2 s": honest_ok,
+        "(5) no task stopped": stopped["victim"] == stopped["bystander"] == 0,
+    }
+    verdict = "PASS" if all(checked.values()) else "FAIL"
+    failing = [rule for rule, ok in checked.items() if not ok]
+    VERDICTS.append(f"{verdict} {name}" + (f" (failed: {', '.join(failing)})" if failing else ""))
+    say(f"verdict: {VERDICTS[-1]}")
+
+
+# Run in an agent's container as the agent's own user (it gives up root once its Docker
+# proxy runs): what a taken agent process could send to the proxy. argv: IMAGE
+SMUGGLE = r"""
+import json, socket, sys
+def ask(data):
+    try:
+        s = socket.socket(socket.AF_UNIX); s.settimeout(30)
+        s.connect("/run/swarm-placement/docker-read.sock"); s.sendall(data)
+        got = b""
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            got += chunk
+        s.close()
+        return got.split(b"\r\n")[0].decode()
+    except OSError as exc:
+        return f"{type(exc).__name__}: {exc}"
+body = json.dumps({"Image": sys.argv[1], "Cmd": ["true"],
+                   "HostConfig": {"Privileged": True, "Binds": ["/:/host"]}}).encode()
+# The head ends (CRLF CRLF) after the body, so that the proxy reads it all as one head.
+smuggled = (b"GET /v1.41/info HTTP/1.1\r\nX: a\n\nPOST /v1.41/containers/create"
+            b"?name=smuggled-by-attack HTTP/1.1\nHost: x\nContent-Type: application/json\n"
+            b"Content-Length: " + str(len(body)).encode() + b"\n\n" + body + b"\r\n\r\n")
+print(json.dumps({"allowed_read": ask(b"GET /_ping HTTP/1.1\r\nHost: x\r\n\r\n"),
+                  "smuggled": ask(smuggled)}))
+"""
+
+
+def smuggle(sb: Sandbox, image: str) -> dict[str, Any]:
+    """The bare-LF request through every agent's Docker proxy; then whether any engine
+    created the container it asks for."""
+    found: dict[str, Any] = {}
+    for node, container in running(sb, f"{STACK}_agent").values():
+        client = sb.client(node)
+        try:
+            code, out = client.containers.get(container).exec_run(
+                ["python3", "-c", SMUGGLE, image], user="65534"
+            )
+            made = client.containers.list(all=True, filters={"name": "smuggled-by-attack"})
+        finally:
+            client.close()
+        text = out.decode(errors="replace").strip().splitlines()
+        found[node] = {
+            "proxy": json.loads(text[-1]) if code == 0 and text else text[-3:],
+            "container_created": bool(made),
+        }
+    return found
 
 
 def _quiet(seconds: float) -> None:
@@ -703,11 +903,21 @@ def main() -> int:
         sb.wait_services_running(["victim", "bystander"], timeout=120)
         wait(lambda: sum(cycles(sb).values()) > 0, 300, "a leader's first cycle")
         say("deployed; the attacks begin")
+        say(RULES)
         image, seconds = built.image_id, args.seconds
         phase(sb, image, "no attack (the baseline)", seconds, lambda: _quiet(seconds))
+        for mode, title in (
+            ("silent", "2000 sockets that never start TLS from one address, per port"),
+            ("slowloris", "a slowloris: 16 TLS connections per port dripping a request"),
+            ("never-read", "16 clients per controller that never read their answers"),
+        ):
+            phase(
+                sb, image, title, seconds,
+                lambda mode=mode: attacker(sb, image, "node-4", [mode, str(seconds)]),
+            )  # fmt: skip
         phase(
-            sb, image, "idle and slowloris sockets", seconds,
-            lambda: attacker(sb, image, "node-4", ["sockets", str(seconds)]),
+            sb, image, "the smuggled request through every agent's Docker proxy", 10,
+            lambda: smuggle(sb, image),
         )  # fmt: skip
         nodes = ",".join(sb.nodes)
         phase(
@@ -724,7 +934,10 @@ def main() -> int:
             lambda: attacker(sb, image, "node-4", ["rebinding", "10", TOKENS["ui"]]),
         )  # fmt: skip
         parse_phases(sb, image, seconds, work)
-    return 0
+        say("verdicts:")
+        for line in VERDICTS:
+            say(f"  {line}")
+    return 0 if all(line.startswith("PASS") for line in VERDICTS) else 1
 
 
 if __name__ == "__main__":

@@ -27,6 +27,8 @@ import threading
 from pathlib import Path
 
 MAX_HEAD = 16 * 1024
+_CHUNK = 4096
+MAX_READ = MAX_HEAD + _CHUNK  # the most `_head` returns: the head's cap and a chunk over
 HEAD_SECONDS = 10.0
 _ID = r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}"
 ALLOWED = re.compile(
@@ -62,7 +64,7 @@ def _head(conn: socket.socket) -> bytes | None:
     while b"\r\n\r\n" not in data:
         if len(data) > MAX_HEAD:
             return None
-        chunk = conn.recv(4096)
+        chunk = conn.recv(_CHUNK)
         if not chunk:
             return None
         data += chunk
@@ -74,34 +76,42 @@ _USER_AGENT = re.compile(rb"[ -~]{1,200}")  # printable ASCII, no control bytes
 _BODY_HEADERS = (b"content-length", b"transfer-encoding")
 
 
-def _checked(data: bytes) -> tuple[bytes | None, str]:
-    """The request to forward, rebuilt from its checked parts, or None and why not.
+class RefusedRequestError(ValueError):
+    """A request head the proxy will not forward; the message says why."""
+
+
+def rebuilt_request(data: bytes) -> bytes:
+    """The request to forward, rebuilt from the checked parts of `data` (what was read
+    of a request head, at most `MAX_HEAD` and a chunk); `RefusedRequestError` if not.
 
     Nothing the client sent is forwarded as sent: the engine (Go's net/http) reads a
     bare LF as a line end, so a line forwarded whole could carry a second request.
     Only the method, the target (both checked against the list) and a printable
     User-Agent go on; lines must end in CRLF, with no folding and no body. Anything
-    after the head is dropped: one request is all a connection carries."""
+    after the head is dropped: one request is all a connection carries. Each step is
+    a split or a match over the head once: time linear in its length."""
     head = data.split(b"\r\n\r\n", 1)[0]
     if b"\n" in head.replace(b"\r\n", b"") or b"\r" in head.replace(b"\r\n", b""):
-        return None, "a bare CR or LF in the request head"
+        raise RefusedRequestError("a bare CR or LF in the request head")
     lines = head.split(b"\r\n")
     parts = lines[0].split(b" ")
     if len(parts) != 3 or parts[2] not in (b"HTTP/1.0", b"HTTP/1.1"):
-        return None, "not an HTTP/1 request"
+        raise RefusedRequestError("not an HTTP/1 request")
     if not allowed(parts[0], parts[1]):
-        return None, f"{parts[0].decode('latin-1')} {parts[1].decode('latin-1')[:100]}"
+        raise RefusedRequestError(
+            f"{parts[0].decode('latin-1')[:20]} {parts[1].decode('latin-1')[:100]}"
+        )
     agent, seen = b"swarm-placement", set()
     for line in lines[1:]:
         name, colon, value = line.partition(b":")
         if not colon or _TOKEN.fullmatch(name) is None:
-            return None, "a malformed header line (or a folded one)"
+            raise RefusedRequestError("a malformed header line (or a folded one)")
         name, value = name.lower(), value.strip(b" \t")
         if name in _BODY_HEADERS and name in seen:
-            return None, f"{name.decode()} given twice"
+            raise RefusedRequestError(f"{name.decode()} given twice")
         seen.add(name)
         if name in _BODY_HEADERS and (name == b"transfer-encoding" or value != b"0"):
-            return None, "a request with a body"
+            raise RefusedRequestError("a request with a body")
         if name == b"user-agent" and _USER_AGENT.fullmatch(value):
             agent = value
     rebuilt = [
@@ -110,7 +120,7 @@ def _checked(data: bytes) -> tuple[bytes | None, str]:
         b"User-Agent: " + agent,
         b"Connection: close",
     ]
-    return b"\r\n".join(rebuilt) + b"\r\n\r\n", ""
+    return b"\r\n".join(rebuilt) + b"\r\n\r\n"
 
 
 class _Handler(socketserver.BaseRequestHandler):
@@ -125,9 +135,10 @@ class _Handler(socketserver.BaseRequestHandler):
         if data is None:
             _refuse(conn, "no whole request head")
             return
-        head, why = _checked(data)
-        if head is None:
-            _refuse(conn, why)
+        try:
+            head = rebuilt_request(data)
+        except RefusedRequestError as refused:
+            _refuse(conn, str(refused))
             return
         conn.settimeout(None)
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as engine:

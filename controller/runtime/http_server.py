@@ -8,8 +8,9 @@ a request costs no thread, and a blocked loop fails /healthz as it should.
 Limits, so that no client can hold the server (http_guard.py): at most 16 connections
 per client address and 192 in all, counted when the socket is accepted, before TLS
 (more are closed at once); the TLS handshake done within 5 s; a request must arrive
-whole within 10 s of the connection or of the previous answer, and an answer the client
-does not read for 10 s is cut; headers still arriving buffered up to 16 KiB, idle
+whole within 10 s of the connection or of the previous answer, an answer the client
+does not read for 10 s is cut, and one not over within 60 s of its request (event
+streams aside: their routes end them); headers still arriving buffered up to 16 KiB, idle
 keep-alive connections closed after 5 s; bodies are capped and timed by the routes that
 read them. TLS offers only ciphers with forward secrecy. One open connection costs
 about 0.3 MiB (the TLS state most of it; docs/operations-deploy.md, "Connection
@@ -38,6 +39,7 @@ from controller.runtime.http_guard import (
     HANDSHAKE_SECONDS,
     PER_PEER,
     REQUEST_SECONDS,
+    RESPONSE_SECONDS,
     Admission,
     GuardedListener,
     guarded_protocol,
@@ -142,6 +144,7 @@ class HttpServer:
         max_connections: int = MAX_CONNECTIONS,
         per_peer: int = PER_PEER,
         request_seconds: float = REQUEST_SECONDS,
+        response_seconds: float = RESPONSE_SECONDS,
         admission: Admission | None = None,
         on_stop: Callable[[], None] = lambda: None,
     ) -> None:
@@ -153,7 +156,9 @@ class HttpServer:
         # Shared with the process's other network listener when given (listeners.py).
         self.admission = admission or Admission(per_peer=per_peer, max_connections=max_connections)
         try:
-            self._sockets.extend(GuardedListener.wrap(_bind(a), self.admission) for a in unique)
+            self._sockets.extend(
+                GuardedListener.wrap(_bind(a), self.admission, tls=tls is not None) for a in unique
+            )
             if unix is not None:
                 self._sockets.append(_bind_unix(unix))
         except OSError:
@@ -162,7 +167,11 @@ class HttpServer:
         config = uvicorn.Config(
             app,
             # h11 always: the header limit below is h11's, and the guard extends its protocol.
-            http=guarded_protocol(request_seconds=request_seconds),
+            http=guarded_protocol(
+                request_seconds=request_seconds,
+                response_seconds=response_seconds,
+                admission=self.admission,
+            ),
             log_config=None,
             access_log=False,
             lifespan="off",

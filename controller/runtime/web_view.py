@@ -34,6 +34,9 @@ TIMELINE = 500  # decisions the timeline keeps
 MAX_STREAMS = 16  # open event streams; more would starve the probes of connections
 STREAMS_PER_SESSION = 4  # one person's tabs; the rest stay for others
 KEEPALIVE_SECONDS = 15.0
+# The longest one stream runs, whatever the credential: a bearer token or a client
+# certificate has no session to end it. EventSource then opens the next one by itself.
+MAX_STREAM_SECONDS = 3600.0
 STATIC = {
     "/ui": ("index.html", "text/html; charset=utf-8"),
     "/ui/app.js": ("app.js", "text/javascript; charset=utf-8"),
@@ -158,19 +161,22 @@ class WebView:
         who = request.cookies.get(COOKIE) or request.headers.get("authorization") or "tls"
         if self._per_session[who] >= STREAMS_PER_SESSION:
             return problem(429, f"{STREAMS_PER_SESSION} views are open for this login already")
+        expires = self.access.session_expiry(request)
+        ends = self.access.clock() + MAX_STREAM_SECONDS
         return StreamingResponse(
-            self._stream(who, self.access.session_expiry(request)),
+            self._stream(who, ends if expires is None else min(expires, ends)),
             media_type="text/event-stream",
             headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
         )
 
-    async def _stream(self, who: str, expires: float | None) -> AsyncIterator[bytes]:
-        """Until the controller stops, or the session ends: a stream outlives no login."""
+    async def _stream(self, who: str, ends: float) -> AsyncIterator[bytes]:
+        """Until the controller stops, the session ends or `MAX_STREAM_SECONDS` pass: a
+        stream outlives no login, and none runs for ever."""
         self._streams += 1
         self._per_session[who] += 1
         try:
             sent = -1
-            while not self._closed and (expires is None or self.access.clock() < expires):
+            while not self._closed and self.access.clock() < ends:
                 if self.version != sent:
                     sent = self.version
                     body = await self.state()

@@ -2,7 +2,8 @@
 its own error only.
 
 The parsers: a plugin's answers, an agent's report and probe answer, the health
-webhook's body, the web view's cookie and bearer header, the decision log read back.
+webhook's body, the web view's cookie and bearer header, the decision log read back,
+the agent's Docker proxy's request head.
 Each gets hand-made worst cases (an unterminated string of escaped quotes, which cost a
 regex k squared steps; deep nests; numbers of many digits; long escapes; many keys or
 items) up to its size cap, and Hypothesis's bytes. The bound is CPU time
@@ -39,6 +40,7 @@ from controller.adapters.plugins import (
     ScoreAnswer,
     _parse,
 )
+from controller.runtime.docker_proxy import MAX_READ, RefusedRequestError, rebuilt_request
 from controller.runtime.health_store import HealthStore
 from controller.runtime.http_replies import bearer_matches
 from controller.runtime.http_server import MAX_HEADER_BYTES
@@ -63,6 +65,7 @@ class Parser:
     read: Callable[[bytes], object]
     own: tuple[type[BaseException], ...]  # what it may raise
     fields: tuple[str, ...] = ()  # keys worth filling with many items
+    extra: Callable[[int], Iterator[tuple[str, bytes]]] | None = None  # its own worst cases
 
 
 def _plugin(model: Any) -> Callable[[bytes], object]:
@@ -94,6 +97,21 @@ def _cookie() -> Callable[[bytes], object]:
 
 def _bearer(raw: bytes) -> object:
     return bearer_matches(_request(b"authorization", raw).headers.get("authorization"), "t" * 32)
+
+
+def head_cases(size: int) -> Iterator[tuple[str, bytes]]:
+    """Request heads of about `size` bytes that cost a careless head parser the most."""
+    line = b"GET /v1.41/containers/json HTTP/1.1\r\n"
+    yield "many header lines", _fit(b"X-A: b\r\n", size, line, b"\r\n")
+    yield "many bare LF lines", _fit(b"X-A: b\n", size, line, b"\r\n\r\n")
+    yield "many bare CRs", _fit(b"\r", size, line, b"\r\n\r\n")
+    yield "a long target", _fit(b"a", size, b"GET /v1.41/containers/json?", b" HTTP/1.1\r\n\r\n")
+    yield "a long container ID", _fit(b"a", size, b"GET /containers/", b"/stats HTTP/1.1\r\n\r\n")
+    yield "many spaces", _fit(b" ", size, b"GET", b"HTTP/1.1\r\n\r\n")
+    yield "a long header name", _fit(b"X", size, line, b": 1\r\n\r\n")
+    yield "a long User-Agent", _fit(b"a", size, line + b"User-Agent: ", b"\r\n\r\n")
+    yield "many Content-Length", _fit(b"Content-Length: 0\r\n", size, line, b"\r\n")
+    yield "many colons", _fit(b":", size, line, b"\r\n\r\n")
 
 
 PARSERS = [
@@ -130,6 +148,13 @@ PARSERS = [
     Parser("webhook body", DEFAULT_MAX_BODY, _webhook(), (_RequestError,), ("node", "reason")),
     Parser("web view cookie", HEADER_CAP, _cookie(), ()),
     Parser("bearer header", HEADER_CAP, _bearer, ()),
+    Parser(
+        "Docker proxy request head",
+        MAX_READ,
+        rebuilt_request,
+        (RefusedRequestError,),
+        extra=head_cases,
+    ),
     Parser(
         "decision log line",
         MAX_LINE_BYTES,
@@ -203,6 +228,8 @@ def test_worst_cases_up_to_the_cap_cost_linear_time(parser: Parser) -> None:
     # Smaller sizes first: a quadratic parser fails on the first, in about a second.
     for size in sorted({min(16 * 1024, parser.cap), parser.cap}):
         for what, raw in worst_cases(size, parser.fields):
+            _check(parser, what, raw[: parser.cap])
+        for what, raw in parser.extra(size) if parser.extra else ():
             _check(parser, what, raw[: parser.cap])
 
 

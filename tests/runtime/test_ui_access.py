@@ -270,6 +270,38 @@ def test_event_streams_are_capped_per_session_and_end_with_it(
             sock.close()
 
 
+def _stream_ends(sock: socket.socket, keepalives: int) -> bool:
+    """Whether the stream's last chunk comes within so many reads (a keep-alive each)."""
+    sock.settimeout(10)
+    for _ in range(keepalives):
+        chunk = sock.recv(65536)
+        if not chunk or chunk.endswith(b"0\r\n\r\n"):  # the chunked stream's end
+            return True
+    return False
+
+
+def test_an_event_stream_with_no_session_ends_at_its_stated_maximum(
+    access_view: tuple[int, Clock, UiAccess], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A bearer token has no session to end its stream: the stream's own maximum does."""
+    monkeypatch.setattr(web_view, "KEEPALIVE_SECONDS", 0.1)
+    port, clock, _ = access_view
+    sock = socket.create_connection(("127.0.0.1", port), timeout=5)
+    try:
+        sock.sendall(
+            b"GET /ui/events HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+            + f"Authorization: Bearer {TOKEN}\r\n\r\n".encode()
+        )
+        assert _status_of(sock) == 200
+        clock.now += web_view.MAX_STREAM_SECONDS - 60
+        assert not _stream_ends(sock, keepalives=5), "ended before its maximum"
+        clock.now += 61
+        ended = _stream_ends(sock, keepalives=100)
+        assert ended, "the stream outlived its stated maximum"
+    finally:
+        sock.close()
+
+
 def test_on_loopback_a_given_token_gets_a_one_time_link_and_is_never_said() -> None:
     """`./dev run` gives a token file and listens on 127.0.0.1: one click logs in."""
     out = io.StringIO()
