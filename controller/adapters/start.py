@@ -25,11 +25,7 @@ from controller.adapters.engine import ConflictError, GoneError, inspect_service
 from controller.adapters.errors import RetryableError, TerminalError
 from controller.adapters.writes import execute_action
 from controller.core.guards import rollout_reason
-from controller.core.replicas import (
-    HOLD,
-    operator_changed,
-    restore_replicas,
-)
+from controller.core.replicas import Operation, operator_changed, restore_replicas
 
 ATTEMPTS = 3
 
@@ -71,7 +67,7 @@ def start_service(client: docker.DockerClient, name: str) -> Started:
         record = service.replica_record
         if record is None:
             raise NothingToStartError(f"service {service.name} is not held: nothing to start")
-        if record.operation != HOLD:
+        if record.operation != Operation.HOLD:
             raise NothingToStartError(
                 f"service {service.name} is not held but under a controller operation "
                 f"({record.operation}, count {record.base} recorded): the controller "

@@ -24,7 +24,7 @@ from controller.core.counts import active_placement
 from controller.core.exit_history import HealthMemory
 from controller.core.mirror import record_start
 from controller.core.model import ClusterSnapshot, NodeState
-from controller.core.replicas import HOLD, OPERATION_LABEL, SINCE_LABEL, SURGE
+from controller.core.replicas import OPERATION_LABEL, SINCE_LABEL, Operation
 from controller.policy import ResolvedService
 
 # How long a node loss is remembered for failover: past this, Swarm has long replaced
@@ -133,11 +133,11 @@ class Memory:
         # surge that answered it: remembered past its trim, the loss would start a second
         # surge whenever the trimmed service briefly runs short (a replacement still
         # unassigned, a task still stopping). A loss after the surge began still counts.
-        held = {s.id for s in snapshot.services if s.labels.get(OPERATION_LABEL) == HOLD}
+        held = {s.id for s in snapshot.services if s.labels.get(OPERATION_LABEL) == Operation.HOLD}
         surged = {
             s.id: _since(s.labels)
             for s in snapshot.services
-            if s.labels.get(OPERATION_LABEL) == SURGE
+            if s.labels.get(OPERATION_LABEL) == Operation.SURGE
         }
         lost = {
             k: v

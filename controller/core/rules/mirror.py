@@ -46,11 +46,10 @@ from controller.core.mirror import (
 from controller.core.model import ACTIVE_TASK_STATES, ClusterSnapshot, Service
 from controller.core.replicas import (
     BASE_LABEL,
-    HOLD,
     OPERATION_LABEL,
-    PREEMPT,
     REPLICA_RECORD_LABELS,
     SET_LABEL,
+    Operation,
 )
 
 RULE = "mirror"
@@ -108,7 +107,7 @@ def _copy_of(service: Service) -> ServiceCopy:
     """The copy to keep: a surge's or a rebalance's replica record lives for a moment
     (copying it would add a write per failover), a preemption's or a hold's does not."""
     copy = copy_of(name=service.name, labels=service.labels, constraints=service.constraints)
-    if copy.labels.get(OPERATION_LABEL) in (PREEMPT, HOLD):
+    if copy.labels.get(OPERATION_LABEL) in (Operation.PREEMPT, Operation.HOLD):
         return copy
     labels = {k: v for k, v in copy.labels.items() if k not in REPLICA_RECORD_LABELS}
     return ServiceCopy(labels=labels, constraints=copy.constraints)

@@ -78,8 +78,7 @@ from controller.core.model import (
     TaskState,
 )
 from controller.core.replicas import (
-    SPECULATE,
-    SURGE,
+    Operation,
     ReplicaRecord,
     change_replicas,
     operator_changed,
@@ -192,7 +191,7 @@ def _plan_service(
         return None, None  # the failover rule reports it
     record = service.replica_record
     if record is not None:
-        if record.operation != SPECULATE or operator_changed(
+        if record.operation != Operation.SPECULATE or operator_changed(
             service, record, ctx.memory.overridden
         ):
             return None, None  # another rule's, or the operator's count: failover forgets
@@ -282,7 +281,7 @@ def _plan_service(
     action = change_replicas(
         service,
         replicas=replicas + len(on),
-        operation=SPECULATE,
+        operation=Operation.SPECULATE,
         now=ctx.now,
         detail=f"nodes={','.join(nodes)}; {len(on)} replica(s) on suspected {where}",
         evicts_from=tuple(sorted({*charged, *beside})),
@@ -358,7 +357,7 @@ def _follow(
         handover = change_replicas(
             service,
             replicas=record.written + more,
-            operation=SURGE,
+            operation=Operation.SURGE,
             now=record.since,
             base=record.base,
             detail=f"speculative surge confirmed: {names} down{also}",
@@ -382,7 +381,7 @@ def _follow(
             raised = change_replicas(
                 service,
                 replicas=record.written + more,
-                operation=SPECULATE,
+                operation=Operation.SPECULATE,
                 now=record.since,
                 base=record.base,
                 detail=f"{record.detail}; {more} more lost with another node",

@@ -34,12 +34,7 @@ from controller.core.labels import (
     without_exclusions,
 )
 from controller.core.model import Service
-from controller.core.replicas import (
-    REBALANCE,
-    ReplicaRecord,
-    change_replicas,
-    restore_replicas,
-)
+from controller.core.replicas import Operation, ReplicaRecord, change_replicas, restore_replicas
 from controller.core.rules.owners.escape_moves import escape_move
 from controller.core.rules.owners.fits import Fits
 from controller.core.rules.owners.steer import Steering
@@ -149,7 +144,7 @@ def finish_stop_first(
     if service.replica_record_error is not None:
         return None
     record = service.replica_record
-    if record is None or record.operation != REBALANCE or not record.vacate:
+    if record is None or record.operation != Operation.REBALANCE or not record.vacate:
         return None
     if service.updating:
         return None
@@ -252,7 +247,7 @@ def _top_up(
     action = change_replicas(
         service,
         replicas=record.written + more,
-        operation=REBALANCE,
+        operation=Operation.REBALANCE,
         now=ctx.now,
         detail=record.detail,
         evicts_from=record.vacate,
@@ -300,7 +295,7 @@ def surge_to_reduce(
     action = change_replicas(
         service,
         replicas=(service.replicas or 0) + surplus,
-        operation=REBALANCE,
+        operation=Operation.REBALANCE,
         now=ctx.now,
         detail=f"move {surplus} task(s) off {hosts}",
         evicts_from=reduce,

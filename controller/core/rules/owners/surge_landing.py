@@ -15,7 +15,7 @@ from controller.core.constraints import ConstraintError, node_filter, parse_cons
 from controller.core.context import PlanContext
 from controller.core.counts import ScaleUp, running_by_node, scale_up
 from controller.core.model import Service
-from controller.core.replicas import REBALANCE, change_replicas
+from controller.core.replicas import Operation, change_replicas
 from controller.core.rules.owners.fits import Fits
 
 
@@ -146,7 +146,7 @@ def vacating_surge(
     surge = change_replicas(
         service,
         replicas=(service.replicas or 0) + k,
-        operation=REBALANCE,
+        operation=Operation.REBALANCE,
         now=ctx.now,
         detail=f"stop-first: move {moved} task(s) off {hostnames(ctx, vacate)}",
         evicts_from=vacate,

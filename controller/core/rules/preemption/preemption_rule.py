@@ -56,14 +56,7 @@ from controller.core.decisions import Decision, Outcome
 from controller.core.kernel.ledger import scale_down_stops
 from controller.core.kernel.local_data import local_data
 from controller.core.model import Resources, Service, ServiceMode
-from controller.core.replicas import (
-    HOLD,
-    PREEMPT,
-    REBALANCE,
-    SPECULATE,
-    change_replicas,
-    operator_changed,
-)
+from controller.core.replicas import Operation, change_replicas, operator_changed
 
 RULE = "preemption"
 
@@ -115,7 +108,7 @@ def _speculating(service: Service) -> bool:
     if service.replica_record_error is not None:
         return False
     record = service.replica_record
-    return record is not None and record.operation == SPECULATE
+    return record is not None and record.operation == Operation.SPECULATE
 
 
 def _victims(ctx: PlanContext, pending: Service) -> tuple[list[Service], list[str]]:
@@ -165,9 +158,9 @@ def _not_now(service: Service, max_unavailable: int, overridden: Mapping[str, fl
         return None
     if operator_changed(service, record, overridden):
         return "an operator scaled it; its record is being cleared"
-    if record.operation == REBALANCE:
+    if record.operation == Operation.REBALANCE:
         return "a rebalancing move is in flight"
-    if record.operation == SPECULATE:
+    if record.operation == Operation.SPECULATE:
         return "a speculative surge is in flight"
     return None
 
@@ -318,7 +311,11 @@ def _write(
             continue
         record = victim.replica_record
         # A held service stays held: only `swarm-placement start` brings it back.
-        operation = HOLD if record is not None and record.operation == HOLD else PREEMPT
+        operation = (
+            Operation.HOLD
+            if record is not None and record.operation == Operation.HOLD
+            else Operation.PREEMPT
+        )
         base = record.base if record is not None else victim.replicas
         action = replace(
             change_replicas(
@@ -333,7 +330,7 @@ def _write(
         actions.append(action)
         back = (
             f"`swarm-placement start {victim.name}`"
-            if operation == HOLD
+            if operation == Operation.HOLD
             else "when capacity returns"
         )
         decisions.append(

@@ -21,7 +21,7 @@ from controller.core.decisions import Decision, Outcome
 from controller.core.guards import rollout_reason
 from controller.core.model import Service
 from controller.core.replicas import (
-    PREEMPT,
+    Operation,
     ReplicaRecord,
     change_replicas,
     operator_changed,
@@ -35,7 +35,7 @@ def _preempted(ctx: PlanContext, service: Service) -> ReplicaRecord | None:
     if service.replica_record_error is not None:
         return None  # reported by the failover rule
     record = service.replica_record
-    if record is None or record.operation != PREEMPT:
+    if record is None or record.operation != Operation.PREEMPT:
         return None
     if operator_changed(service, record, ctx.memory.overridden):
         return None  # the failover rule forgets a record the operator overrode
@@ -150,7 +150,7 @@ def _restore(
     action = change_replicas(
         service,
         replicas=(service.replicas or 0) + back,
-        operation=PREEMPT,
+        operation=Operation.PREEMPT,
         now=ctx.now,
         detail=record.detail,
     )

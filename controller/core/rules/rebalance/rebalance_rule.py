@@ -44,7 +44,7 @@ from controller.core.labels import (
 )
 from controller.core.memory import Memory
 from controller.core.model import Service, ServiceMode
-from controller.core.replicas import REBALANCE, change_replicas
+from controller.core.replicas import Operation, change_replicas
 from controller.core.rules.rebalance.cycle import (
     RebalanceCycle,
     blocked,
@@ -240,7 +240,7 @@ def _rebalance_counts(cycle: RebalanceCycle, service: Service) -> None:
         change_replicas(
             service,
             replicas=(service.replicas or 0) + surge.surge,
-            operation=REBALANCE,
+            operation=Operation.REBALANCE,
             now=ctx.now,
             detail=f"move {surge.surge} task(s) from {cycle.hosts(set(surge.sources))} "
             f"to {cycle.hosts(set(surge.receivers))}",
