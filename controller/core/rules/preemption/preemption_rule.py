@@ -36,7 +36,7 @@ next cycle at once, which then sees the room those writes freed.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from controller.core.actions import Action, target_of
 from controller.core.capacity import (
@@ -56,7 +56,8 @@ from controller.core.decisions import Decision, Outcome
 from controller.core.kernel.ledger import scale_down_stops
 from controller.core.kernel.local_data import local_data
 from controller.core.model import Resources, Service, ServiceMode
-from controller.core.replicas import Operation, change_replicas, operator_changed
+from controller.core.replica_operations import transition
+from controller.core.replicas import Operation, operator_changed
 
 RULE = "preemption"
 
@@ -317,33 +318,27 @@ def _write(
             else Operation.PREEMPT
         )
         base = record.base if record is not None else victim.replicas
-        action = replace(
-            change_replicas(
-                victim,
-                replicas=(victim.replicas or 0) - count,
-                operation=operation,
-                now=ctx.now,
-                detail=f"{count} task(s) for {pending.name}",
-            ),
-            evicts_from=_taken_from(ctx, victim, count),
-        )
-        actions.append(action)
         back = (
             f"`swarm-placement start {victim.name}`"
             if operation == Operation.HOLD
             else "when capacity returns"
         )
-        decisions.append(
-            Decision(
-                RULE,
-                f"service {victim.name}",
-                Outcome.PREEMPT,
-                f"{count} task(s) stopped (priority {ctx.settings(victim.id).priority}) to make "
-                f"room for {pending.name} (priority {priority}); its count {base} is recorded "
-                f"on the service and comes back {back}",
-                action=action,
-            )
+        action, decision = transition(
+            victim,
+            RULE,
+            operation,
+            replicas=(victim.replicas or 0) - count,
+            now=ctx.now,
+            detail=f"{count} task(s) for {pending.name}",
+            evicts_from=_taken_from(ctx, victim, count),
+        ).decide(
+            Outcome.PREEMPT,
+            f"{count} task(s) stopped (priority {ctx.settings(victim.id).priority}) to make "
+            f"room for {pending.name} (priority {priority}); its count {base} is recorded "
+            f"on the service and comes back {back}",
         )
+        actions.append(action)
+        decisions.append(decision)
     names = ", ".join(f"{v.name} -{plan[v.id]}" for v in victims if plan.get(v.id))
     over = _over_budget(ctx, actions)
     if over is not None:
