@@ -220,7 +220,7 @@ def _remembered_downs(snapshot: ClusterSnapshot, now: float) -> dict[str, tuple[
     is down now (the one whose death restarted this controller, often) dated from its
     last change, unless a recorded down covers it. A spec change after the down makes
     that date later, and a down counted twice only makes damping more patient."""
-    recorded = snapshot.mirror.node_downs() if snapshot.mirror is not None else {}
+    recorded = snapshot.mirror.node_downs if snapshot.mirror is not None else {}
     downs = {
         node_id: kept
         for node_id, times in recorded.items()
@@ -245,7 +245,7 @@ def _with_mirrored_moves(
     """The moves this controller remembers, and the newer ones the mirror holds (another
     controller's, or its own before a restart). A time ahead of this clock (another
     machine's, or an edit) counts from now: it never holds a service longer than that."""
-    mirrored = snapshot.mirror.service_moves() if snapshot.mirror is not None else {}
+    mirrored = snapshot.mirror.service_moves if snapshot.mirror is not None else {}
     if not mirrored:
         return last_move, left
     moved, gone = dict(last_move), dict(left)
