@@ -20,6 +20,8 @@ from controller.core.actions import SetReplicas
 from controller.core.decisions import Code, Decision, Outcome
 from controller.core.model import Service
 from controller.core.replicas import (
+    BASE_LABEL,
+    OPERATION_LABEL,
     Operation,
     change_replicas,
     forget_replica_record,
@@ -83,11 +85,18 @@ TRANSITIONS: Mapping[str, frozenset[Edge]] = {
             # tasks takes over its record, base kept (failover's trim restores it).
             (_HOLD, _REBALANCE),
             (_PREEMPT, _REBALANCE),
+            # Nor does one while a task waits for a node the scheduler could not place,
+            # or while the move under way is stalled (owner_waits `move_in_flight`).
+            (_SURGE, _REBALANCE),
+            (_SPECULATE, _REBALANCE),
             (_REBALANCE, _REBALANCE),  # a stop-first surge raised so enough tasks run
             (_REBALANCE, End.RESTORE),  # a stop-first surge withdrawn
         }
     ),
     "start": frozenset({(_HOLD, End.RESTORE)}),  # the operator's command
+    # Releasing a service gives back the operator's count, whoever's record it is (its
+    # own write, rules/release, which takes back the rest of what the controller wrote).
+    "release": frozenset((operation, End.RESTORE) for operation in Operation),
 }
 
 
@@ -126,6 +135,25 @@ class Transition:
 
 def allowed(rule: str, before: Operation | None, after: Operation | End) -> bool:
     return (before, after) in TRANSITIONS.get(rule, frozenset())
+
+
+def edges_of(service: Service, action: SetReplicas) -> frozenset[Edge]:
+    """The edge a count write takes the service's record along, read back from the write
+    (what a check of every write against the table needs). Two when it cannot tell: a
+    write that removes the record at the operator's count, which is also the base."""
+    record = service.replica_record
+    before = None if record is None else record.operation
+    written = action.set_labels.get(OPERATION_LABEL)
+    if written is not None:
+        return frozenset({(before, Operation(written))})
+    if record is None or BASE_LABEL not in action.remove_labels:
+        return frozenset()  # no record written or removed (it is read by its base label)
+    ends: set[Edge] = set()
+    if action.replicas == record.base:
+        ends.add((before, End.RESTORE))
+    if action.replicas == (service.replicas or 0):
+        ends.add((before, End.FORGET))
+    return frozenset(ends)
 
 
 def transition(

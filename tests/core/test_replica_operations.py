@@ -16,6 +16,7 @@ from controller.core.replica_operations import (
     End,
     TransitionError,
     allowed,
+    edges_of,
     transition,
 )
 from controller.core.replicas import (
@@ -120,3 +121,21 @@ def test_a_failover_surge_is_no_bar_to_preemption_and_becomes_its_record() -> No
     record = read_replica_record(action.set_labels)
     assert record is not None
     assert (record.base, record.written, record.operation) == (4, 4, Operation.PREEMPT)
+
+
+def test_a_write_is_read_back_as_its_edge() -> None:
+    bare = service("web", replicas=3)
+    surge = transition(bare, "failover", Operation.SURGE, replicas=5, now=1.0).action
+    assert edges_of(bare, surge) == {(None, Operation.SURGE)}
+    surged = service("web", replicas=5, labels=_recorded(Operation.SURGE))
+    trim = transition(surged, "failover", End.RESTORE).action
+    assert edges_of(surged, trim) == {(Operation.SURGE, End.RESTORE)}
+    scaled = service("web", replicas=8, labels=_recorded(Operation.SURGE))
+    forget = transition(scaled, "failover", End.FORGET).action
+    assert edges_of(scaled, forget) == {(Operation.SURGE, End.FORGET)}
+    # Scaled to the record's base: the write cannot tell a restore from a forget.
+    at_base = service("web", replicas=3, labels=_recorded(Operation.SURGE))
+    assert edges_of(at_base, transition(at_base, "failover", End.FORGET).action) == {
+        (Operation.SURGE, End.RESTORE),
+        (Operation.SURGE, End.FORGET),
+    }
