@@ -73,6 +73,8 @@ from controller.policy import Policy
 from controller.runtime.view_document import view_document
 
 API = "1.41"
+# The mirror's sections a settled controller keeps: the copies and the nodes' downs.
+SETTLED = (ENTRY_PREFIX, DOWNS_PREFIX)
 
 
 def history_of(tasks: list[dict[str, Any]], per_task: int) -> list[dict[str, Any]]:
@@ -98,8 +100,7 @@ def mirrored(
     labels: dict[str, str] = {}
     for action in result.actions:
         if isinstance(action, SetMirror):
-            save = {ENTRY_PREFIX + sid: raw for sid, raw in action.save.items()}
-            save |= {DOWNS_PREFIX + nid: raw for nid, raw in action.save_downs.items()}
+            save = {k: v for k, v in action.save.items() if k.startswith(SETTLED)}
             labels = patched(labels, (), save)
     return result.memory, labels
 

@@ -20,14 +20,7 @@ from controller.adapters.engine import (
 )
 from controller.adapters.write_fence import UNFENCED, WriteFence
 from controller.core.actions import SetMirror
-from controller.core.mirror import (
-    DOWNS_PREFIX,
-    ENTRY_PREFIX,
-    MIRROR_CONFIG,
-    MOVES_PREFIX,
-    OVERRIDDEN_PREFIX,
-    patched,
-)
+from controller.core.mirror import MIRROR_CONFIG, patched
 
 CONFIG_DATA = b"The swarm-placement records mirror: its state is in this config's labels.\n"
 
@@ -56,12 +49,4 @@ def write_mirror(
 
 
 def _changed(labels: dict[str, str], action: SetMirror) -> dict[str, str]:
-    drop = [ENTRY_PREFIX + sid for sid in action.drop]
-    drop += [DOWNS_PREFIX + node_id for node_id in action.drop_downs]
-    drop += [MOVES_PREFIX + sid for sid in action.drop_moves]
-    drop += [OVERRIDDEN_PREFIX + sid for sid in action.drop_overridden]
-    save = {ENTRY_PREFIX + sid: raw for sid, raw in action.save.items()}
-    save |= {DOWNS_PREFIX + node_id: raw for node_id, raw in action.save_downs.items()}
-    save |= {MOVES_PREFIX + sid: raw for sid, raw in action.save_moves.items()}
-    save |= {OVERRIDDEN_PREFIX + sid: raw for sid, raw in action.save_overridden.items()}
-    return patched(labels, drop, save)
+    return patched(labels, action.drop, action.save)

@@ -25,12 +25,11 @@ from controller.adapters.engine import ConflictError, GoneError, inspect_service
 from controller.adapters.errors import RetryableError, TerminalError
 from controller.adapters.writes import execute_action
 from controller.core.guards import rollout_reason
-from controller.core.replicas import (
-    HOLD,
-    operator_changed,
-    restore_replicas,
-)
+from controller.core.replica_operations import End, transition
+from controller.core.replicas import Operation, operator_changed
 
+# Who ends a hold, in the table of the record's operations (core/replica_operations).
+START = "start"
 ATTEMPTS = 3
 
 
@@ -71,7 +70,7 @@ def start_service(client: docker.DockerClient, name: str) -> Started:
         record = service.replica_record
         if record is None:
             raise NothingToStartError(f"service {service.name} is not held: nothing to start")
-        if record.operation != HOLD:
+        if record.operation != Operation.HOLD:
             raise NothingToStartError(
                 f"service {service.name} is not held but under a controller operation "
                 f"({record.operation}, count {record.base} recorded): the controller "
@@ -91,7 +90,7 @@ def start_service(client: docker.DockerClient, name: str) -> Started:
                 "back: docker service update, docker service rollback)"
             )
         try:
-            execute_action(client, restore_replicas(service, record))
+            execute_action(client, transition(service, START, End.RESTORE).action)
         except ConflictError:
             if attempt == ATTEMPTS - 1:
                 raise

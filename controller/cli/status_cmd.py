@@ -30,23 +30,17 @@ from controller.core.explain import Past
 from controller.core.kernel.possible_gaps import possible_gaps
 from controller.core.labels import exclusion_constraint, is_own_constraint
 from controller.core.model import Service
-from controller.core.replicas import (
-    HOLD,
-    PREEMPT,
-    REBALANCE,
-    SPECULATE,
-    SURGE,
-)
+from controller.core.replicas import Operation
 from controller.policy import Policy
 from controller.runtime.dry_run import DryRun, plan_once
 from controller.runtime.view_document import node_marks
 
 STATES = {
-    SURGE: "failed over",
-    SPECULATE: "failed over (speculative)",
-    PREEMPT: "preempted",
-    HOLD: "held",
-    REBALANCE: "moving",
+    Operation.SURGE: "failed over",
+    Operation.SPECULATE: "failed over (speculative)",
+    Operation.PREEMPT: "preempted",
+    Operation.HOLD: "held",
+    Operation.REBALANCE: "moving",
 }
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from controller.core.mirror import DOWNS_PREFIX, ENTRY_PREFIX, MOVES_PREFIX, OVERRIDDEN_PREFIX
 from controller.core.model import Availability
 
 
@@ -78,21 +79,25 @@ class SetNodeAvailability:
 
 @dataclass(frozen=True, slots=True)
 class SetMirror:
-    """Set and remove entries of the mirror (core/mirror): restarts nothing."""
+    """Set and remove entries of the mirror (core/mirror): restarts nothing.
+
+    One patch of the config's labels, keyed as stored: a section's prefix (a copy, a
+    node's downs, a move, a record scaled over) and the service or node ID."""
 
     config_id: str  # "": create the config
     version: int
-    save: Mapping[str, str] = field(default_factory=dict)  # service ID -> encoded copy
-    drop: tuple[str, ...] = ()  # service IDs
-    save_downs: Mapping[str, str] = field(default_factory=dict)  # node ID -> encoded downs
-    drop_downs: tuple[str, ...] = ()  # node IDs
-    save_moves: Mapping[str, str] = field(default_factory=dict)  # service ID -> encoded move
-    drop_moves: tuple[str, ...] = ()  # service IDs
-    # Service ID -> the start of a replica record an operator scaled over.
-    save_overridden: Mapping[str, str] = field(default_factory=dict)
-    drop_overridden: tuple[str, ...] = ()  # service IDs
+    save: Mapping[str, str] = field(default_factory=dict)  # label -> encoded entry
+    drop: tuple[str, ...] = ()  # labels
 
     kind = "set-mirror"
+
+    def saved(self, prefix: str) -> dict[str, str]:
+        """The entries of one section (a core/mirror prefix) saved, by ID."""
+        return {k.removeprefix(prefix): v for k, v in self.save.items() if k.startswith(prefix)}
+
+    def dropped(self, prefix: str) -> tuple[str, ...]:
+        """The IDs of one section's entries dropped."""
+        return tuple(k.removeprefix(prefix) for k in self.drop if k.startswith(prefix))
 
 
 ServiceAction = SetServiceConstraints | SetReplicas
@@ -132,9 +137,12 @@ def describe(action: Action) -> str:
         case SetNodeAvailability(hostname=host, availability=a, set_labels=s, remove_labels=r):
             labels = f", labels set {dict(s)} remove {list(r)}" if s or r else ""
             return f"node {host}: availability = {a.value}{labels}"
-        case SetMirror(save=s, drop=r, save_downs=sd, drop_downs=dd, save_moves=sm, drop_moves=dm):
+        case SetMirror():
+            s, r = action.saved(ENTRY_PREFIX), action.dropped(ENTRY_PREFIX)
+            sd, dd = action.saved(DOWNS_PREFIX), action.dropped(DOWNS_PREFIX)
+            sm, dm = action.saved(MOVES_PREFIX), action.dropped(MOVES_PREFIX)
+            so, do = action.saved(OVERRIDDEN_PREFIX), action.dropped(OVERRIDDEN_PREFIX)
             downs = f"; save {len(sd)} node's downs, drop {len(dd)}" if sd or dd else ""
             moves = f"; save {len(sm)} service's last move, drop {len(dm)}" if sm or dm else ""
-            so, do = action.save_overridden, action.drop_overridden
             over = f"; save {len(so)} record scaled over, drop {len(do)}" if so or do else ""
             return f"mirror: save {len(s)} service copy(ies), drop {len(r)}{downs}{moves}{over}"

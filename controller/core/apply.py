@@ -75,13 +75,5 @@ def apply_actions(snapshot: ClusterSnapshot, actions: tuple[Action, ...]) -> Clu
 
 
 def _apply_to_mirror(mirror: Mirror | None, action: SetMirror) -> Mirror:
-    return Mirror(
-        config_id=action.config_id or "mirror",
-        version=action.version + 1,
-        entries=patched(mirror.entries if mirror else {}, action.drop, action.save),
-        downs=patched(mirror.downs if mirror else {}, action.drop_downs, action.save_downs),
-        moves=patched(mirror.moves if mirror else {}, action.drop_moves, action.save_moves),
-        overridden=patched(
-            mirror.overridden if mirror else {}, action.drop_overridden, action.save_overridden
-        ),
-    )
+    labels = patched(mirror.labels() if mirror else {}, action.drop, action.save)
+    return Mirror.from_labels(action.config_id or "mirror", action.version + 1, labels)

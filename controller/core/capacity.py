@@ -23,7 +23,7 @@ from math import comb
 
 from controller.core.constraints import node_filter, parse_constraint
 from controller.core.model import ClusterSnapshot, Resources, Service, Task, TaskState
-from controller.core.replicas import REBALANCE, SURGE
+from controller.core.replicas import Operation
 from controller.core.snapshot_cache import per_snapshot
 
 # States in which Swarm's scheduler counts a task's reservation against its node.
@@ -105,7 +105,7 @@ def eligible_nodes(snapshot: ClusterSnapshot, service: Service) -> tuple[str, ..
 def wanted_count(service: Service) -> int:
     """Replicas the service is meant to run: a surge's extra tasks are not wanted."""
     record = service.replica_record  # None too when it cannot be read
-    if record is not None and record.operation in {SURGE, REBALANCE}:
+    if record is not None and record.operation in {Operation.SURGE, Operation.REBALANCE}:
         return record.base
     return service.replicas or 0
 

@@ -25,7 +25,7 @@ from controller.core.counts import active_placement
 from controller.core.exit_history import HealthMemory
 from controller.core.mirror import record_start
 from controller.core.model import ClusterSnapshot, NodeState
-from controller.core.replicas import HOLD, OPERATION_LABEL, SINCE_LABEL, SURGE
+from controller.core.replicas import OPERATION_LABEL, SINCE_LABEL, Operation
 from controller.policy import ResolvedService
 
 # How long a node loss is remembered for failover: past this, Swarm has long replaced
@@ -118,11 +118,11 @@ class Memory:
         # surge that answered it: remembered past its trim, the loss would start a second
         # surge whenever the trimmed service briefly runs short (a replacement still
         # unassigned, a task still stopping). A loss after the surge began still counts.
-        held = {s.id for s in snapshot.services if s.labels.get(OPERATION_LABEL) == HOLD}
+        held = {s.id for s in snapshot.services if s.labels.get(OPERATION_LABEL) == Operation.HOLD}
         surged = {
             s.id: _since(s.labels)
             for s in snapshot.services
-            if s.labels.get(OPERATION_LABEL) == SURGE
+            if s.labels.get(OPERATION_LABEL) == Operation.SURGE
         }
         lost = {
             k: v
@@ -212,7 +212,7 @@ def _remembered_downs(snapshot: ClusterSnapshot, now: float) -> dict[str, tuple[
     is down now (the one whose death restarted this controller, often) dated from its
     last change, unless a recorded down covers it. A spec change after the down makes
     that date later, and a down counted twice only makes damping more patient."""
-    recorded = snapshot.mirror.node_downs() if snapshot.mirror is not None else {}
+    recorded = snapshot.mirror.node_downs if snapshot.mirror is not None else {}
     downs = {
         node_id: kept
         for node_id, times in recorded.items()
@@ -237,7 +237,7 @@ def _with_mirrored_moves(
     """The moves this controller remembers, and the newer ones the mirror holds (another
     controller's, or its own before a restart). A time ahead of this clock (another
     machine's, or an edit) counts from now: it never holds a service longer than that."""
-    mirrored = snapshot.mirror.service_moves() if snapshot.mirror is not None else {}
+    mirrored = snapshot.mirror.service_moves if snapshot.mirror is not None else {}
     if not mirrored:
         return last_move, left
     moved, gone = dict(last_move), dict(left)

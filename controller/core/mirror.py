@@ -36,8 +36,11 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Annotated, TypeVar
+
+import msgspec
 
 from controller.core.labels import OWN_PREFIX, is_own_constraint
 
@@ -54,6 +57,7 @@ MOVES_PREFIX = OWN_PREFIX + "moved."
 # One config label per replica record an operator scaled over:
 # `swarm-placement.overridden.<service id>` = the record's start (operation-since).
 OVERRIDDEN_PREFIX = OWN_PREFIX + "overridden."
+PREFIXES = (ENTRY_PREFIX, DOWNS_PREFIX, MOVES_PREFIX, OVERRIDDEN_PREFIX)
 
 
 class MirrorError(ValueError):
@@ -77,21 +81,41 @@ class ServiceCopy:
 
     @classmethod
     def decode(cls, raw: str) -> ServiceCopy:
-        try:
-            body = json.loads(raw)
-            labels = body["labels"]
-            constraints = body["constraints"]
-        except (ValueError, TypeError, KeyError, RecursionError) as exc:
-            # RecursionError: a label nested deep enough to exhaust the parser's stack.
-            raise MirrorError(f"unreadable copy in the mirror: {exc}") from exc
-        if not (
-            isinstance(labels, dict)
-            and all(isinstance(k, str) and isinstance(v, str) for k, v in labels.items())
-            and isinstance(constraints, list)
-            and all(isinstance(c, str) for c in constraints)
-        ):
-            raise MirrorError("unreadable copy in the mirror: labels must map text to text")
-        return cls(labels=labels, constraints=tuple(constraints))
+        body = _decoded(_COPY, raw, "unreadable copy in the mirror")
+        return cls(labels=body.labels, constraints=tuple(body.constraints))
+
+
+# The stored shapes, checked by msgspec as they are read: a value of another shape is
+# an unreadable entry (MirrorError), dropped or reported, never a crash or a guess.
+class _CopyBody(msgspec.Struct):
+    labels: dict[str, str]
+    constraints: list[str]
+
+
+_Time = Annotated[float, msgspec.Meta(ge=0)]  # epoch seconds; JSON has no NaN or infinity
+
+
+class _MoveBody(msgspec.Struct):
+    at: _Time
+    left: list[str] | msgspec.UnsetType = msgspec.UNSET
+    # Read only with `left` (alone, whatever it holds, it was always ignored).
+    left_at: msgspec.Raw = msgspec.field(name="left-at", default=msgspec.Raw(b""))
+
+
+_COPY = msgspec.json.Decoder(_CopyBody)
+_MOVE = msgspec.json.Decoder(_MoveBody)
+_TIME = msgspec.json.Decoder(_Time)
+
+
+_T = TypeVar("_T")
+
+
+def _decoded(decoder: msgspec.json.Decoder[_T], raw: str | bytes, what: str) -> _T:
+    try:
+        return decoder.decode(raw)
+    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError) as exc:
+        # RecursionError: a label nested deep enough to exhaust the parser's stack.
+        raise MirrorError(f"{what}: {str(exc)[:200]}") from exc
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,9 +129,29 @@ class Mirror:
     moves: Mapping[str, str] = field(default_factory=dict)  # service ID -> encoded move
     # Service ID -> the start of its replica record an operator scaled over (record_start).
     overridden: Mapping[str, str] = field(default_factory=dict)
+    # Decoded once, when the value is made: the copies, downs and moves that decode, and
+    # why each copy that does not cannot (a bad down or move is only dropped).
+    copies: Mapping[str, ServiceCopy] = field(init=False, repr=False, compare=False)
+    unreadable_copies: Mapping[str, str] = field(init=False, repr=False, compare=False)
+    node_downs: Mapping[str, tuple[float, ...]] = field(init=False, repr=False, compare=False)
+    service_moves: Mapping[str, Move] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        copies, unreadable = _each(self.entries, ServiceCopy.decode)
+        object.__setattr__(self, "copies", copies)
+        object.__setattr__(self, "unreadable_copies", unreadable)
+        object.__setattr__(self, "node_downs", _each(self.downs, decode_downs)[0])
+        object.__setattr__(self, "service_moves", _each(self.moves, decode_move)[0])
 
     def entry_key(self, service_id: str) -> str:
         return ENTRY_PREFIX + service_id
+
+    def labels(self) -> dict[str, str]:
+        """The config's labels that hold the mirror, as `from_labels` reads them."""
+        sections = zip(
+            PREFIXES, (self.entries, self.downs, self.moves, self.overridden), strict=True
+        )
+        return {prefix + k: v for prefix, section in sections for k, v in section.items()}
 
     @staticmethod
     def from_labels(config_id: str, version: int, labels: Mapping[str, str]) -> Mirror:
@@ -123,25 +167,19 @@ class Mirror:
             overridden=under(OVERRIDDEN_PREFIX),
         )
 
-    def node_downs(self) -> dict[str, tuple[float, ...]]:
-        """The recorded downs that decode; an unreadable entry is dropped, never guessed at."""
-        decoded: dict[str, tuple[float, ...]] = {}
-        for node_id, raw in self.downs.items():
-            try:
-                decoded[node_id] = decode_downs(raw)
-            except MirrorError:
-                continue
-        return decoded
 
-    def service_moves(self) -> dict[str, Move]:
-        """The mirrored moves that decode; an unreadable entry is dropped, never guessed at."""
-        decoded: dict[str, Move] = {}
-        for service_id, raw in self.moves.items():
-            try:
-                decoded[service_id] = decode_move(raw)
-            except MirrorError:
-                continue
-        return decoded
+def _each(
+    raws: Mapping[str, str], decode: Callable[[str], _T]
+) -> tuple[dict[str, _T], dict[str, str]]:
+    """Each entry decoded, and why each one that does not decode cannot."""
+    decoded: dict[str, _T] = {}
+    unreadable: dict[str, str] = {}
+    for key, raw in raws.items():
+        try:
+            decoded[key] = decode(raw)
+        except MirrorError as exc:
+            unreadable[key] = str(exc)
+    return decoded, unreadable
 
 
 def patched(
@@ -188,31 +226,14 @@ class Move:
         return json.dumps(body, separators=(",", ":"), sort_keys=True)
 
 
-def _time(value: object, raw: str) -> float:
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, int | float)
-        or not (math.isfinite(value) and value >= 0)
-    ):
-        raise MirrorError(f"unreadable move {raw!r}: not a time")
-    return float(value)
-
-
 def decode_move(raw: str) -> Move:
-    try:
-        body = json.loads(raw)
-    except (ValueError, RecursionError) as exc:
-        raise MirrorError(f"unreadable move {raw[:80]!r}: {exc}") from exc
-    if not isinstance(body, dict):
-        raise MirrorError(f"unreadable move {raw!r}: not an object")
-    at = _time(body.get("at"), raw)
-    left = None
-    if "left" in body:
-        nodes = body["left"]
-        if not isinstance(nodes, list) or not all(isinstance(n, str) for n in nodes):
-            raise MirrorError(f"unreadable move {raw!r}: left must list node ids")
-        left = (tuple(nodes), _time(body.get("left-at"), raw))
-    return Move(at=at, left=left)
+    body = _decoded(_MOVE, raw, f"unreadable move {raw[:80]!r}")
+    if isinstance(body.left, msgspec.UnsetType):
+        return Move(at=body.at)
+    if not body.left_at:
+        raise MirrorError(f"unreadable move {raw[:80]!r}: left without left-at")
+    left_at = _decoded(_TIME, bytes(body.left_at), f"unreadable move {raw[:80]!r}: left-at")
+    return Move(at=body.at, left=(tuple(body.left), left_at))
 
 
 def copy_of(*, name: str, labels: Mapping[str, str], constraints: tuple[str, ...]) -> ServiceCopy:

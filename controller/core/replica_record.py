@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from enum import StrEnum
 
 from controller.core.labels import OWN_PREFIX
 
@@ -28,16 +29,25 @@ REPLICA_RECORD_LABELS = (
     VACATE_LABEL,
 )
 
-SURGE, HOLD, PREEMPT, REBALANCE = "surge", "hold", "preempt", "rebalance"
-# A speculative failover's surge for the tasks of a suspected node (rules/failover/speculative).
-SPECULATE = "speculate"
+
+class Operation(StrEnum):
+    """Why the controller holds a service's count: the `operation` label's value, as
+    written (a `StrEnum`, so the label text is the member's value, byte for byte). Which
+    rule may start, keep or end which one: core/replica_operations."""
+
+    SURGE = "surge"  # failover: tasks lost with a node, started again before Swarm does
+    HOLD = "hold"  # priority none: lost tasks not failed over, until `start`
+    PREEMPT = "preempt"  # scaled down to make room for a higher priority
+    REBALANCE = "rebalance"  # a move: surge onto the targets, trim from the sources
+    # A speculative failover's surge for the tasks of a suspected node (rules/failover/speculative).
+    SPECULATE = "speculate"
 
 
 @dataclass(frozen=True, slots=True)
 class ReplicaRecord:
     base: int
     written: int
-    operation: str
+    operation: Operation
     since: float
     detail: str = ""
     vacate: tuple[str, ...] = ()  # nodes a stop-first move leaves once its surge runs
@@ -55,10 +65,17 @@ def read_replica_record(labels: Mapping[str, str]) -> ReplicaRecord | None:
         return ReplicaRecord(
             base=int(labels[BASE_LABEL]),
             written=int(labels[SET_LABEL]),
-            operation=labels[OPERATION_LABEL],
+            operation=_operation(labels[OPERATION_LABEL]),
             since=float(labels.get(SINCE_LABEL, "0")),
             detail=labels.get(DETAIL_LABEL, ""),
             vacate=tuple(sorted(n for n in labels.get(VACATE_LABEL, "").split(",") if n)),
         )
     except (KeyError, ValueError) as exc:
         raise ReplicaRecordError(f"unreadable replica record: {exc}") from exc
+
+
+def _operation(text: str) -> Operation:
+    try:
+        return Operation(text)
+    except ValueError:
+        raise ValueError(f"unknown operation {text!r}") from None

@@ -8,7 +8,8 @@ Labels:
 - `swarm-placement.replicas`: the operator's count, to restore;
 - `swarm-placement.replicas-set`: the count the controller wrote; a different live count
   means the operator scaled the service meanwhile, and the operator wins;
-- `swarm-placement.operation`: why (`surge`, `hold`, `preempt`, `rebalance`), with
+- `swarm-placement.operation`: why (an `Operation`: `surge`, `hold`, `preempt`,
+  `rebalance`, `speculate`), with
   `swarm-placement.operation-since` (epoch seconds) and `-detail` (free text);
 - `swarm-placement.operation-vacate`: for the rebalance that moves a stop-first service,
   the node IDs its tasks leave once the surged tasks run (see rules/owners).
@@ -23,16 +24,12 @@ from controller.core.model import Service
 from controller.core.replica_record import (
     BASE_LABEL,
     DETAIL_LABEL,
-    HOLD,
     OPERATION_LABEL,
-    PREEMPT,
-    REBALANCE,
     REPLICA_RECORD_LABELS,
     SET_LABEL,
     SINCE_LABEL,
-    SPECULATE,
-    SURGE,
     VACATE_LABEL,
+    Operation,
     ReplicaRecord,
     ReplicaRecordError,
     read_replica_record,
@@ -41,16 +38,12 @@ from controller.core.replica_record import (
 __all__ = [
     "BASE_LABEL",
     "DETAIL_LABEL",
-    "HOLD",
     "OPERATION_LABEL",
-    "PREEMPT",
-    "REBALANCE",
     "REPLICA_RECORD_LABELS",
     "SET_LABEL",
     "SINCE_LABEL",
-    "SPECULATE",
-    "SURGE",
     "VACATE_LABEL",
+    "Operation",
     "ReplicaRecord",
     "ReplicaRecordError",
     "change_replicas",
@@ -69,7 +62,11 @@ def is_in_flight(service: Service) -> bool:
     if service.replica_record_error is not None:
         return True
     record = service.replica_record
-    return record is not None and record.operation in {SURGE, REBALANCE, SPECULATE}
+    return record is not None and record.operation in {
+        Operation.SURGE,
+        Operation.REBALANCE,
+        Operation.SPECULATE,
+    }
 
 
 def operator_changed(
@@ -172,7 +169,7 @@ def ends_own_move(service: Service, action: SetReplicas) -> bool:
     record = replica_record_taken_back(service, action)
     return (
         record is not None
-        and record.operation == REBALANCE
+        and record.operation == Operation.REBALANCE
         and bool(record.vacate)
         and set(record.vacate) <= service.excluded
     )

@@ -42,12 +42,13 @@ def test_a_write_drops_and_saves_only_the_mirror_s_labels(monkeypatch: pytest.Mo
     action = SetMirror(
         config_id="cfg",
         version=7,
-        save={"svc-a": "a-new", "svc-c": "c"},
-        drop=("svc-b",),
-        save_downs={"node-3": "300.000"},
-        drop_downs=("node-1",),
-        save_moves={"svc-c": '{"at":300.0}'},
-        drop_moves=("svc-a",),
+        save={
+            ENTRY_PREFIX + "svc-a": "a-new",
+            ENTRY_PREFIX + "svc-c": "c",
+            DOWNS_PREFIX + "node-3": "300.000",
+            MOVES_PREFIX + "svc-c": '{"at":300.0}',
+        },
+        drop=(ENTRY_PREFIX + "svc-b", DOWNS_PREFIX + "node-1", MOVES_PREFIX + "svc-a"),
     )
     calls = _written(monkeypatch, action)
     assert (calls["config_id"], calls["version"]) == ("cfg", 7)
@@ -62,14 +63,14 @@ def test_a_write_drops_and_saves_only_the_mirror_s_labels(monkeypatch: pytest.Mo
     # Read back, each kind of entry under its own prefix.
     mirror = Mirror.from_labels("cfg", 8, calls["spec"]["Labels"])
     assert set(mirror.entries) == {"svc-a", "svc-c"} and set(mirror.downs) == {"node-2", "node-3"}
-    assert mirror.service_moves()["svc-c"].at == 300.0
+    assert mirror.service_moves["svc-c"].at == 300.0
 
 
 def test_a_stale_version_is_refused_before_anything_is_written(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     with pytest.raises(ConflictError, match="version 6 -> 7"):
-        _written(monkeypatch, SetMirror(config_id="cfg", version=6, drop=("svc-b",)))
+        _written(monkeypatch, SetMirror(config_id="cfg", version=6, drop=(ENTRY_PREFIX + "svc-b",)))
 
 
 class FencedError(Exception):
@@ -89,7 +90,7 @@ def test_a_mirror_write_passes_the_fence_and_is_bounded(
     monkeypatch.setattr(mirror_store, "inspect_config", lambda client, config_id: config)
     for name in ("update_config_spec", "create_config"):
         monkeypatch.setattr(mirror_store, name, lambda *a, **kw: sent.append(kw["timeout"]))
-    action = SetMirror(config_id=config_id, version=7, save={"svc-a": "a"})
+    action = SetMirror(config_id=config_id, version=7, save={ENTRY_PREFIX + "svc-a": "a"})
     with pytest.raises(FencedError):
         mirror_store.write_mirror(object(), action, WriteFence(check=_closed, within=2.0))  # type: ignore[arg-type]
     assert sent == []

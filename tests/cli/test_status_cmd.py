@@ -18,7 +18,7 @@ from controller.core.lease import Lease
 from controller.core.memory import Memory
 from controller.core.model import Resources
 from controller.core.plan import plan
-from controller.core.replicas import HOLD, PREEMPT, SPECULATE, SURGE, change_replicas
+from controller.core.replicas import Operation, change_replicas
 from controller.policy import Policy
 from controller.runtime.dry_run import DryRun
 from tests.core.builders import MANAGED, node, running, service, snapshot
@@ -34,9 +34,13 @@ def _recorded(name: str, operation: str, replicas: int) -> object:
 
 @pytest.mark.parametrize(
     ("operation", "state"),
-    [(SURGE, "failed over"), (SPECULATE, "failed over (speculative)"), (PREEMPT, "preempted"),
-     (HOLD, "held")],
-)  # fmt: skip
+    [
+        (Operation.SURGE, "failed over"),
+        (Operation.SPECULATE, "failed over (speculative)"),
+        (Operation.PREEMPT, "preempted"),
+        (Operation.HOLD, "held"),
+    ],
+)
 def test_a_replica_record_reads_as_its_state(operation: str, state: str) -> None:
     svc = _recorded("db", operation, 1)
     assert service_state(svc) == (state, "replicas 1, the operator's 3: why")  # type: ignore[arg-type]
@@ -54,7 +58,7 @@ def test_own_exclusions_read_as_steered_and_an_operators_as_nothing() -> None:
 
 
 def _document() -> dict[str, object]:
-    db = _recorded("db", HOLD, 0)
+    db = _recorded("db", Operation.HOLD, 0)
     web = service("web", replicas=1, labels=MANAGED)
     legacy = service("legacy", labels={"placement.managed": "false"})
     nodes = [

@@ -16,7 +16,7 @@ from controller.core.kernel.ledger import AvailabilityLedger, disrupted_nodes, d
 from controller.core.memory import Memory
 from controller.core.model import Availability, NodeState, TaskState
 from controller.core.plan import Plan, plan
-from controller.core.replicas import PREEMPT, change_replicas
+from controller.core.replicas import Operation, change_replicas
 from controller.core.rules import rule_named
 from controller.policy import Budgets, ControllerSettings, Policy
 
@@ -119,7 +119,7 @@ def test_a_scale_down_a_rule_forgot_to_name_is_still_counted() -> None:
     web = service("web", replicas=3, labels=MANAGED)
     tasks = [running(web, 1, 1), running(web, 1, 2), running(web, 2, 3)]
     snap = snapshot([node(1, manager=True), node(2)], [web], tasks)
-    down = change_replicas(web, replicas=2, operation=PREEMPT, now=0.0)
+    down = change_replicas(web, replicas=2, operation=Operation.PREEMPT, now=0.0)
     found = disruption(down, snap)
     assert found is not None and found.nodes == ("n1",)
     result = _plan(snap, down, policy=_policy(actions_per_node=0))
@@ -154,7 +154,9 @@ def test_a_health_deny_and_a_scale_down_share_the_per_node_budget() -> None:
         set_labels={"swarm-placement.deny.web": "true"},
         evicts_services=(web.id,),
     )
-    down = replace(change_replicas(db, replicas=2, operation=PREEMPT, now=0.0), evicts_from=("n2",))
+    down = replace(
+        change_replicas(db, replicas=2, operation=Operation.PREEMPT, now=0.0), evicts_from=("n2",)
+    )
     result = _plan(snap, deny, down, policy=_policy(actions_per_node=1))
     assert result.actions == (deny,)
     assert _deferred(result) == ["budget: 1 disruptive actions per node"]
@@ -245,7 +247,7 @@ def test_tasks_a_stop_first_surge_made_spare_stop_without_spending_max_unavailab
     """Two tasks leave node-1 and node-2 once the surge of two runs on node-3 and node-4:
     the service never runs fewer than its operator's two, whatever Swarm's batch."""
     db = replace(service("db", replicas=2, labels=MANAGED), update_order="stop-first")
-    surged = change_replicas(db, replicas=4, operation="rebalance", now=0.0)
+    surged = change_replicas(db, replicas=4, operation=Operation.REBALANCE, now=0.0)
     db4 = replace(db, replicas=4, labels={**db.labels, **surged.set_labels})
     nodes = [node(1, manager=True), node(2), node(3), node(4)]
     off = SetServiceConstraints(
@@ -267,7 +269,9 @@ def test_a_rules_copy_of_the_budget_is_its_own() -> None:
     budget = AvailabilityLedger(Budgets(actions_per_cycle=1), snap, {db.id: 1})
     deny = SetNodeLabels("n3", "node-3", 13, set_labels={"x": "1"}, evicts_services=())
     assert budget.refusal(deny) is None  # stops nothing: never refused
-    move = replace(change_replicas(db, replicas=2, operation=PREEMPT, now=0.0), evicts_from=("n2",))
+    move = replace(
+        change_replicas(db, replicas=2, operation=Operation.PREEMPT, now=0.0), evicts_from=("n2",)
+    )
     mine = budget.copy()
     mine.spend(move)
     assert mine.refusal(move) is not None and budget.refusal(move) is None

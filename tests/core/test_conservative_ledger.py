@@ -36,14 +36,7 @@ from controller.core.outside_inputs import (
     PluginVeto,
 )
 from controller.core.plan import Plan, plan
-from controller.core.replicas import (
-    BASE_LABEL,
-    OPERATION_LABEL,
-    SET_LABEL,
-    SINCE_LABEL,
-    SPECULATE,
-    SURGE,
-)
+from controller.core.replicas import BASE_LABEL, OPERATION_LABEL, SET_LABEL, SINCE_LABEL, Operation
 from controller.policy import Policy
 
 from .builders import MANAGED, node, running, service, snapshot
@@ -201,7 +194,7 @@ def test_a_dead_nodes_task_is_no_spare_beside_a_speculative_surge() -> None:
     record = {
         BASE_LABEL: "3",
         SET_LABEL: "4",
-        OPERATION_LABEL: SPECULATE,
+        OPERATION_LABEL: Operation.SPECULATE,
         SINCE_LABEL: f"{NOW - 10:.3f}",
     }
     memory = warmed(calm)
@@ -308,7 +301,12 @@ def test_an_operators_scale_over_a_surge_record_is_what_the_ledger_wants(scaled:
     forgets the record: reading wanted 3 it would stop both of node-2's tasks at once."""
     replicas = 5 if scaled == "to-5" else 4
     since = NOW - 20
-    record = {BASE_LABEL: "3", SET_LABEL: "4", OPERATION_LABEL: SURGE, SINCE_LABEL: f"{since:.3f}"}
+    record = {
+        BASE_LABEL: "3",
+        SET_LABEL: "4",
+        OPERATION_LABEL: Operation.SURGE,
+        SINCE_LABEL: f"{since:.3f}",
+    }
     web = stop_first(
         service(
             "web",
@@ -421,7 +419,7 @@ def test_swarm_still_calling_a_node_ready_is_timed_by_its_heartbeat(
             "placement.failover-mode": "speculative",
             BASE_LABEL: "3",
             SET_LABEL: "4",
-            OPERATION_LABEL: SPECULATE,
+            OPERATION_LABEL: Operation.SPECULATE,
             SINCE_LABEL: f"{NOW:.3f}",
         },
         constraints=[steering_constraint("web")],

@@ -7,7 +7,7 @@ from dataclasses import replace
 from controller.core.actions import SetMirror, SetServiceConstraints
 from controller.core.apply import apply_actions
 from controller.core.memory import FLAP_MEMORY_SECONDS, Memory
-from controller.core.mirror import Mirror, decode_downs, encode_downs
+from controller.core.mirror import DOWNS_PREFIX, Mirror, decode_downs, encode_downs
 from controller.core.model import ClusterSnapshot, NodeState
 from controller.core.plan import Plan, plan
 from controller.core.rules import rules_named
@@ -42,7 +42,7 @@ def with_store(snap: ClusterSnapshot, **downs: tuple[float, ...]) -> ClusterSnap
 def test_downs_encode_and_refuse_what_is_not_a_time() -> None:
     assert decode_downs(encode_downs((NOW - 40, NOW - 200))) == (NOW - 200, NOW - 40)
     store = Mirror(downs={"n2": "12.5,nope", "n3": "-4", "n4": "inf", "n5": "7.250"})
-    assert store.node_downs() == {"n5": (7.25,)}
+    assert store.node_downs == {"n5": (7.25,)}
 
 
 def test_a_restarted_controller_reads_back_the_recent_downs() -> None:
@@ -91,18 +91,20 @@ def test_a_down_is_mirrored_once_and_dropped_when_forgotten() -> None:
     down = snapshot(nodes(n2=NodeState.DOWN), [])
     down = replace(down, mirror=Mirror(config_id="cfg", version=5))
     write, result = mirror(down, memory, NOW)
-    assert write is not None and write.save_downs == {"n2": encode_downs((NOW,))}
+    assert write is not None and write.saved(DOWNS_PREFIX) == {"n2": encode_downs((NOW,))}
     assert any(d.action is write for d in result.decisions), "every write has a decision"
     # Written: later cycles, the down ageing inside the horizon, write nothing.
     down = apply_actions(down, (write,))
-    assert down.mirror is not None and down.mirror.node_downs() == {"n2": (NOW,)}
+    assert down.mirror is not None and down.mirror.node_downs == {"n2": (NOW,)}
     again, result = mirror(down, result.memory, NOW + 1)
     assert again is None
     aged, result = mirror(down, result.memory, NOW + FLAP_MEMORY_SECONDS - 1)
     assert aged is None
     # Past the horizon memory lets go, and so does the mirror, in one write.
     gone, _ = mirror(down, result.memory, NOW + FLAP_MEMORY_SECONDS + 1)
-    assert gone is not None and gone.drop_downs == ("n2",) and not gone.save_downs
+    assert (
+        gone is not None and gone.dropped(DOWNS_PREFIX) == ("n2",) and not gone.saved(DOWNS_PREFIX)
+    )
 
 
 def moves_back(result: Plan) -> bool:

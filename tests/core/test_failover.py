@@ -8,7 +8,7 @@ from controller.core.actions import SetMirror, SetReplicas
 from controller.core.apply import apply_actions
 from controller.core.labels import EXCLUDED_LABEL, exclusion_constraint
 from controller.core.memory import Memory
-from controller.core.mirror import Mirror
+from controller.core.mirror import OVERRIDDEN_PREFIX, Mirror
 from controller.core.model import NodeState, Service, Task, TaskState
 from controller.core.plan import plan
 from controller.core.replicas import (
@@ -144,7 +144,7 @@ def test_a_restarted_controller_still_knows_the_operator_scaled_over_its_record(
     seen = replace(snapshot(nodes(), [down], tasks[:2]), mirror=mirror)
     scaled = cycle(seen, settled, now=102.0)
     (kept,) = scaled.actions  # the forget waits for the rollout; the mirror write does not
-    assert isinstance(kept, SetMirror) and kept.save_overridden == {web.id: "100.000"}
+    assert isinstance(kept, SetMirror) and kept.saved(OVERRIDDEN_PREFIX) == {web.id: "100.000"}
     assert any(d.action is kept for d in scaled.decisions), "a write, a decision"
     back = replace(web, replicas=3, version=web.version + 2)
     after = apply_actions(replace(snapshot(nodes(), [back], tasks), mirror=mirror), (kept,))
@@ -163,7 +163,7 @@ def test_a_restarted_controller_still_knows_the_operator_scaled_over_its_record(
     plain = replace(done, labels=dict(MANAGED))
     forgot = replace(snapshot(nodes(), [plain], tasks), mirror=after.mirror)
     (drop,) = cycle(forgot, Memory(), now=202.0).actions
-    assert isinstance(drop, SetMirror) and drop.drop_overridden == (web.id,)
+    assert isinstance(drop, SetMirror) and drop.dropped(OVERRIDDEN_PREFIX) == (web.id,)
 
 
 def test_priority_none_is_not_failed_over_but_held_and_recorded() -> None:

@@ -15,9 +15,8 @@ from controller.core.memory import Memory
 from controller.core.model import Availability, NodeState, Service, Task, TaskState
 from controller.core.plan import plan
 from controller.core.replicas import (
-    PREEMPT,
     REPLICA_RECORD_LABELS,
-    SURGE,
+    Operation,
     change_replicas,
     read_replica_record,
     restore_replicas,
@@ -97,11 +96,11 @@ def _rolling(state: str | None, **changes):  # type: ignore[no-untyped-def]
 
 
 def _every_write(db: Service) -> list[Action]:
-    surge = change_replicas(db, replicas=3, operation=SURGE, now=0.0)
+    surge = change_replicas(db, replicas=3, operation=Operation.SURGE, now=0.0)
     return [
         SetServiceConstraints(db.id, db.name, db.version, ("node.role==worker",)),
         SetServiceConstraints(db.id, db.name, db.version, ("node.id!=n2",), evicts_from=("n2",)),
-        change_replicas(db, replicas=1, operation=PREEMPT, now=0.0),
+        change_replicas(db, replicas=1, operation=Operation.PREEMPT, now=0.0),
         replace(surge, evicts_from=("n2",)),  # a surge-and-trim: it stops tasks later
         SetReplicas(db.id, db.name, db.version, 2, remove_labels=REPLICA_RECORD_LABELS),
         SetNodeLabels(
@@ -166,7 +165,7 @@ def test_a_failover_raise_goes_through_only_while_the_rollout_runs() -> None:
     for state in ROLLOUT_STATES:
         for action in ("pause", "continue", "rollback"):
             db, snap = _rolling(state, update_failure_action=action)
-            surge = change_replicas(db, replicas=3, operation=SURGE, now=0.0)
+            surge = change_replicas(db, replicas=3, operation=Operation.SURGE, now=0.0)
             allowed = state == "updating" and action != "rollback"
             result = _plan(snap, surge, by="failover")
             assert result.actions == ((surge,) if allowed else ()), (state, action)
@@ -175,8 +174,8 @@ def test_a_failover_raise_goes_through_only_while_the_rollout_runs() -> None:
                 assert [d.outcome for d in result.decisions if d.rule == "guard"] == ["allow"]
     # Raising it for any other reason, or lowering it, is no failover raise.
     db, snap = _rolling("updating")
-    restore = change_replicas(db, replicas=3, operation=PREEMPT, now=0.0)
-    trim = change_replicas(db, replicas=1, operation=SURGE, now=0.0)
+    restore = change_replicas(db, replicas=3, operation=Operation.PREEMPT, now=0.0)
+    trim = change_replicas(db, replicas=1, operation=Operation.SURGE, now=0.0)
     assert _plan(snap, restore, by="failover").actions == ()
     assert _plan(snap, trim, by="failover").actions == ()
 
@@ -188,7 +187,7 @@ def test_the_trim_of_a_failover_raise_goes_through_as_the_raise_does() -> None:
     for state in ROLLOUT_STATES:
         for action in ("pause", "continue", "rollback"):
             db, _ = _rolling(state, update_failure_action=action)
-            surge = change_replicas(db, replicas=3, operation=SURGE, now=0.0)
+            surge = change_replicas(db, replicas=3, operation=Operation.SURGE, now=0.0)
             surged = replace(db, replicas=3, labels={**db.labels, **surge.set_labels})
             snap = snapshot(
                 [node(1, manager=True), node(2), node(3)],
@@ -209,7 +208,7 @@ def test_the_trim_of_a_failover_raise_goes_through_as_the_raise_does() -> None:
                 assert guard.outcome == "wait"
     # Only the surge's own trim: a record of another kind, or another count, still waits.
     db, _ = _rolling("updating")
-    for operation, to in ((PREEMPT, 2), (SURGE, 1)):
+    for operation, to in ((Operation.PREEMPT, 2), (Operation.SURGE, 1)):
         change = change_replicas(db, replicas=3, operation=operation, now=0.0)
         changed = replace(db, replicas=3, labels={**db.labels, **change.set_labels})
         snap = snapshot([node(1, manager=True), node(2), node(3)], [changed], [])

@@ -11,7 +11,14 @@ from controller.core.actions import SetMirror, SetReplicas, SetServiceConstraint
 from controller.core.apply import apply_actions
 from controller.core.labels import EXCLUDED_LABEL, steering_constraint
 from controller.core.memory import Memory
-from controller.core.mirror import Mirror, MirrorError, ServiceCopy, copy_of, decode_move
+from controller.core.mirror import (
+    ENTRY_PREFIX,
+    Mirror,
+    MirrorError,
+    ServiceCopy,
+    copy_of,
+    decode_move,
+)
 from controller.core.model import ClusterSnapshot, Service
 from controller.core.plan import Plan, plan
 from controller.core.replicas import BASE_LABEL, OPERATION_LABEL, SET_LABEL
@@ -140,7 +147,7 @@ def test_the_mirror_follows_the_services_and_is_quiet_at_rest() -> None:
     snap = replace(snapshot(four_nodes(), [db], [running(db, 3, 1)]), mirror=store)
     result = planned(snap)
     (mirror,) = [a for a in result.actions if isinstance(a, SetMirror)]
-    assert mirror.drop == ("s-gone",)
+    assert mirror.dropped(ENTRY_PREFIX) == ("s-gone",)
     assert mirror.version == 5
     assert any(d.action is not None and d.rule == "mirror" for d in result.decisions)
     at_rest = replace(snap, mirror=mirror_of(db))
@@ -152,7 +159,7 @@ def test_the_first_record_creates_the_mirror() -> None:
     snap = replace(snapshot(four_nodes(), [db], [running(db, 3, 1)]), mirror=Mirror())
     (mirror,) = [a for a in planned(snap).actions if isinstance(a, SetMirror)]
     assert mirror.config_id == ""
-    assert ServiceCopy.decode(mirror.save["s-db"]).labels[EXCLUDED_LABEL] == "n2"
+    assert ServiceCopy.decode(mirror.saved(ENTRY_PREFIX)["s-db"]).labels[EXCLUDED_LABEL] == "n2"
 
 
 def test_an_unobserved_mirror_plans_nothing() -> None:
@@ -178,7 +185,7 @@ def test_a_trimmed_surge_is_not_taken_for_a_deploy_and_is_not_mirrored() -> None
     )
     snap = replace(snapshot(four_nodes(), [web], [running(web, 3, 1)]), mirror=Mirror())
     (mirror,) = [a for a in planned(snap).actions if isinstance(a, SetMirror)]
-    saved = ServiceCopy.decode(mirror.save["s-web"])
+    saved = ServiceCopy.decode(mirror.saved(ENTRY_PREFIX)["s-web"])
     assert saved.constraints == (steering_constraint("web"),)
     assert BASE_LABEL not in saved.labels
     # The trim drops the surge record: the service keeps its steering constraint, so no

@@ -13,7 +13,7 @@ from dataclasses import replace
 from controller.core.actions import SetMirror, SetServiceConstraints
 from controller.core.apply import apply_actions
 from controller.core.memory import Memory
-from controller.core.mirror import Mirror
+from controller.core.mirror import MOVES_PREFIX, Mirror
 from controller.core.model import ClusterSnapshot
 from controller.core.plan import Plan, plan
 from controller.core.rules import rules_named
@@ -125,17 +125,19 @@ def test_a_move_is_mirrored_once_and_dropped_past_its_window() -> None:
     web = ids[0]
     memory = STABLE.note_move(web, NOW, ("n1",))
     write = mirror_write(snap, memory, NOW + 0.5, pol)
-    assert write is not None and set(write.save_moves) == {web}
+    assert write is not None and set(write.saved(MOVES_PREFIX)) == {web}
     snap = apply_actions(snap, (write,))
     assert snap.mirror is not None and web in snap.mirror.moves
     for now in (NOW + 1, NOW + 300, NOW + 599):
         assert mirror_write(snap, memory, now, pol) is None, now
     gone = mirror_write(snap, memory, NOW + 601, pol)
-    assert gone is not None and gone.drop_moves == (web,) and not gone.save_moves
+    assert (
+        gone is not None and gone.dropped(MOVES_PREFIX) == (web,) and not gone.saved(MOVES_PREFIX)
+    )
     assert mirror_write(apply_actions(snap, (gone,)), memory, NOW + 602, pol) is None
     # A new move of the same service is written again.
     again = mirror_write(snap, memory.note_move(web, NOW + 700), NOW + 701, pol)
-    assert again is not None and set(again.save_moves) == {web}
+    assert again is not None and set(again.saved(MOVES_PREFIX)) == {web}
 
 
 def test_unreadable_moves_are_dropped_and_a_future_one_counts_from_now() -> None:

@@ -104,7 +104,7 @@ from hypothesis import HealthCheck, Phase, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from controller.core.actions import Action, describe, target_of
+from controller.core.actions import Action, SetReplicas, describe, target_of
 from controller.core.kernel.ledger import moved_from
 from controller.core.labels import (
     is_own_constraint,
@@ -131,6 +131,7 @@ from controller.core.outside_inputs import (
     PluginVeto,
 )
 from controller.core.plan import Plan, plan
+from controller.core.replica_operations import allowed, edges_of
 from controller.core.simulate import SimSwarm, SwarmTimings
 from controller.policy import policy_from_data
 
@@ -376,6 +377,8 @@ class SafetyMachine(RuleBasedStateMachine):
             if kind != "service":
                 continue
             svc = snap.service_by_id[object_id]
+            if isinstance(action, SetReplicas):
+                self.check_transition(svc, action, result)
             if svc.labels.get("placement.managed") != "true":
                 raise ViolationError(
                     f"a write to the unmanaged service {svc.name}: {describe(action)}"
@@ -385,6 +388,17 @@ class SafetyMachine(RuleBasedStateMachine):
                     f"a write to {svc.name}, whose rollout is {svc.update_state}, resumes it: "
                     f"{describe(action)}"
                 )
+
+    def check_transition(self, svc: Service, action: SetReplicas, result: Plan) -> None:
+        """Every count write is an edge of the record's table for the rule that made it
+        (core/replica_operations), failover's and the speculative rule's included."""
+        rules = {d.rule for d in result.decisions if d.action == action}
+        edges = edges_of(svc, action)
+        if not any(allowed(rule, before, after) for rule in rules for before, after in edges):
+            raise ViolationError(
+                f"rule(s) {sorted(rules)} wrote {describe(action)} over the record "
+                f"{svc.replica_record}: not in the table ({sorted(map(str, edges))})"
+            )
 
     def check_counts(self) -> None:
         for sid in MANAGED_IDS:

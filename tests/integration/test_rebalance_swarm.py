@@ -23,7 +23,7 @@ import pytest
 from controller.adapters.writes import execute_action
 from controller.core.actions import Action, SetReplicas
 from controller.core.labels import EXCLUDED_LABEL
-from controller.core.replicas import OPERATION_LABEL, REBALANCE, REPLICA_RECORD_LABELS
+from controller.core.replicas import OPERATION_LABEL, REPLICA_RECORD_LABELS, Operation
 from controller.runtime.pause_hook import PAUSE_ENV
 from controller.sandbox import swarm as sandbox_swarm
 from controller.sandbox.sandbox import DEFAULT_COMMAND
@@ -112,7 +112,7 @@ class Recording:
             for a in self.actions
             if isinstance(a, SetReplicas)
             and a.service_name == name
-            and a.set_labels.get(OPERATION_LABEL) == REBALANCE
+            and a.set_labels.get(OPERATION_LABEL) == Operation.REBALANCE
         )
 
 
@@ -318,7 +318,9 @@ def test_a_controller_killed_between_surge_and_trim_leaves_the_desired_count(  #
     finally:
         first.stop(signal.SIGKILL)
     replicas, labels = _spec(client, web)
-    assert replicas == 8 and labels[OPERATION_LABEL] == REBALANCE, "killed between the writes"
+    assert replicas == 8 and labels[OPERATION_LABEL] == Operation.REBALANCE, (
+        "killed between the writes"
+    )
 
     second = ControllerProcess(swarm.manager_host, policy, tmp_path / "2.log")
     try:

@@ -45,7 +45,7 @@ import docker
 import pytest
 import requests
 
-from controller.core.replicas import BASE_LABEL, OPERATION_LABEL, REPLICA_RECORD_LABELS, SPECULATE
+from controller.core.replicas import BASE_LABEL, OPERATION_LABEL, REPLICA_RECORD_LABELS, Operation
 from controller.core.rules.failover.speculative import (
     FLAP_CONFIRMED_SECONDS,
     FLAP_FALSE_ALARMS,
@@ -649,7 +649,7 @@ def test_a_controller_killed_while_its_surge_stands_is_followed_by_one_that_ends
                     before = task_ids_by_node(client, "web")
                     sandbox.fail(victim, "partition")
                     wait_until(
-                        lambda: spec_of(client)[1].get(OPERATION_LABEL) == SPECULATE,
+                        lambda: spec_of(client)[1].get(OPERATION_LABEL) == Operation.SPECULATE,
                         30,
                         "a speculative surge",
                     )
@@ -665,7 +665,9 @@ def test_a_controller_killed_while_its_surge_stands_is_followed_by_one_that_ends
                     )
                 sandbox.restore(victim)
                 sandbox.wait_node_state(victim, "ready", timeout=60)
-                assert spec_of(client)[1].get(OPERATION_LABEL) == SPECULATE  # nobody ended it
+                assert (
+                    spec_of(client)[1].get(OPERATION_LABEL) == Operation.SPECULATE
+                )  # nobody ended it
                 second_log = tmp_path / "second.log"
                 second = controller_process(sandbox, tmp_path, agents, second_log)
                 try:

@@ -34,9 +34,12 @@ from controller.core.labels import (
     format_exclusions,
 )
 from controller.core.mirror import (
+    DOWNS_PREFIX,
+    ENTRY_PREFIX,
     MIRROR_CONFIG,
+    MOVES_PREFIX,
+    OVERRIDDEN_PREFIX,
     Mirror,
-    MirrorError,
     Move,
     ServiceCopy,
     copy_of,
@@ -46,11 +49,10 @@ from controller.core.mirror import (
 from controller.core.model import ACTIVE_TASK_STATES, ClusterSnapshot, Service
 from controller.core.replicas import (
     BASE_LABEL,
-    HOLD,
     OPERATION_LABEL,
-    PREEMPT,
     REPLICA_RECORD_LABELS,
     SET_LABEL,
+    Operation,
 )
 
 RULE = "mirror"
@@ -68,17 +70,13 @@ def plan_mirror(ctx: PlanContext) -> RuleOutput:
         if not current.is_empty:
             wanted[service.id] = current.encode()
             continue
-        raw = store.entries.get(service.id)
-        if raw is None:
+        if (unreadable := store.unreadable_copies.get(service.id)) is not None:
+            decisions.append(Decision(RULE, f"service {service.name}", Outcome.SKIP, unreadable))
             continue
-        try:
-            saved = ServiceCopy.decode(raw)
-        except MirrorError as exc:
-            decisions.append(Decision(RULE, f"service {service.name}", Outcome.SKIP, str(exc)))
+        saved = store.copies.get(service.id)
+        if saved is None or saved.is_empty:
             continue
-        if saved.is_empty:
-            continue
-        wanted[service.id] = raw  # kept until the service has its labels back
+        wanted[service.id] = store.entries[service.id]  # kept until it has its labels back
         recovery = _recover(ctx.swarm, service, saved)
         actions.extend(recovery.actions)
         decisions.extend(recovery.decisions)
@@ -108,7 +106,7 @@ def _copy_of(service: Service) -> ServiceCopy:
     """The copy to keep: a surge's or a rebalance's replica record lives for a moment
     (copying it would add a write per failover), a preemption's or a hold's does not."""
     copy = copy_of(name=service.name, labels=service.labels, constraints=service.constraints)
-    if copy.labels.get(OPERATION_LABEL) in (PREEMPT, HOLD):
+    if copy.labels.get(OPERATION_LABEL) in (Operation.PREEMPT, Operation.HOLD):
         return copy
     labels = {k: v for k, v in copy.labels.items() if k not in REPLICA_RECORD_LABELS}
     return ServiceCopy(labels=labels, constraints=copy.constraints)
@@ -154,21 +152,19 @@ def _mirror(
     # A record scaled over is written the cycle it is seen, and dropped with the record.
     put_over = {s: v for s, v in overridden.items() if store.overridden.get(s) != v}
     drop_over = tuple(sorted(s for s in store.overridden if s not in overridden))
-    changes = (put, drop, put_downs, drop_downs, put_moves, drop_moves, put_over, drop_over)
-    if not any(changes):
-        return None  # also while there is nothing to keep: the config comes with the first
-    return SetMirror(
-        config_id=store.config_id,
-        version=store.version,
-        save=put,
-        drop=drop,
-        save_downs=put_downs,
-        drop_downs=drop_downs,
-        save_moves=put_moves,
-        drop_moves=drop_moves,
-        save_overridden=put_over,
-        drop_overridden=drop_over,
+    sections = zip(
+        (ENTRY_PREFIX, DOWNS_PREFIX, MOVES_PREFIX, OVERRIDDEN_PREFIX),
+        ((put, drop), (put_downs, drop_downs), (put_moves, drop_moves), (put_over, drop_over)),
+        strict=True,
     )
+    save: dict[str, str] = {}
+    gone: list[str] = []
+    for prefix, (section_save, section_drop) in sections:
+        save |= {prefix + key: raw for key, raw in section_save.items()}
+        gone += [prefix + key for key in section_drop]
+    if not save and not gone:
+        return None  # also while there is nothing to keep: the config comes with the first
+    return SetMirror(config_id=store.config_id, version=store.version, save=save, drop=tuple(gone))
 
 
 def _recover(snapshot: ClusterSnapshot, service: Service, saved: ServiceCopy) -> RuleOutput:

@@ -13,7 +13,7 @@ from controller.core.context import PlanContext, RolloutExemption
 from controller.core.model import Service
 from controller.core.replicas import (
     OPERATION_LABEL,
-    SURGE,
+    Operation,
     ends_own_move,
     replica_record_taken_back,
 )
@@ -33,7 +33,7 @@ def failover_raise(service: Service, action: Action) -> bool:
         and action.replicas > service.replicas
         and not action.evicts_from
         and not action.remove_labels
-        and action.set_labels.get(OPERATION_LABEL) == SURGE
+        and action.set_labels.get(OPERATION_LABEL) == Operation.SURGE
     )
 
 
@@ -49,7 +49,7 @@ def takes_back_failover_raise(service: Service, action: Action) -> bool:
     if not (isinstance(action, SetReplicas) and _raise_may_go(service)):
         return False
     record = replica_record_taken_back(service, action)
-    return record is not None and record.operation == SURGE and not action.set_labels
+    return record is not None and record.operation == Operation.SURGE and not action.set_labels
 
 
 def _raise(ctx: PlanContext, service: Service, action: Action) -> str | None:

@@ -30,9 +30,7 @@ from controller.core.kernel.ledger import scale_down_stops
 from controller.core.labels import without_exclusions
 from controller.core.model import Availability, Service, ServiceMode
 from controller.core.replicas import (
-    HOLD,
-    REBALANCE,
-    SURGE,
+    Operation,
     ReplicaRecord,
     change_replicas,
     forget_replica_record,
@@ -116,7 +114,7 @@ def _plan_service(ctx: PlanContext, service: Service) -> tuple[Action | None, De
             f"scaled to {service.replicas} by an operator while the controller had "
             f"{record.written} ({record.operation}): the operator's count stands",
         )
-    if record is not None and record.operation in {SURGE, REBALANCE}:
+    if record is not None and record.operation in {Operation.SURGE, Operation.REBALANCE}:
         return _trim(ctx, service, record)
     if record is not None:
         return None, None  # held or preempted: other rules and commands own it
@@ -132,7 +130,7 @@ def _plan_service(ctx: PlanContext, service: Service) -> tuple[Action | None, De
         action = change_replicas(
             service,
             replicas=replicas - missing,
-            operation=HOLD,
+            operation=Operation.HOLD,
             now=ctx.now,
             detail=f"{missing} replica(s) lost with a node",
             evicts_from=scale_down_stops(ctx.snapshot, service, replicas - missing)[0],
@@ -172,7 +170,7 @@ def _plan_service(ctx: PlanContext, service: Service) -> tuple[Action | None, De
     action = change_replicas(
         service,
         replicas=replicas + missing,
-        operation=SURGE,
+        operation=Operation.SURGE,
         now=ctx.now,
         detail=f"{missing} replica(s) lost with a node at {utc_time(since)}",
     )
@@ -228,9 +226,9 @@ def _trim(
     # original. Where it may, the trim names the node and is charged to the ledger.
     evicts, stops = scale_down_stops(ctx.snapshot, service, base)
     trim = restore_replicas(
-        service, record, evicts_from=evicts, ends_surge=record.operation == SURGE
+        service, record, evicts_from=evicts, ends_surge=record.operation == Operation.SURGE
     )
-    if record.operation == SURGE:
+    if record.operation == Operation.SURGE:
         if not _may_take(ctx, service):
             return trim, Decision(
                 RULE,

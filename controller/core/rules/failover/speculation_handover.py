@@ -8,7 +8,7 @@ from controller.core.actions import Action
 from controller.core.context import PlanContext
 from controller.core.decisions import Decision, Outcome
 from controller.core.model import Service
-from controller.core.replicas import SPECULATE, SURGE, ReplicaRecord, change_replicas
+from controller.core.replicas import Operation, ReplicaRecord, change_replicas
 from controller.core.rules.failover.failover_rule import active_count
 from controller.core.rules.failover.name import SPECULATIVE as RULE
 from controller.core.rules.failover.speculate_room import names
@@ -47,7 +47,7 @@ def handover(
     handover = change_replicas(
         service,
         replicas=record.written + more,
-        operation=SURGE,
+        operation=Operation.SURGE,
         now=record.since,
         base=record.base,
         detail=f"speculative surge confirmed: {where} down{also}",
@@ -78,7 +78,7 @@ def lost_elsewhere(
     raised = change_replicas(
         service,
         replicas=record.written + more,
-        operation=SPECULATE,
+        operation=Operation.SPECULATE,
         now=record.since,
         base=record.base,
         detail=f"{record.detail}; {more} more lost with another node",

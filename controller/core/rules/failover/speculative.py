@@ -65,7 +65,7 @@ from controller.core.kernel.drop_order import STABLE_SORT_SLOTS
 from controller.core.kernel.ledger import scale_down_stops
 from controller.core.model import Service, ServiceMode, Task
 from controller.core.replicas import (
-    SPECULATE,
+    Operation,
     ReplicaRecord,
     change_replicas,
     operator_changed,
@@ -153,7 +153,7 @@ def _plan_service(ctx: PlanContext, service: Service, notes: Notes) -> Planned:
         return None, None  # the failover rule reports it
     record = service.replica_record
     if record is not None:
-        if record.operation != SPECULATE or operator_changed(
+        if record.operation != Operation.SPECULATE or operator_changed(
             service, record, ctx.memory.overridden
         ):
             return None, None  # another rule's, or the operator's count: failover forgets
@@ -249,7 +249,7 @@ def _surge(ctx: PlanContext, service: Service, on: list[Task], notes: Notes) -> 
     action = change_replicas(
         service,
         replicas=replicas + len(on),
-        operation=SPECULATE,
+        operation=Operation.SPECULATE,
         now=ctx.now,
         detail=f"nodes={','.join(nodes)}; {len(on)} replica(s) on suspected {where}",
         evicts_from=tuple(sorted({*charged, *beside, *(stacking.risky if stacking else ())})),

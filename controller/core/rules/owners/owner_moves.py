@@ -34,12 +34,8 @@ from controller.core.labels import (
     without_exclusions,
 )
 from controller.core.model import Service
-from controller.core.replicas import (
-    REBALANCE,
-    ReplicaRecord,
-    change_replicas,
-    restore_replicas,
-)
+from controller.core.replica_operations import End, transition
+from controller.core.replicas import Operation, ReplicaRecord
 from controller.core.rules.owners.escape_moves import escape_move
 from controller.core.rules.owners.fits import Fits
 from controller.core.rules.owners.name import RULE
@@ -148,7 +144,7 @@ def finish_stop_first(
     if service.replica_record_error is not None:
         return None
     record = service.replica_record
-    if record is None or record.operation != REBALANCE or not record.vacate:
+    if record is None or record.operation != Operation.REBALANCE or not record.vacate:
         return None
     if service.updating:
         return None
@@ -237,34 +233,34 @@ def _top_up(
         limit=max(limit, 0),
     )
     if more is None:
-        trim = restore_replicas(
-            service, record, evicts_from=scale_down_stops(ctx.snapshot, service, record.base)[0]
-        )
-        return trim, Decision(
+        return transition(
+            service,
             RULE,
-            subject,
+            End.RESTORE,
+            evicts_from=scale_down_stops(ctx.snapshot, service, record.base)[0],
+        ).decide(
             Outcome.WITHDRAW,
             f"stop-first move: part of the surge started on {hosts}, which it leaves, and "
             f"no larger surge fits: back to {record.base}, and the move is tried again",
-            action=trim,
         )
-    action = change_replicas(
+    raised = transition(
         service,
+        RULE,
+        Operation.REBALANCE,
         replicas=record.written + more,
-        operation=REBALANCE,
         now=ctx.now,
         detail=record.detail,
         evicts_from=record.vacate,
         vacate=record.vacate,
     )
-    if (over := ctx.budget().refusal(action)) is not None:
+    if (over := ctx.budget().refusal(raised.action)) is not None:
         return None, Decision(RULE, subject, Outcome.WAIT, f"stop-first move: {over}")
-    why = (
+    return raised.decide(
+        Outcome.MOVE,
         f"stop-first move: part of the surge started on {hosts}, which it leaves, so "
         f"{short} fewer than wanted would run once the task(s) there stop: start {more} "
-        "more first"
+        "more first",
     )
-    return action, Decision(RULE, subject, Outcome.MOVE, why, action=action)
 
 
 def surge_to_reduce(
@@ -296,16 +292,16 @@ def surge_to_reduce(
             Outcome.KEEP,
             f"{surplus} task(s) over their share on {hosts} stay: {refused}",
         )
-    action = change_replicas(
+    return transition(
         service,
+        RULE,
+        Operation.REBALANCE,
         replicas=(service.replicas or 0) + surplus,
-        operation=REBALANCE,
         now=ctx.now,
         detail=f"move {surplus} task(s) off {hosts}",
         evicts_from=reduce,
-    )
-    why = (
+    ).decide(
+        Outcome.MOVE,
         f"{surplus} task(s) over their share on {hosts}: surge onto the targets, then trim "
-        "from the busiest nodes"
+        "from the busiest nodes",
     )
-    return action, Decision(RULE, subject, Outcome.MOVE, why, action=action)

@@ -15,8 +15,10 @@ from controller.core.constraints import ConstraintError, node_filter, parse_cons
 from controller.core.context import PlanContext
 from controller.core.counts import ScaleUp, running_by_node, scale_up
 from controller.core.model import Service
-from controller.core.replicas import REBALANCE, change_replicas
+from controller.core.replica_operations import transition
+from controller.core.replicas import Operation
 from controller.core.rules.owners.fits import Fits
+from controller.core.rules.owners.name import RULE
 
 
 def hostnames(ctx: PlanContext, nodes: Iterable[str]) -> str:
@@ -143,15 +145,16 @@ def vacating_surge(
     """Step 2 of a stop-first move (owner_moves): the count raised by k, recorded with
     the nodes to leave (holding `moved` tasks) once the new tasks run; or the budget it
     would exceed."""
-    surge = change_replicas(
+    surge = transition(
         service,
+        RULE,
+        Operation.REBALANCE,
         replicas=(service.replicas or 0) + k,
-        operation=REBALANCE,
         now=ctx.now,
         detail=f"stop-first: move {moved} task(s) off {hostnames(ctx, vacate)}",
         evicts_from=vacate,
         vacate=vacate,
-    )
+    ).action
     if (over := ctx.budget().refusal(surge)) is not None:
         return None, over
     return surge, None

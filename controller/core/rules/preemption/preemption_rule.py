@@ -36,7 +36,7 @@ next cycle at once, which then sees the room those writes freed.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from controller.core.actions import Action, target_of
 from controller.core.capacity import (
@@ -56,14 +56,8 @@ from controller.core.decisions import Decision, Outcome
 from controller.core.kernel.ledger import scale_down_stops
 from controller.core.kernel.local_data import local_data
 from controller.core.model import Resources, Service, ServiceMode
-from controller.core.replicas import (
-    HOLD,
-    PREEMPT,
-    REBALANCE,
-    SPECULATE,
-    change_replicas,
-    operator_changed,
-)
+from controller.core.replica_operations import transition
+from controller.core.replicas import Operation, operator_changed
 from controller.core.rules.preemption.name import PREEMPTION as RULE
 
 
@@ -114,7 +108,7 @@ def _speculating(service: Service) -> bool:
     if service.replica_record_error is not None:
         return False
     record = service.replica_record
-    return record is not None and record.operation == SPECULATE
+    return record is not None and record.operation == Operation.SPECULATE
 
 
 def _victims(ctx: PlanContext, pending: Service) -> tuple[list[Service], list[str]]:
@@ -164,9 +158,9 @@ def _not_now(service: Service, max_unavailable: int, overridden: Mapping[str, fl
         return None
     if operator_changed(service, record, overridden):
         return "an operator scaled it; its record is being cleared"
-    if record.operation == REBALANCE:
+    if record.operation == Operation.REBALANCE:
         return "a rebalancing move is in flight"
-    if record.operation == SPECULATE:
+    if record.operation == Operation.SPECULATE:
         return "a speculative surge is in flight"
     return None
 
@@ -317,35 +311,33 @@ def _write(
             continue
         record = victim.replica_record
         # A held service stays held: only `swarm-placement start` brings it back.
-        operation = HOLD if record is not None and record.operation == HOLD else PREEMPT
-        base = record.base if record is not None else victim.replicas
-        action = replace(
-            change_replicas(
-                victim,
-                replicas=(victim.replicas or 0) - count,
-                operation=operation,
-                now=ctx.now,
-                detail=f"{count} task(s) for {pending.name}",
-            ),
-            evicts_from=_taken_from(ctx, victim, count),
+        operation = (
+            Operation.HOLD
+            if record is not None and record.operation == Operation.HOLD
+            else Operation.PREEMPT
         )
-        actions.append(action)
+        base = record.base if record is not None else victim.replicas
         back = (
             f"`swarm-placement start {victim.name}`"
-            if operation == HOLD
+            if operation == Operation.HOLD
             else "when capacity returns"
         )
-        decisions.append(
-            Decision(
-                RULE,
-                f"service {victim.name}",
-                Outcome.PREEMPT,
-                f"{count} task(s) stopped (priority {ctx.settings(victim.id).priority}) to make "
-                f"room for {pending.name} (priority {priority}); its count {base} is recorded "
-                f"on the service and comes back {back}",
-                action=action,
-            )
+        action, decision = transition(
+            victim,
+            RULE,
+            operation,
+            replicas=(victim.replicas or 0) - count,
+            now=ctx.now,
+            detail=f"{count} task(s) for {pending.name}",
+            evicts_from=_taken_from(ctx, victim, count),
+        ).decide(
+            Outcome.PREEMPT,
+            f"{count} task(s) stopped (priority {ctx.settings(victim.id).priority}) to make "
+            f"room for {pending.name} (priority {priority}); its count {base} is recorded "
+            f"on the service and comes back {back}",
         )
+        actions.append(action)
+        decisions.append(decision)
     names = ", ".join(f"{v.name} -{plan[v.id]}" for v in victims if plan.get(v.id))
     over = _over_budget(ctx, actions)
     if over is not None:

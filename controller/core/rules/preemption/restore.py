@@ -20,13 +20,8 @@ from controller.core.context import PlanContext, RuleOutput
 from controller.core.decisions import Decision, Outcome
 from controller.core.guards import rollout_reason
 from controller.core.model import Service
-from controller.core.replicas import (
-    PREEMPT,
-    ReplicaRecord,
-    change_replicas,
-    operator_changed,
-    restore_replicas,
-)
+from controller.core.replica_operations import End, transition
+from controller.core.replicas import Operation, ReplicaRecord, operator_changed
 from controller.core.rules.preemption.name import RESTORE as RULE
 
 
@@ -34,7 +29,7 @@ def _preempted(ctx: PlanContext, service: Service) -> ReplicaRecord | None:
     if service.replica_record_error is not None:
         return None  # reported by the failover rule
     record = service.replica_record
-    if record is None or record.operation != PREEMPT:
+    if record is None or record.operation != Operation.PREEMPT:
         return None
     if operator_changed(service, record, ctx.memory.overridden):
         return None  # the failover rule forgets a record the operator overrode
@@ -128,36 +123,28 @@ def plan_restores(ctx: PlanContext) -> RuleOutput:
 def _restore(
     ctx: PlanContext, service: Service, record: ReplicaRecord, *, missing: int, back: int
 ) -> tuple[Action | None, Decision]:
-    subject = f"service {service.name}"
     if missing <= 0 or back >= missing:
-        action = restore_replicas(service, record)
-        return action, Decision(
-            RULE,
-            subject,
+        return transition(service, RULE, End.RESTORE).decide(
             Outcome.RESTORE,
             f"room for its {max(missing, 0)} preempted task(s): back to its recorded count "
             f"{record.base}, record removed",
-            action=action,
         )
     if back <= 0:
         return None, Decision(
             RULE,
-            subject,
+            f"service {service.name}",
             Outcome.WAIT,
             f"{missing} task(s) preempted (recorded count {record.base}): no room for them yet",
         )
-    action = change_replicas(
+    return transition(
         service,
+        RULE,
+        Operation.PREEMPT,
         replicas=(service.replicas or 0) + back,
-        operation=PREEMPT,
         now=ctx.now,
         detail=record.detail,
-    )
-    return action, Decision(
-        RULE,
-        subject,
+    ).decide(
         Outcome.RESTORE,
         f"room for {back} of its {missing} preempted task(s); the rest wait, recorded count "
         f"{record.base} kept",
-        action=action,
     )

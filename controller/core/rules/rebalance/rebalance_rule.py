@@ -18,7 +18,6 @@ a settled target, the service's cooldown, and the disruption budgets.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import replace
 from functools import partial
 
 from controller.core.actions import SetServiceConstraints
@@ -44,7 +43,8 @@ from controller.core.labels import (
 )
 from controller.core.memory import Memory
 from controller.core.model import Service, ServiceMode
-from controller.core.replicas import REBALANCE, change_replicas
+from controller.core.replica_operations import transition
+from controller.core.replicas import Operation
 from controller.core.rules.rebalance.cycle import (
     RebalanceCycle,
     blocked,
@@ -55,6 +55,7 @@ from controller.core.rules.rebalance.cycle import (
     unsettled,
 )
 from controller.core.rules.rebalance.load import mean_score, node_loads
+from controller.core.rules.rebalance.name import RULE
 from controller.core.rules.rebalance.rebalance_memory import REBALANCE_MEMORY
 from controller.core.rules.rebalance.shed import shed_load
 from controller.core.rules.rebalance.triggers import find_joins, next_rebalance_memory, round_due
@@ -238,17 +239,16 @@ def _rebalance_counts(cycle: RebalanceCycle, service: Service) -> None:
     if joined is None:
         cycle.note(subject, Outcome.WAIT, f"{shape}, but {why_not}")
         return
-    action = replace(
-        change_replicas(
-            service,
-            replicas=(service.replicas or 0) + surge.surge,
-            operation=REBALANCE,
-            now=ctx.now,
-            detail=f"move {surge.surge} task(s) from {cycle.hosts(set(surge.sources))} "
-            f"to {cycle.hosts(set(surge.receivers))}",
-        ),
+    action = transition(
+        service,
+        RULE,
+        Operation.REBALANCE,
+        replicas=(service.replicas or 0) + surge.surge,
+        now=ctx.now,
+        detail=f"move {surge.surge} task(s) from {cycle.hosts(set(surge.sources))} "
+        f"to {cycle.hosts(set(surge.receivers))}",
         evicts_from=tuple(sorted(surge.sources)),
-    )
+    ).action
     doubt = room_in_doubt(counts, surge.at_most, room, most_room, surge.surge)
     refusal = _count_refusal(cycle, service, surge.at_most, doubt) or cycle.budget.refusal(action)
     if refusal is not None:
