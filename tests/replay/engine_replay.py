@@ -206,6 +206,7 @@ def replay(records: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any]]:
                     decisions = sorted(canonical(decision_record(d)) for d in result.decisions)
                     yield {
                         "n": record["n"],
+                        "now": record["now"],
                         "writes": [json.loads(w) for w in writes],
                         "decisions": [json.loads(d) for d in decisions],
                         "conflict": result.conflict,
