@@ -29,6 +29,7 @@ from controller.adapters.attrs import (
     snapshot_from_attrs,
     task_from_attrs,
 )
+from controller.adapters.engine_http import engine_url, post_json
 from controller.adapters.errors import RetryableError, TerminalError
 from controller.adapters.health_attrs import failure_events_from_attrs
 from controller.adapters.task_list import list_tasks
@@ -324,23 +325,17 @@ def update_service_spec(
     *,
     timeout: Timeout = None,
 ) -> None:
-    api = client.api
-    url = api._url("/services/{0}/update", service_id)
+    url = engine_url(client.api, "/services/{0}/update", service_id)
     params = {"version": version}
-    _call(lambda: api._result(api._post_json(url, data=spec, params=params, **_bounded(timeout))))
+    _call(lambda: post_json(client.api, url, data=spec, params=params, **_bounded(timeout)))
 
 
 def update_node_spec(
     client: docker.DockerClient, node_id: str, version: int, spec: Attrs, *, timeout: Timeout = None
 ) -> None:
-    api = client.api
-    url = api._url("/nodes/{0}/update", node_id)
+    url = engine_url(client.api, "/nodes/{0}/update", node_id)
     params = {"version": version}
-    _call(
-        lambda: api._result(
-            api._post_json(url, data=dict(spec), params=params, **_bounded(timeout))
-        )
-    )
+    _call(lambda: post_json(client.api, url, data=dict(spec), params=params, **_bounded(timeout)))
 
 
 def inspect_config(client: docker.DockerClient, name_or_id: str) -> Attrs:
@@ -356,12 +351,11 @@ def create_config(
     timeout: Timeout = None,
 ) -> str:
     """A new config's ID; ConflictError when one of that name exists already."""
-    api = client.api
     body = {"Name": name, "Data": base64.b64encode(data).decode("ascii"), "Labels": labels}
-    url = api._url("/configs/create")
+    url = engine_url(client.api, "/configs/create")
     try:
         created = _call(
-            lambda: api._result(api._post_json(url, data=body, **_bounded(timeout)), True)
+            lambda: post_json(client.api, url, data=body, answer=True, **_bounded(timeout))
         )
     except docker.errors.APIError as exc:
         if exc.status_code == 409:
@@ -379,10 +373,9 @@ def update_config_spec(
     timeout: Timeout = None,
 ) -> None:
     """Swarm lets only a config's labels change: `spec` is the spec read, labels apart."""
-    api = client.api
-    url = api._url("/configs/{0}/update", config_id)
+    url = engine_url(client.api, "/configs/{0}/update", config_id)
     params = {"version": version}
-    _call(lambda: api._result(api._post_json(url, data=spec, params=params, **_bounded(timeout))))
+    _call(lambda: post_json(client.api, url, data=spec, params=params, **_bounded(timeout)))
 
 
 def readable(exc: BaseException) -> str:
