@@ -29,6 +29,7 @@ from controller.adapters.attrs import (
     snapshot_from_attrs,
     task_from_attrs,
 )
+from controller.adapters.engine_http import engine_url, post_json
 from controller.adapters.errors import RetryableError, TerminalError
 from controller.adapters.health_attrs import failure_events_from_attrs
 from controller.adapters.task_list import list_tasks
@@ -38,6 +39,9 @@ from controller.core.outside_inputs import WorkloadEvent
 
 OUT_OF_SEQUENCE = "update out of sequence"
 
+
+# The observer's raw answers, by kind ("observe", "history"), for a record of the cycles.
+Tap = Callable[[str, dict[str, Any]], None]
 
 # Finished tasks are listed again after this long (ClusterObserver), by default.
 HISTORY_EVERY_SECONDS = 10.0
@@ -140,6 +144,7 @@ class _History:
     failures: dict[str, WorkloadEvent]
     heartbeat: float | None
     listed_at: float
+    seq: int = 0  # which listing (a record of the cycles names it)
 
 
 class ClusterObserver:
@@ -158,8 +163,11 @@ class ClusterObserver:
         *,
         history_every: Callable[[], float] = lambda: HISTORY_EVERY_SECONDS,
         clock: Callable[[], float] = time.monotonic,
+        tap: Tap | None = None,
     ) -> None:
         self._client, self._every, self._clock = client, history_every, clock
+        # Given the raw answers as read (runtime/cycle_recorder: PLACEMENT_RECORD_DIR).
+        self._tap = tap
         self._history: _History | None = None
         self._convert_task = ByVersion(task_from_attrs)
         self._convert_service = ByVersion(service_from_attrs)
@@ -172,8 +180,14 @@ class ClusterObserver:
         with collector_paused():
             history = _call(lambda: list_tasks(self._client, desired_state="shutdown"))
             failures = {e.task_id: e for e in failure_events_from_attrs(history)}
+            swarm = self._read_swarm()
+            if self._tap is not None:
+                self._tap(
+                    "history", {"seq": self.history_listings + 1, "tasks": history, "swarm": swarm}
+                )
             del history
-        self._history = _History(failures, self._read_heartbeat(), listed_at)
+        heartbeat = heartbeat_seconds(swarm) if swarm is not None else None
+        self._history = _History(failures, heartbeat, listed_at, self.history_listings + 1)
         self.history_listings += 1
 
     def _current_history(self) -> _History:
@@ -184,11 +198,14 @@ class ClusterObserver:
             assert history is not None
         return history
 
-    def _read_heartbeat(self) -> float | None:
+    def _read_swarm(self) -> Attrs | None:
+        """The swarm's dispatcher settings (the heartbeat); the rest, join tokens among
+        it, is dropped."""
         try:
-            return heartbeat_seconds(_call(self._client.api.inspect_swarm))
+            swarm = _call(self._client.api.inspect_swarm)
         except GoneError:
             return None  # not a swarm manager's answer: the rules do without it
+        return {"Spec": {"Dispatcher": ((swarm.get("Spec") or {}).get("Dispatcher"))}}
 
     def __call__(self) -> ClusterSnapshot:
         client = self._client
@@ -211,15 +228,21 @@ class ClusterObserver:
             self._convert_task.next_cycle()
             self._convert_service.next_cycle()
             running_failures = failure_events_from_attrs(tasks)
+            # Kept past this block only for a record of the cycles.
+            answers = {"nodes": nodes, "services": services, "tasks": tasks} if self._tap else {}
             del nodes, services, tasks
         history = self._current_history()
         # A task listed in both (its desired state changed in between): the history's
         # newer word wins, as one listing of both would have had it.
         failures = {e.task_id: e for e in running_failures} | history.failures
+        mirror = read_mirror(client)
+        if self._tap is not None:
+            self._tap("observe", {**answers, "mirror": mirror, "history": history.seq})
+        del answers
         return replace(
             snapshot,
             workload=tuple(sorted(failures.values(), key=lambda e: (e.at, e.task_id))),
-            mirror=observe_mirror(client),
+            mirror=mirror_from_attrs(mirror),
             heartbeat_seconds=history.heartbeat,
         )
 
@@ -269,9 +292,19 @@ def collector_paused() -> Iterator[None]:
 
 def observe_mirror(client: docker.DockerClient) -> Mirror:
     """The mirror (core/mirror) as Swarm stores it, empty if there is none yet."""
+    return mirror_from_attrs(read_mirror(client))
+
+
+def read_mirror(client: docker.DockerClient) -> Attrs | None:
+    """The mirror's config as the engine answers it; None: there is none yet."""
     try:
-        attrs = inspect_config(client, MIRROR_CONFIG)
+        return inspect_config(client, MIRROR_CONFIG)
     except GoneError:
+        return None
+
+
+def mirror_from_attrs(attrs: Attrs | None) -> Mirror:
+    if attrs is None:
         return Mirror()
     spec = attrs.get("Spec") or {}
     return Mirror.from_labels(
@@ -303,23 +336,17 @@ def update_service_spec(
     *,
     timeout: Timeout = None,
 ) -> None:
-    api = client.api
-    url = api._url("/services/{0}/update", service_id)
+    url = engine_url(client.api, "/services/{0}/update", service_id)
     params = {"version": version}
-    _call(lambda: api._result(api._post_json(url, data=spec, params=params, **_bounded(timeout))))
+    _call(lambda: post_json(client.api, url, data=spec, params=params, **_bounded(timeout)))
 
 
 def update_node_spec(
     client: docker.DockerClient, node_id: str, version: int, spec: Attrs, *, timeout: Timeout = None
 ) -> None:
-    api = client.api
-    url = api._url("/nodes/{0}/update", node_id)
+    url = engine_url(client.api, "/nodes/{0}/update", node_id)
     params = {"version": version}
-    _call(
-        lambda: api._result(
-            api._post_json(url, data=dict(spec), params=params, **_bounded(timeout))
-        )
-    )
+    _call(lambda: post_json(client.api, url, data=dict(spec), params=params, **_bounded(timeout)))
 
 
 def inspect_config(client: docker.DockerClient, name_or_id: str) -> Attrs:
@@ -335,12 +362,11 @@ def create_config(
     timeout: Timeout = None,
 ) -> str:
     """A new config's ID; ConflictError when one of that name exists already."""
-    api = client.api
     body = {"Name": name, "Data": base64.b64encode(data).decode("ascii"), "Labels": labels}
-    url = api._url("/configs/create")
+    url = engine_url(client.api, "/configs/create")
     try:
         created = _call(
-            lambda: api._result(api._post_json(url, data=body, **_bounded(timeout)), True)
+            lambda: post_json(client.api, url, data=body, answer=True, **_bounded(timeout))
         )
     except docker.errors.APIError as exc:
         if exc.status_code == 409:
@@ -358,10 +384,9 @@ def update_config_spec(
     timeout: Timeout = None,
 ) -> None:
     """Swarm lets only a config's labels change: `spec` is the spec read, labels apart."""
-    api = client.api
-    url = api._url("/configs/{0}/update", config_id)
+    url = engine_url(client.api, "/configs/{0}/update", config_id)
     params = {"version": version}
-    _call(lambda: api._result(api._post_json(url, data=spec, params=params, **_bounded(timeout))))
+    _call(lambda: post_json(client.api, url, data=spec, params=params, **_bounded(timeout)))
 
 
 def readable(exc: BaseException) -> str:

@@ -20,6 +20,7 @@ import requests
 import urllib3.exceptions
 
 from controller.adapters.attrs import Attrs
+from controller.adapters.engine_http import engine_url, get_stream
 
 # Typed Any: the converters judge each value (a bad one makes that task unreadable), so
 # the decoder only checks that the objects are objects.
@@ -62,13 +63,12 @@ def decode_tasks(raw: bytes) -> list[Attrs]:
 
 def list_tasks(client: docker.DockerClient, *, desired_state: str | tuple[str, ...]) -> list[Attrs]:
     """`GET /tasks?filters={"desired-state":[...]}`, through docker-py's session (its
-    transport, API version and errors), decoded by `decode_tasks`."""
-    api = client.api
+    transport, API version and errors: adapters/engine_http), decoded by `decode_tasks`."""
     wanted = [desired_state] if isinstance(desired_state, str) else list(desired_state)
     filters = docker.utils.convert_filters({"desired-state": wanted})
-    response = api._get(api._url("/tasks"), params={"filters": filters}, stream=True)
+    api = client.api
+    response = get_stream(api, engine_url(api, "/tasks"), params={"filters": filters})
     try:
-        api._raise_for_status(response)
         return decode_tasks(read_body(response))
     finally:
         response.close()

@@ -53,6 +53,7 @@ from controller.adapters.tcp_probe import tcp_connects
 from controller.adapters.write_fence import UNFENCED, WriteFence
 from controller.adapters.writes import Executor, Rehearsal, docker_executor
 from controller.core.decisions import Decision
+from controller.runtime.cycle_recorder import CycleRecorder
 from controller.runtime.cycle_retry import CycleRetry
 from controller.runtime.cycle_trigger import Trigger
 from controller.runtime.endpoints import Health, probe_routes
@@ -159,6 +160,7 @@ class Controller:
         self._clock = clock
         self.reconciler: Reconciler | None = None
         self._observer: ClusterObserver | None = None
+        self._recorder: CycleRecorder | None = None
         self.lease = self._make_lease(lease_store)
         self.watcher = EventWatcher(event_opener(client_factory), self.trigger)
         self._scope: anyio.CancelScope | None = None
@@ -442,18 +444,26 @@ class Controller:
         # worker (failures are seen as fast as a task that went pending is, and no
         # cycle waits on the listing); a cycle lists them itself only at the start, or
         # when the timer's listings have failed for three intervals.
-        self._observer = ClusterObserver(
-            client, history_every=lambda: HISTORY_STALE_INTERVALS * self._resync_seconds()
+        # With PLACEMENT_RECORD_DIR set, every cycle's inputs are recorded (tests/replay).
+        recorder = self._recorder = CycleRecorder.from_env(
+            self.policy, dry_run=self.config.dry_run, watches=not self.config.once
         )
+        self._observer = ClusterObserver(
+            client,
+            history_every=lambda: HISTORY_STALE_INTERVALS * self._resync_seconds(),
+            tap=recorder.tap if recorder is not None else None,
+        )
+        standby = lease.standby_reason if lease else lambda: None
+        enrich = self.inputs.enrich if self.inputs is not None else None
         self.reconciler = Reconciler(
             observe=self._observer,
             policy=self.policy,
             tracer=get_tracer(self._provider),
             decision_log=self._decision_log,
             executor=self._writer(client),
-            clock=self._clock,
-            standby=lease.standby_reason if lease else lambda: None,
-            enrich=self.inputs.enrich if self.inputs is not None else None,
+            clock=recorder.clock(self._clock) if recorder is not None else self._clock,
+            standby=recorder.standby(standby) if recorder is not None else standby,
+            enrich=recorder.enrich(enrich) if recorder and enrich else enrich,
             startup_watch=not self.config.once,
         )
         if self.config.once:
@@ -518,6 +528,8 @@ class Controller:
                 self.trigger.fire("conflict")
 
     def _record(self, result: CycleResult, seconds: float) -> None:
+        if self._recorder is not None:
+            self._recorder.outcome(result.decisions, result.executed, result.conflict)
         self.health.cycle_started = None
         self.health.last_error = None
         self.health.cycles_done += 1

@@ -15,6 +15,7 @@ import docker
 import docker.errors
 import requests.exceptions
 
+from controller.adapters.engine_http import engine_url, post_json
 from controller.sandbox.spec import SandboxError
 
 T = TypeVar("T")
@@ -166,8 +167,8 @@ def set_service_constraints(api: DockerApi, name: str, constraints: list[str]) -
         attrs = api.inspect_service(name)
         spec = attrs["Spec"]
         spec["TaskTemplate"].setdefault("Placement", {})["Constraints"] = constraints
-        url = api._url("/services/{0}/update", attrs["ID"])
-        api._result(api._post_json(url, data=spec, params={"version": attrs["Version"]["Index"]}))
+        url = engine_url(api, "/services/{0}/update", attrs["ID"])
+        post_json(api, url, data=spec, params={"version": attrs["Version"]["Index"]})
 
     _call(f"constrain service {name}", update)
 

@@ -11,6 +11,7 @@ import pytest
 
 from controller.adapters.attrs import ByVersion, service_from_attrs, task_from_attrs
 from controller.adapters.engine import ClusterObserver, collector_paused
+from tests.adapters.engine_session import EngineSession
 
 
 def _failed(task_id: str, at: str, desired: str) -> dict[str, Any]:
@@ -39,11 +40,14 @@ class _Response:
     def __init__(self, body: bytes | Exception) -> None:
         self.raw = _Raw(body)
 
+    def raise_for_status(self) -> None:
+        pass
+
     def close(self) -> None:
         self.raw.closed = True
 
 
-class _Api:
+class _Api(EngineSession):
     def __init__(self) -> None:
         self.listings: list[str] = []
         self.answers: dict[str, list[Any]] = {"running": [], "ready": [], "shutdown": []}
@@ -55,17 +59,12 @@ class _Api:
         return []
 
     # The task listing goes through docker-py's session, as adapters/task_list does.
-    def _url(self, path: str) -> str:
-        return f"http+docker://localhost/v1.41{path}"
-
-    def _get(self, url: str, params: dict[str, str], stream: bool) -> Any:
-        assert url.endswith("/tasks") and stream
+    def raw_get(self, path: str, params: dict[str, Any]) -> Any:
+        assert path == "/tasks"
+        assert not gc.isenabled(), "decoding with the cyclic collector on"
         states = json.loads(params["filters"])["desired-state"]
         self.listings.append(states[0])  # a cycle lists running (and ready) tasks in one call
         return _Response(json.dumps([t for s in states for t in self.answers[s]]).encode())
-
-    def _raise_for_status(self, response: Any) -> None:
-        assert not gc.isenabled(), "decoding with the cyclic collector on"
 
     def inspect_swarm(self) -> Any:
         return {"Spec": {"Dispatcher": {"HeartbeatPeriod": 2_000_000_000}}}
@@ -236,11 +235,11 @@ def test_a_listing_cut_mid_body_is_a_lost_engine_and_the_response_is_closed() ->
     api = _Api()
     responses: list[_Response] = []
 
-    def cut(url: str, params: dict[str, str], stream: bool) -> Any:
+    def cut(path: str, params: dict[str, Any]) -> Any:
         responses.append(_Response(urllib3.exceptions.ProtocolError("Connection broken")))
         return responses[-1]
 
-    api._get = cut  # type: ignore[method-assign]
+    api.raw_get = cut  # type: ignore[method-assign]
     client: Any = type("Client", (), {"api": api})()
     with pytest.raises(DockerUnavailableError, match="lost the Docker engine"):
         ClusterObserver(client)()

@@ -17,6 +17,7 @@ from controller.adapters.engine import ConflictError
 from controller.adapters.lease_store import CONFIG_DATA, ConfigLeaseStore, LeaseRead
 from controller.core.lease import Lease, labels_of
 from controller.runtime.lease_keeper import LeaseConfig, LeaseKeeper
+from tests.adapters.engine_session import EngineSession
 
 NAME = "placement_controller-lease"
 
@@ -27,7 +28,7 @@ def _error(status: int, text: str) -> docker.errors.APIError:
     return docker.errors.APIError(text, response=response, explanation=text)
 
 
-class FakeConfigApi:
+class FakeConfigApi(EngineSession):
     """The part of docker-py's APIClient the store uses, over configs kept like Swarm's."""
 
     def __init__(self) -> None:
@@ -57,17 +58,14 @@ class FakeConfigApi:
         self.configs[config_id] = {"ID": config_id, "Version": {"Index": self.index}, "Spec": spec}
         return {"ID": config_id}
 
-    def _url(self, path: str, *args: str) -> str:
-        return path.format(*args)
-
-    def _post_json(
-        self, url: str, data: dict[str, Any], params: dict[str, Any] | None = None
+    def raw_post(
+        self, url: str, data: dict[str, Any], params: dict[str, Any], timeout: Any
     ) -> dict[str, str] | None:
         if url == "/configs/create":
             return self.create_config(
                 data["Name"], base64.b64decode(data["Data"]), labels=data["Labels"]
             )
-        assert params is not None
+        assert params
         config = self._find(url.split("/")[2])
         if params["version"] != config["Version"]["Index"]:
             raise _error(500, "rpc error: code = Unknown desc = update out of sequence")
@@ -77,9 +75,6 @@ class FakeConfigApi:
         config["Version"]["Index"] = self.index
         config["Spec"] = copy.deepcopy(data)
         self.updates += 1
-
-    def _result(self, response: dict[str, str] | None, json: bool = False) -> Any:
-        return response
 
 
 class FakeClient:

@@ -11,6 +11,7 @@ import pytest
 from controller.adapters.docker_read import ServiceNotFoundError
 from controller.adapters.start import InRolloutError, NothingToStartError, start_service
 from controller.core.replicas import BASE_LABEL, REPLICA_RECORD_LABELS
+from tests.adapters.engine_session import EngineSession
 
 HELD = {
     BASE_LABEL: "3",
@@ -34,7 +35,7 @@ def service_attrs(replicas: int, labels: dict[str, str]) -> dict[str, Any]:
     }
 
 
-class FakeApi:
+class FakeApi(EngineSession):
     """inspect and raw update of one service; `race` bumps the version before a write."""
 
     def __init__(self, attrs: dict[str, Any], race: int = 0) -> None:
@@ -47,10 +48,7 @@ class FakeApi:
             raise docker.errors.NotFound("no such service")
         return copy.deepcopy(self.attrs)
 
-    def _url(self, template: str, *args: str) -> str:
-        return template.format(*args)
-
-    def _post_json(self, url: str, data: dict[str, Any], params: dict[str, int]) -> Any:
+    def raw_post(self, url: str, data: dict[str, Any], params: dict[str, int], timeout: Any) -> Any:
         if self.race:
             self.race -= 1
             self.attrs["Version"]["Index"] += 1
@@ -60,9 +58,6 @@ class FakeApi:
         self.attrs["Spec"] = data
         self.attrs["Version"]["Index"] += 1
         return None
-
-    def _result(self, response: Any) -> Any:
-        return response
 
 
 class FakeClient:

@@ -33,6 +33,7 @@ import trustme
 from prometheus_client.parser import text_string_to_metric_families
 from ruamel.yaml import YAML
 
+from controller.adapters.engine_http import engine_url, post_json
 from controller.core.lease import Lease, lease_from_labels
 from controller.sandbox import Sandbox, SandboxError
 from controller.sandbox.app_image import build_controller_image, load_into
@@ -194,9 +195,9 @@ def _roll_back(sandbox: Sandbox) -> dict[str, Any]:
     try:
         api = client.api
         attrs = api.inspect_service(CONTROLLER)
-        url = api._url("/services/{0}/update", attrs["ID"])
+        url = engine_url(api, "/services/{0}/update", attrs["ID"])
         params = {"version": attrs["Version"]["Index"], "rollback": "previous"}
-        api._result(api._post_json(url, data=attrs["Spec"], params=params))
+        post_json(api, url, data=attrs["Spec"], params=params)
     finally:
         client.close()
     wait_until(lambda: _update_state(sandbox) == "rollback_completed", 180, "the rollback")

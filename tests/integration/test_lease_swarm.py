@@ -17,6 +17,7 @@ import docker
 import pytest
 
 from controller.adapters.engine import DockerUnavailableError
+from controller.adapters.engine_http import engine_url, post_json
 from controller.adapters.lease_store import ConfigLeaseStore, LeaseRead, LeaseStore
 from controller.adapters.writes import Executor, docker_executor
 from controller.core.actions import Action
@@ -96,12 +97,10 @@ class Churn:
             if wanted not in constraints:
                 continue
             placement["Constraints"] = [c for c in constraints if c != wanted]
-            url = api._url("/services/{0}/update", attrs["ID"])
+            url = engine_url(api, "/services/{0}/update", attrs["ID"])
             try:
-                api._result(
-                    api._post_json(
-                        url, data=attrs["Spec"], params={"version": attrs["Version"]["Index"]}
-                    )
+                post_json(
+                    api, url, data=attrs["Spec"], params={"version": attrs["Version"]["Index"]}
                 )
             except docker.errors.APIError:
                 continue  # the controller wrote it meanwhile: try again

@@ -19,6 +19,7 @@ import pytest
 import requests
 
 from controller.adapters.engine import update_service_spec
+from controller.adapters.engine_http import engine_url, post_json
 from controller.sandbox import Sandbox, SandboxSpec
 
 from .support import (
@@ -131,10 +132,8 @@ def test_preferred_owners_failover_and_graceful_failback(racks, client, policy) 
     spec = client.api.inspect_service(db)
     labels = _managed(preferred_nodes="node-2,node-3", failback="immediate", failback_delay="4s")
     new = {**spec["Spec"], "Labels": {**spec["Spec"].get("Labels", {}), **labels}}
-    url = client.api._url("/services/{0}/update", spec["ID"])
-    client.api._result(
-        client.api._post_json(url, data=new, params={"version": spec["Version"]["Index"]})
-    )
+    url = engine_url(client.api, "/services/{0}/update", spec["ID"])
+    post_json(client.api, url, data=new, params={"version": spec["Version"]["Index"]})
 
     with ControllerThread(racks.manager_host, policy=policy) as ctl:
         _on(client, db, {"node-2", "node-3"})

@@ -14,6 +14,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from controller.adapters.engine_http import engine_url, post_json
 from controller.adapters.writes import execute_action
 from controller.core.actions import Action
 from controller.core.labels import steering_constraint
@@ -99,8 +100,8 @@ def test_a_concurrent_writer_causes_a_conflict_and_the_controller_converges(swar
                 spec = c.api.inspect_service(web)
                 version = spec["Version"]["Index"]
                 new_spec = {**spec["Spec"], "Labels": {**spec["Spec"]["Labels"], "other": "x"}}
-                url = c.api._url("/services/{0}/update", spec["ID"])
-                c.api._result(c.api._post_json(url, data=new_spec, params={"version": version}))
+                url = engine_url(c.api, "/services/{0}/update", spec["ID"])
+                post_json(c.api, url, data=new_spec, params={"version": version})
                 interfered.append(web)
             execute_action(c, action)
 

@@ -14,6 +14,7 @@ from pathlib import Path
 import docker
 import pytest
 
+from controller.adapters.engine_http import engine_url, post_json
 from controller.cli.main import main
 from controller.sandbox import Sandbox, SandboxSpec
 from controller.sandbox.swarm import service_spec
@@ -105,10 +106,8 @@ def _set_labels(client: docker.DockerClient, name: str, labels: Mapping[str, str
     """What `docker service update --label-add` does to Spec.Labels, as a raw update."""
     attrs = client.api.inspect_service(name)
     spec = {**attrs["Spec"], "Labels": {**(attrs["Spec"].get("Labels") or {}), **labels}}
-    url = client.api._url("/services/{0}/update", attrs["ID"])
-    client.api._result(
-        client.api._post_json(url, data=spec, params={"version": attrs["Version"]["Index"]})
-    )
+    url = engine_url(client.api, "/services/{0}/update", attrs["ID"])
+    post_json(client.api, url, data=spec, params={"version": attrs["Version"]["Index"]})
 
 
 def _ours_on_service(client: docker.DockerClient, name: str) -> list[str]:

@@ -16,6 +16,7 @@ from pathlib import Path
 import docker
 import pytest
 
+from controller.adapters.engine_http import engine_url, post_json
 from controller.sandbox import Sandbox, SandboxSpec
 
 from .support import ControllerThread, RunningSampler, clean_client, running_by_node, wait_until
@@ -156,10 +157,8 @@ def test_two_preferred_nodes_are_reached_without_waiting_out_the_cooldown(
 
 
 def _raw_update(client: docker.DockerClient, spec: dict, new: dict) -> None:  # type: ignore[type-arg]
-    url = client.api._url("/services/{0}/update", spec["ID"])
-    client.api._result(
-        client.api._post_json(url, data=new, params={"version": spec["Version"]["Index"]})
-    )
+    url = engine_url(client.api, "/services/{0}/update", spec["ID"])
+    post_json(client.api, url, data=new, params={"version": spec["Version"]["Index"]})
 
 
 def _replicas(client: docker.DockerClient, service: str) -> int:

@@ -20,6 +20,7 @@ from controller.core.lease import LeaseView, new_lease
 from controller.runtime.lease_keeper import LeaseConfig, LeaseKeeper, NotLeaderError
 from controller.runtime.loop import Controller, RunConfig
 from controller.runtime.policy_source import PolicySource
+from tests.adapters.engine_session import EngineSession
 
 LEASE = LeaseConfig(name="ctl-lease", holder="a", lifetime=15.0)
 SCALE = SetReplicas(service_id="svc1", service_name="web", version=40, replicas=3)
@@ -40,7 +41,7 @@ def _server_error(text: str) -> docker.errors.APIError:
     return docker.errors.APIError(text, response=response, explanation=text)
 
 
-class FakeServiceApi:
+class FakeServiceApi(EngineSession):
     """inspect and raw update of one service; `failing` answers fail with a 500 first,
     each calling `meanwhile` (what happens while that attempt is out)."""
 
@@ -60,20 +61,14 @@ class FakeServiceApi:
     def inspect_node(self, node_id: str) -> dict[str, Any]:
         return {"ID": node_id, "Version": {"Index": 7}, "Spec": {"Labels": {}}}
 
-    def _url(self, template: str, *args: str) -> str:
-        return template.format(*args)
-
-    def _post_json(self, url: str, data: dict[str, Any], **kwargs: Any) -> Any:
-        self.sent.append(kwargs)
+    def raw_post(self, path: str, body: Any, params: dict[str, Any], timeout: Any) -> Any:
+        self.sent.append({"params": params, "timeout": timeout})
         if self.failing:
             self.failing -= 1
             self.meanwhile()
             raise _server_error("rpc error: the swarm does not have a leader")
-        self.landed.append(data)
+        self.landed.append(body)
         return None
-
-    def _result(self, response: Any) -> Any:
-        return response
 
 
 class FakeClient:
