@@ -96,7 +96,40 @@ def _with_action(note: Decision, action: Action) -> Decision:
     return replace(note, action=action)
 
 
+def _surge_blocked(ctx: PlanContext, service: Service, missing: int) -> Decision | None:
+    """Why a surge for `missing` lost replicas cannot go now, if it cannot: no node the
+    constraints allow, or fewer free ones than the controller's own exclusions leave."""
+    subject = f"service {service.name}"
+    allowed, free, could_be = free_nodes(ctx, service)
+    if not allowed and _may_take(ctx, service):
+        return Decision(
+            RULE,
+            subject,
+            Outcome.WAIT,
+            f"{missing} replica(s) lost with a node, and no node the constraints allow has "
+            "reported to a new Raft leader yet: the surge waits until one does",
+        )
+    if not allowed:
+        return Decision(
+            RULE,
+            subject,
+            Outcome.PENDING,
+            f"{missing} replica(s) lost with a node, and no node may take them "
+            "(constraints and possible owners): they stay pending",
+        )
+    if free < missing and could_be > free:
+        return Decision(
+            RULE,
+            subject,
+            Outcome.WAIT,
+            f"{missing} replica(s) lost with a node, but the constraints allow only {free} "
+            "free node(s): the placement is widened first, the surge follows",
+        )
+    return None
+
+
 def _plan_service(ctx: PlanContext, service: Service) -> tuple[Action | None, Decision | None]:
+    """A replica record is followed first; only a service without one is failed over."""
     subject = f"service {service.name}"
     if service.replica_record_error is not None:
         return None, Decision(
@@ -118,6 +151,13 @@ def _plan_service(ctx: PlanContext, service: Service) -> tuple[Action | None, De
         return _trim(ctx, service, record)
     if record is not None:
         return None, None  # held or preempted: other rules and commands own it
+    return _plan_loss(ctx, service)
+
+
+def _plan_loss(ctx: PlanContext, service: Service) -> tuple[Action | None, Decision | None]:
+    """Replicas lost with a node and not yet replaced: held away for a service that must
+    not fail over, else surged at once where a free node may take them."""
+    subject = f"service {service.name}"
     lost = ctx.memory.lost.get(service.id)
     if lost is None:
         return None, None
@@ -142,31 +182,8 @@ def _plan_service(ctx: PlanContext, service: Service) -> tuple[Action | None, De
             f"priority none: the {missing} replica(s) lost with a node are not failed over; "
             f"`swarm-placement start {service.name}` brings them back",
         )
-    allowed, free, could_be = free_nodes(ctx, service)
-    if not allowed and _may_take(ctx, service):
-        return None, Decision(
-            RULE,
-            subject,
-            Outcome.WAIT,
-            f"{missing} replica(s) lost with a node, and no node the constraints allow has "
-            "reported to a new Raft leader yet: the surge waits until one does",
-        )
-    if not allowed:
-        return None, Decision(
-            RULE,
-            subject,
-            Outcome.PENDING,
-            f"{missing} replica(s) lost with a node, and no node may take them "
-            "(constraints and possible owners): they stay pending",
-        )
-    if free < missing and could_be > free:
-        return None, Decision(
-            RULE,
-            subject,
-            Outcome.WAIT,
-            f"{missing} replica(s) lost with a node, but the constraints allow only {free} "
-            "free node(s): the placement is widened first, the surge follows",
-        )
+    if (blocked := _surge_blocked(ctx, service, missing)) is not None:
+        return None, blocked
     action = change_replicas(
         service,
         replicas=replicas + missing,
@@ -244,18 +261,7 @@ def _trim(
         # never going below base. Trimmed sooner, the task it stops is a running one
         # and its place is kept for one that has yet to start.
         if stops > max(0, running - base):
-            if (first := _unplaced_first(ctx, service, record)) is not None:
-                return first
-            where = f"on {_hostnames(ctx, evicts)}" if evicts else "where its tie-break picks"
-            return None, Decision(
-                RULE,
-                subject,
-                Outcome.WAIT,
-                f"surge: {running} of {written} running; back to {base} now Swarm would stop "
-                f"a running task {where} (a node's second copy goes "
-                "before a delayed replacement alone on its node), so the trim waits until "
-                "every task runs",
-            )
+            return _surge_waits_to_run(ctx, service, record, running, evicts)
         done = running >= base or aged
     elif record.vacate:
         # A stop-first move: the owners rule stops the tasks on the nodes it leaves once
@@ -263,27 +269,79 @@ def _trim(
         # they are gone the trim goes at once: the replacements Swarm starts for them are
         # unassigned or second copies on the targets, so exactly they are dropped.
         vacating = _still_on(ctx, service, record.vacate)
-        if vacating and not aged:
-            return None, Decision(
-                RULE,
-                subject,
-                Outcome.WAIT,
-                f"{record.operation}: {running} of {written} running, then the task(s) on "
-                f"{vacating} stop",
-            )
         if vacating:
-            return trim, Decision(
-                RULE,
-                subject,
-                Outcome.WITHDRAW,
-                f"the surged task(s) did not all run within {TRIM_AFTER_SECONDS:.0f} s: back "
-                f"to {base}, the task(s) on {vacating} stay; Swarm drops tasks that do not "
-                "run first",
+            return _while_vacating(
+                subject, record, trim, running=running, aged=aged, vacating=vacating
             )
         done = running >= base or aged
     else:
         done = running >= written or (running >= base and aged)
-    if done and stops and ctx.budget().refusal(trim) is not None:
+    if done:
+        return _trim_now(ctx, service, record, trim, running=running, evicts=evicts, stops=stops)
+    return None, Decision(
+        RULE, subject, Outcome.WAIT, f"{record.operation}: {running} of {written} running"
+    )
+
+
+def _surge_waits_to_run(
+    ctx: PlanContext, service: Service, record: ReplicaRecord, running: int, evicts: tuple[str, ...]
+) -> tuple[Action | None, Decision]:
+    """A surge's trim that would stop a running task: only its unplaced slots go now."""
+    subject = f"service {service.name}"
+    base, written = record.base, record.written
+    if (first := _unplaced_first(ctx, service, record)) is not None:
+        return first
+    where = f"on {_hostnames(ctx, evicts)}" if evicts else "where its tie-break picks"
+    return None, Decision(
+        RULE,
+        subject,
+        Outcome.WAIT,
+        f"surge: {running} of {written} running; back to {base} now Swarm would stop "
+        f"a running task {where} (a node's second copy goes "
+        "before a delayed replacement alone on its node), so the trim waits until "
+        "every task runs",
+    )
+
+
+def _while_vacating(
+    subject: str, record: ReplicaRecord, trim: Action, *, running: int, aged: bool, vacating: str
+) -> tuple[Action | None, Decision]:
+    """A move's tasks still run on the nodes it leaves (`vacating`): wait for the owners
+    rule to stop them, or, once the surge is old, withdraw it and leave them be."""
+    base, written = record.base, record.written
+    if not aged:
+        return None, Decision(
+            RULE,
+            subject,
+            Outcome.WAIT,
+            f"{record.operation}: {running} of {written} running, then the task(s) on "
+            f"{vacating} stop",
+        )
+    return trim, Decision(
+        RULE,
+        subject,
+        Outcome.WITHDRAW,
+        f"the surged task(s) did not all run within {TRIM_AFTER_SECONDS:.0f} s: back "
+        f"to {base}, the task(s) on {vacating} stay; Swarm drops tasks that do not "
+        "run first",
+    )
+
+
+def _trim_now(
+    ctx: PlanContext,
+    service: Service,
+    record: ReplicaRecord,
+    trim: Action,
+    *,
+    running: int,
+    evicts: tuple[str, ...],
+    stops: int,
+) -> tuple[Action | None, Decision]:
+    """The trim is due: it goes, unless the running tasks it would stop are more than
+    max-unavailable allows now."""
+    subject = f"service {service.name}"
+    base = record.base
+    if stops and ctx.budget().refusal(trim) is not None:
         return None, Decision(
             RULE,
             subject,
@@ -293,17 +351,13 @@ def _trim(
             "goes before any first one), more than max-unavailable allows now: the trim "
             "waits until the tasks it drops are spare",
         )
-    if done:
-        where = f"; it may stop a running task on {_hostnames(ctx, evicts)}" if stops else ""
-        return trim, Decision(
-            RULE,
-            subject,
-            Outcome.TRIM,
-            f"{running} running for {base} wanted: back to {base}; Swarm drops unassigned "
-            "slots first, then tasks on the busiest nodes" + where,
-        )
-    return None, Decision(
-        RULE, subject, Outcome.WAIT, f"{record.operation}: {running} of {written} running"
+    where = f"; it may stop a running task on {_hostnames(ctx, evicts)}" if stops else ""
+    return trim, Decision(
+        RULE,
+        subject,
+        Outcome.TRIM,
+        f"{running} running for {base} wanted: back to {base}; Swarm drops unassigned "
+        "slots first, then tasks on the busiest nodes" + where,
     )
 
 
