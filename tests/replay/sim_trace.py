@@ -91,11 +91,13 @@ class Tracer:
         self._plan, self._client, self._engine = plan, client, engine
         self.lines: list[dict[str, Any]] = []
         self.mirror_labels: dict[str, str] = {}
-        self._bodies: dict[int, dict[str, Any]] = {}
+        # Keyed by id, each beside its action: a freed action's id may be reused.
+        self._bodies: dict[int, tuple[Any, dict[str, Any]]] = {}
 
     def example(self, name: str) -> None:
         self.lines.append({"t": "example", "name": name})
         self.mirror_labels = {}
+        self._bodies.clear()
 
     def plan(self, **kwargs: Any) -> Any:
         result = self._plan(**kwargs)
@@ -130,15 +132,15 @@ class Tracer:
             sent = self._engine.take_writes()
             writes.extend(sent)
             if target_of(action)[0] == "mirror" and sent:
-                self._bodies[id(action)] = sent[-1]["body"]
+                self._bodies[id(action)] = (action, sent[-1]["body"])
         return sorted(writes, key=canonical)
 
     def applied(self, actions: Any) -> None:
         """The simulated swarm applied these: the mirror's labels are what was written."""
         for action in actions:
-            body = self._bodies.pop(id(action), None)
-            if body is not None:
-                self.mirror_labels = dict(body.get("Labels") or {})
+            kept = self._bodies.pop(id(action), None)
+            if kept is not None and kept[0] is action:
+                self.mirror_labels = dict(kept[1].get("Labels") or {})
 
 
 @contextlib.contextmanager
