@@ -33,7 +33,7 @@ from controller.core.constraints import (
 from controller.core.context import PlanContext, RolloutExemption, RuleSpec
 from controller.core.counts import is_active
 from controller.core.decisions import Decision, Outcome
-from controller.core.kernel.ledger import disrupted_nodes, disruption
+from controller.core.kernel.ledger import AvailabilityLedger, disrupted_nodes, disruption
 from controller.core.model import (
     Availability,
     ClusterSnapshot,
@@ -254,11 +254,16 @@ class Guards:
     (core/kernel/ledger) as it is admitted."""
 
     def __init__(self, ctx: PlanContext) -> None:
-        self._ctx = replace(ctx, planned=())
+        self._ctx = replace(ctx, planned=(), ledger=None if ctx.planned else ctx.ledger)
         self._budget = self._ctx.budget()  # the whole plan is charged afresh
         self._kept: list[Action] = []
         self._taken_out: set[str] = set()  # nodes this plan pauses or drains
         self.decisions: list[Decision] = []
+
+    @property
+    def ledger(self) -> AvailabilityLedger:
+        """The plan's ledger, charged with every write admitted so far."""
+        return self._budget
 
     def _note(self, action: Action, outcome: Outcome, reason: str) -> None:
         self.decisions.append(
