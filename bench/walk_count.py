@@ -117,6 +117,11 @@ WALK: tuple[Station, ...] = (
         "ServiceSettings.preferred_nodes",
         via="core/rules/owners/owner_rule.py:_plan_one",
         carries=("settings",),
+        also=(
+            "core/rules/owners/owner_inputs.py:planning",
+            "core/rules/owners/owner_inputs.py:placement_inputs",
+            "core/rules/owners/owner_inputs.py:going_on",
+        ),
     ),
     Station(
         "core/kernel/candidates.py",
@@ -130,19 +135,19 @@ WALK: tuple[Station, ...] = (
         "core/rules/owners/assign.py",
         "assign",
         "Assignment.desired",
-        via="core/rules/owners/owner_rule.py:_plan_service",
+        via="core/rules/owners/owner_rule.py:_assigned",
     ),
     Station(
         "core/rules/owners/steer.py",
         "steer",
         "Steering.constraints",
-        via="core/rules/owners/owner_rule.py:_plan_service",
+        via="core/rules/owners/owner_rule.py:_steering",
     ),
     Station(
         "core/actions.py",
         "SetServiceConstraints",
         "SetServiceConstraints.constraints",
-        via="core/rules/owners/owner_rule.py:_plan_service",
+        via="core/rules/owners/owner_rule.py:_steer_write",
     ),
     Station(
         "core/guards.py",
