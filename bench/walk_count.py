@@ -223,9 +223,9 @@ def _own_budget_replay(node: ast.AST) -> bool:
 def _excluded_label(node: ast.AST) -> bool:
     """The `excluded` label read from the labels (its presence, or its node IDs);
     `operator_texts` reads it to tell the controller's exclusions from the operator's."""
-    return _calls(node, "excluded_node_set", "excluded_nodes", "operator_texts") or any(
-        isinstance(n, ast.Compare) and _names(n, "EXCLUDED_LABEL") for n in ast.walk(node)
-    )
+    return _calls(
+        node, "excluded_node_set", "excluded_nodes", "recorded_exclusions", "operator_texts"
+    ) or any(isinstance(n, ast.Compare) and _names(n, "EXCLUDED_LABEL") for n in ast.walk(node))
 
 
 @dataclass(frozen=True)
@@ -245,9 +245,15 @@ FORMS: tuple[Form, ...] = (
     ),
     Form(
         "operator's constraints split from the controller's",
-        lambda n: _calls(n, "operator_texts", "without_exclusions", "is_own_constraint"),
+        lambda n: _calls(
+            n, "operator_texts", "operators_of", "without_exclusions", "is_own_constraint"
+        ),
     ),
-    Form("constraint text parsed", lambda n: _calls(n, "parse_constraint")),
+    # `spaced_as_written` splits a constraint at its operator as the parser does.
+    Form(
+        "constraint text parsed",
+        lambda n: _calls(n, "parse_constraint") or _names(n, "spaced_as_written"),
+    ),
     Form("parsed constraint back to text", _str_of_constraint, inverse=True),
     Form("excluded label decoded", _excluded_label),
     Form("placement assigned", lambda n: _calls(n, "assign")),

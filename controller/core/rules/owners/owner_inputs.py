@@ -8,12 +8,10 @@ from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
-from controller.core.constraints import Constraint
 from controller.core.context import PlanContext
 from controller.core.decisions import Decision, Outcome
 from controller.core.kernel.candidates import Candidates
 from controller.core.kernel.local_data import data_stays
-from controller.core.labels import EXCLUDED_LABEL
 from controller.core.model import Service
 from controller.core.rules.owners.assign import PlacementInputs, assign
 from controller.core.rules.owners.cycle_view import Projection, Shared
@@ -29,7 +27,7 @@ from controller.policy import AntiAffinityMode, ServiceSettings
 
 def _allowed_now(service: Service, cands: Candidates) -> frozenset[str] | None:
     """The placeable nodes the service's recorded steering allows; None if never steered."""
-    if EXCLUDED_LABEL not in service.labels:
+    if not service.excluded_recorded:
         return None
     return cands.placeable - service.excluded
 
@@ -41,7 +39,6 @@ class Planning:
     service: Service
     settings: ServiceSettings
     current: Mapping[str, int]
-    constraints: tuple[Constraint, ...]
     cands: Candidates
     fitting: Candidates  # the candidates less the full nodes that are no target
     room: Mapping[str, int]
@@ -63,7 +60,6 @@ def planning(
     settings: ServiceSettings,
     *,
     current: Mapping[str, int],
-    constraints: tuple[Constraint, ...],
     cands: Candidates,
     shared: Shared,
 ) -> Planning:
@@ -90,7 +86,7 @@ def planning(
     data_reason = data_stays(service, settings)
     max_moves = 0 if data_reason else max(settings.max_unavailable, 0)
     return Planning(
-        service, settings, current, constraints, cands, fitting, room, full,
+        service, settings, current, cands, fitting, room, full,
         failback_ready, failback_blocked, waiting, data_reason, max_moves,
     )  # fmt: skip
 

@@ -181,9 +181,7 @@ def _plan_service(
         hard_excluded=hard_excluded(service, settings, projection, current),
         index=shared.index,
     )
-    p = planning(
-        ctx, service, settings, current=current, constraints=constraints, cands=cands, shared=shared
-    )
+    p = planning(ctx, service, settings, current=current, cands=cands, shared=shared)
     inputs = going_on(ctx, p, placement_inputs(ctx, p, projection, shared), shared)
     result = _assigned(ctx, p, inputs)
     steering = _steering(ctx, p, result, shared)
@@ -225,7 +223,7 @@ def _steering(ctx: PlanContext, p: Planning, result: Assignment, shared: Shared)
         p.note(Outcome.WAIT, waits)
     steering = steer(
         service_name=p.service.name,
-        operator_constraints=[str(c) for c in p.constraints],
+        operator_constraints=p.service.operator_constraints,
         assignment=result,
         current=p.current,
         all_nodes=shared.node_ids,
