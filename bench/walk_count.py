@@ -290,6 +290,8 @@ class Module:
                 continue
             seen.append(current)
             node = self.get(current)
+            if isinstance(node, ast.ClassDef) and f"{current}.__post_init__" in self.defs:
+                todo.append((f"{current}.__post_init__", None))  # what making one computes
             if not isinstance(node, ast.FunctionDef):
                 continue  # a value type: its construction is the station, not its methods
             carriers = _carriers(node, held)

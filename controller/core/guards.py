@@ -25,9 +25,7 @@ from controller.core.actions import (
 from controller.core.apply import apply_actions
 from controller.core.constraints import (
     Constraint,
-    ConstraintError,
     node_satisfies,
-    parse_constraint,
     refused_tasks,
 )
 from controller.core.context import PlanContext, RolloutExemption, RuleSpec
@@ -158,10 +156,9 @@ def _narrowed(base: ClusterSnapshot, action: SetServiceConstraints) -> Service |
 
 def _parsed(action: SetServiceConstraints) -> tuple[Constraint, ...] | str:
     """The write's constraints, or why they cannot be read."""
-    try:
-        return tuple(parse_constraint(text) for text in action.constraints)
-    except ConstraintError as exc:
-        return f"its constraints cannot be read: {exc}"
+    if action.parsed is None:
+        return f"its constraints cannot be read: {action.unreadable}"
+    return action.parsed
 
 
 def _after_node_writes(base: ClusterSnapshot, kept: list[Action]) -> ClusterSnapshot:

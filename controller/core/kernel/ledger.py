@@ -293,10 +293,9 @@ def _ruled_out(snapshot: ClusterSnapshot, action: SetServiceConstraints) -> tupl
     """Nodes holding the service's tasks that the new constraints no longer allow:
     Swarm replaces those tasks, whether or not the write names the nodes. (A task on a
     node that is down is lost already: excluding that node stops nothing.)"""
-    try:
-        allowed = node_filter(parse_constraint(c) for c in action.constraints)
-    except ConstraintError:
+    if action.parsed is None:
         return ()  # Swarm refuses the write itself
+    allowed = node_filter(action.parsed)
     running = {t.node_id for t in snapshot.tasks_of(action.service_id) if t.node_id and t.is_active}
     return tuple(
         sorted(
