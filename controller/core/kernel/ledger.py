@@ -33,9 +33,10 @@ cycle's snapshot (its task is leaving, or its replacement still starting), so th
 account holds across cycles, restarts and lease takeovers.
 
 Besides the ledger, the policy caps the writes that may stop tasks per cycle, per node
-and per service (`controller.budgets`). Rules consult a copy charged with what earlier
-rules planned (`PlanContext.budget()`), so they propose what will go through; the
-guards charge the same account again over the whole plan and hold what exceeds it.
+and per service (`controller.budgets`). The guards charge one ledger through the whole
+plan, each write as they admit it, and hold what exceeds it; a rule consults a copy of
+that ledger as the rules before it left it (`PlanContext.budget()`), so it proposes
+what will go through.
 """
 
 from __future__ import annotations
