@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from controller.core.actions import Action, SetServiceConstraints, target_of
 from controller.core.constraints import ConstraintError
@@ -185,7 +185,16 @@ def _plan_service(
     inputs = going_on(ctx, p, placement_inputs(ctx, p, projection, shared), shared)
     result = _assigned(ctx, p, inputs)
     steering = _steering(ctx, p, result, shared)
-    return _act(ctx, p, inputs=inputs, result=result, steering=steering, shared=shared)
+    return _act(ctx, p, _Chosen(inputs, result, steering), shared)
+
+
+@dataclass(frozen=True, slots=True)
+class _Chosen:
+    """What the service's write is made from: the placement and how to steer to it."""
+
+    inputs: PlacementInputs
+    result: Assignment
+    steering: Steering
 
 
 def _assigned(ctx: PlanContext, p: Planning, inputs: PlacementInputs) -> Assignment:
@@ -241,13 +250,11 @@ def _steering(ctx: PlanContext, p: Planning, result: Assignment, shared: Shared)
 def _act(
     ctx: PlanContext,
     p: Planning,
-    *,
-    inputs: PlacementInputs,
-    result: Assignment,
-    steering: Steering,
+    chosen: _Chosen,
     shared: Shared,
 ) -> Planned:
     """The write that realises the placement: a move, constraints, or none."""
+    inputs, result, steering = chosen.inputs, chosen.result, chosen.steering
     service, current = p.service, p.current
     settling = settle_wait(
         ctx,
@@ -276,12 +283,12 @@ def _act(
     elif steering.constraints == service.constraints:
         if not (steering.reduce and not steering.vacate):
             return None, p.notes, result.desired
-        reduced = _reduce(ctx, p, inputs=inputs, result=result, steering=steering, shared=shared)
+        reduced = _reduce(ctx, p, chosen, shared)
         if reduced is None:
             return None, p.notes, current
         moved = reduced
     else:
-        return _steer_write(ctx, p, inputs=inputs, result=result, steering=steering, shared=shared)
+        return _steer_write(ctx, p, chosen, shared)
     action, note = moved
     if action is None:  # the moves explained above are not made
         p.notes = [n for n in p.notes if n.outcome != Outcome.MOVE]
@@ -294,13 +301,11 @@ def _act(
 def _reduce(
     ctx: PlanContext,
     p: Planning,
-    *,
-    inputs: PlacementInputs,
-    result: Assignment,
-    steering: Steering,
+    chosen: _Chosen,
     shared: Shared,
 ) -> tuple[Action | None, Decision] | None:
     """Take the extra tasks off the nodes that should hold fewer, or None: held."""
+    inputs, result, steering = chosen.inputs, chosen.result, chosen.steering
     # Tasks over a node's share (after a failover, say) stay while moves are held, and
     # a move onto a preferred owner is a failback, whatever the share says.
     gains = [n for n, c in result.desired.items() if c > p.current.get(n, 0)]
@@ -329,13 +334,11 @@ def _reduce(
 def _steer_write(
     ctx: PlanContext,
     p: Planning,
-    *,
-    inputs: PlacementInputs,
-    result: Assignment,
-    steering: Steering,
+    chosen: _Chosen,
     shared: Shared,
 ) -> Planned:
     """The new constraints, in one write with the exclusions they record."""
+    inputs, result, steering = chosen.inputs, chosen.result, chosen.steering
     service, nodes = p.service, ctx.snapshot.node_by_id
     action = SetServiceConstraints(
         service_id=service.id,
