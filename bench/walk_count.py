@@ -68,7 +68,7 @@ WALK: tuple[Station, ...] = (
     Station(
         "policy/service_resolution.py",
         "resolve_service",
-        "labels mapping",
+        "Service.labels",  # the same mapping, passed as `labels`
         via="core/service_settings.py:resolve_settings",
         carries=("labels",),
     ),
@@ -108,7 +108,7 @@ WALK: tuple[Station, ...] = (
     Station(
         "core/context.py",
         "PlanContext.settings",
-        "PlanContext.resolved",
+        "ServiceSettings.preferred_nodes",  # the same settings, in PlanContext.resolved
         via="core/plan.py:plan",
     ),
     Station(
