@@ -331,14 +331,9 @@ def _reduce(
     )
 
 
-def _steer_write(
-    ctx: PlanContext,
-    p: Planning,
-    chosen: _Chosen,
-    shared: Shared,
-) -> Planned:
+def _steer_write(ctx: PlanContext, p: Planning, chosen: _Chosen, shared: Shared) -> Planned:
     """The new constraints, in one write with the exclusions they record."""
-    inputs, result, steering = chosen.inputs, chosen.result, chosen.steering
+    steering = chosen.steering
     service, nodes = p.service, ctx.snapshot.node_by_id
     action = SetServiceConstraints(
         service_id=service.id,
@@ -351,7 +346,7 @@ def _steer_write(
     stalled = stalled_on(ctx.snapshot, service)
     if steering.vacate:
         why = "steer Swarm to the desired placement"
-        shared.heading(service, destination(inputs))
+        shared.heading(service, destination(chosen.inputs))
     elif stalled:
         why = (
             f"call off the move onto {', '.join(sorted(nodes[n].hostname for n in stalled))}: "
@@ -367,4 +362,4 @@ def _steer_write(
     else:
         why = "keep Swarm's failover on the policy's nodes (no task moves)"
     p.notes.append(Decision(RULE, f"service {service.name}", Outcome.STEER, why, action=action))
-    return action, p.notes, result.desired
+    return action, p.notes, chosen.result.desired
