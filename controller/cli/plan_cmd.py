@@ -121,7 +121,10 @@ def plan_document(dry: DryRun) -> dict[str, Any]:
     for action in result.actions:
         rule, why = reasons_for(action, result.decisions)
         kind, ident = target_of(action)
-        fields = {f.name: _jsonable(getattr(action, f.name)) for f in dataclasses.fields(action)}
+        # What the write states; not what is derived from it when it is made.
+        fields = {
+            f.name: _jsonable(getattr(action, f.name)) for f in dataclasses.fields(action) if f.init
+        }
         actions.append(
             {
                 "kind": action.kind,

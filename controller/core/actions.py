@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from controller.core.constraints import Constraint, ConstraintError, parse_constraint
 from controller.core.mirror import DOWNS_PREFIX, ENTRY_PREFIX, MOVES_PREFIX, OVERRIDDEN_PREFIX
 from controller.core.model import Availability
 
@@ -24,8 +25,20 @@ class SetServiceConstraints:
     # Service labels written in the same update: the controller's own that go with it.
     set_labels: Mapping[str, str] = field(default_factory=dict)
     remove_labels: tuple[str, ...] = ()
+    # The constraints read once, when the write is made, for the guards and the ledger
+    # to judge what it stops; None when they cannot be read (`unreadable` says why).
+    parsed: tuple[Constraint, ...] | None = field(init=False, repr=False, compare=False)
+    unreadable: str | None = field(init=False, repr=False, compare=False)
 
     kind = "set-constraints"
+
+    def __post_init__(self) -> None:
+        try:
+            parsed, error = tuple(parse_constraint(c) for c in self.constraints), None
+        except ConstraintError as exc:
+            parsed, error = None, str(exc)
+        object.__setattr__(self, "parsed", parsed)
+        object.__setattr__(self, "unreadable", error)
 
 
 @dataclass(frozen=True, slots=True)

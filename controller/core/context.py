@@ -29,8 +29,13 @@ class PlanContext:
     health: Assessment = field(default_factory=Assessment)
     # What the rules before this one planned this cycle: their writes spend the budget.
     planned: tuple[Action, ...] = ()
-    # The plan's ledger before any write is charged (None: made from the snapshot).
+    # The plan's ledger, charged with `planned` as the guards admitted each (None: made
+    # from the snapshot, with nothing planned yet).
     ledger: AvailabilityLedger | None = None
+
+    def __post_init__(self) -> None:
+        if self.planned and self.ledger is None:
+            raise ValueError("planned writes come with the ledger charged with them")
 
     @property
     def swarm(self) -> ClusterSnapshot:
@@ -73,10 +78,7 @@ class PlanContext:
     def budget(self) -> AvailabilityLedger:
         """The availability ledger as this rule finds it (core/kernel/ledger): charged
         with what the rules before it planned. Spending it changes only the rule's copy."""
-        budget = (self.ledger or self.fresh_ledger()).copy()
-        for action in self.planned:
-            budget.spend(action)
-        return budget
+        return (self.ledger or self.fresh_ledger()).copy()
 
 
 @dataclass(frozen=True, slots=True)

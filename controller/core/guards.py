@@ -25,15 +25,13 @@ from controller.core.actions import (
 from controller.core.apply import apply_actions
 from controller.core.constraints import (
     Constraint,
-    ConstraintError,
     node_satisfies,
-    parse_constraint,
     refused_tasks,
 )
 from controller.core.context import PlanContext, RolloutExemption, RuleSpec
 from controller.core.counts import is_active
 from controller.core.decisions import Decision, Outcome
-from controller.core.kernel.ledger import disrupted_nodes, disruption
+from controller.core.kernel.ledger import AvailabilityLedger, disrupted_nodes, disruption
 from controller.core.model import (
     Availability,
     ClusterSnapshot,
@@ -158,10 +156,9 @@ def _narrowed(base: ClusterSnapshot, action: SetServiceConstraints) -> Service |
 
 def _parsed(action: SetServiceConstraints) -> tuple[Constraint, ...] | str:
     """The write's constraints, or why they cannot be read."""
-    try:
-        return tuple(parse_constraint(text) for text in action.constraints)
-    except ConstraintError as exc:
-        return f"its constraints cannot be read: {exc}"
+    if action.parsed is None:
+        return f"its constraints cannot be read: {action.unreadable}"
+    return action.parsed
 
 
 def _after_node_writes(base: ClusterSnapshot, kept: list[Action]) -> ClusterSnapshot:
@@ -254,11 +251,16 @@ class Guards:
     (core/kernel/ledger) as it is admitted."""
 
     def __init__(self, ctx: PlanContext) -> None:
-        self._ctx = replace(ctx, planned=())
+        self._ctx = replace(ctx, planned=(), ledger=None if ctx.planned else ctx.ledger)
         self._budget = self._ctx.budget()  # the whole plan is charged afresh
         self._kept: list[Action] = []
         self._taken_out: set[str] = set()  # nodes this plan pauses or drains
         self.decisions: list[Decision] = []
+
+    @property
+    def ledger(self) -> AvailabilityLedger:
+        """The plan's ledger, charged with every write admitted so far."""
+        return self._budget
 
     def _note(self, action: Action, outcome: Outcome, reason: str) -> None:
         self.decisions.append(

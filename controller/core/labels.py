@@ -7,6 +7,7 @@ can never collide and an operator can see at a glance what is ours.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from functools import lru_cache
 
@@ -74,6 +75,13 @@ def excluded_node_set(labels: Mapping[str, str]) -> frozenset[str]:
     return frozenset(_parse_exclusions(labels.get(EXCLUDED_LABEL, "")))
 
 
+def recorded_exclusions(labels: Mapping[str, str]) -> frozenset[str] | None:
+    """The excluded nodes of a label set, or None when it has no such label (a service
+    the controller never steered)."""
+    raw = labels.get(EXCLUDED_LABEL)
+    return None if raw is None else frozenset(_parse_exclusions(raw))
+
+
 def _parse_exclusions(raw: str) -> tuple[str, ...]:
     return tuple(sorted(part for part in raw.split(",") if part))
 
@@ -106,8 +114,34 @@ def operator_texts(
     The controller writes its exclusions last, so at scale (thousands of them on a
     service) they are recognised by one tuple comparison rather than one by one.
     """
-    head = without_exclusions(constraints, excluded_node_set(labels))
-    return tuple(c for c in head if not is_own_constraint(c, service_name, labels))
+    return operators_of(service_name, excluded_node_set(labels), constraints)
+
+
+def operators_of(
+    service_name: str, excluded: frozenset[str], constraints: tuple[str, ...]
+) -> tuple[str, ...]:
+    """`operator_texts` with the excluded nodes already read (`Service.excluded`)."""
+    ours = (steering_constraint(service_name), possible_constraint(service_name))
+    return tuple(
+        c
+        for c in without_exclusions(constraints, excluded)
+        if c not in ours
+        and not (c.startswith(_EXCLUSION_PREFIX) and c[len(_EXCLUSION_PREFIX) :] in excluded)
+    )
+
+
+_OPERATOR = re.compile(r"(==|!=)")
+
+
+def spaced_as_written(text: str) -> str:
+    """A constraint as the controller writes it back: `node.role==manager` for
+    `node.role == manager` (its key and value stripped, as Swarm reads them). One without
+    an operator is left as it is (it cannot be read: core/constraints says why)."""
+    parts = _OPERATOR.split(text, maxsplit=1)
+    if len(parts) != 3:
+        return text
+    key, operator, value = parts
+    return f"{key.strip()}{operator}{value.strip()}"
 
 
 def without_exclusions(constraints: tuple[str, ...], excluded: frozenset[str]) -> tuple[str, ...]:

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from functools import cached_property
 
-from controller.core.labels import excluded_node_set
+from controller.core.labels import operators_of, recorded_exclusions, spaced_as_written
 from controller.core.mirror import Mirror
 from controller.core.outside_inputs import (
     HealthReport,
@@ -144,6 +144,11 @@ class Service:
     replica_record: ReplicaRecord | None = field(init=False, repr=False, compare=False)
     replica_record_error: str | None = field(init=False, repr=False, compare=False)
     excluded: frozenset[str] = field(init=False, repr=False, compare=False)
+    # Whether it carries the `excluded` label at all (False: the controller never steered it).
+    excluded_recorded: bool = field(init=False, repr=False, compare=False)
+    # Its constraints without the controller's, spaced as the controller writes them
+    # back (core/labels.operators_of, spaced_as_written): read once, here.
+    operator_constraints: tuple[str, ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         try:
@@ -152,7 +157,12 @@ class Service:
             record, error = None, str(exc)
         object.__setattr__(self, "replica_record", record)
         object.__setattr__(self, "replica_record_error", error)
-        object.__setattr__(self, "excluded", excluded_node_set(self.labels))
+        recorded = recorded_exclusions(self.labels)
+        excluded = recorded if recorded is not None else frozenset()
+        object.__setattr__(self, "excluded", excluded)
+        object.__setattr__(self, "excluded_recorded", recorded is not None)
+        operators = operators_of(self.name, excluded, self.constraints)
+        object.__setattr__(self, "operator_constraints", tuple(map(spaced_as_written, operators)))
 
     @property
     def updating(self) -> bool:

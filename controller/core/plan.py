@@ -77,7 +77,8 @@ def plan(
     written: set[tuple[str, str]] = set()
     guards = Guards(ctx)
     for spec in rules if rules is not None else RULES:
-        output = spec.plan(replace(ctx, planned=tuple(actions)))
+        # The guards' ledger is charged with `actions`, each once, as it was admitted.
+        output = spec.plan(replace(ctx, planned=tuple(actions), ledger=guards.ledger))
         decisions.extend(output.decisions)
         if output.remember is not None:
             memory = output.remember(memory)

@@ -30,7 +30,6 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from controller.core.constraints import ConstraintError, node_satisfies, parse_constraint
-from controller.core.labels import operator_texts
 from controller.core.model import Availability, ClusterSnapshot, Node, NodeState, Service
 
 SETTING = "controller.health-panic-threshold"
@@ -62,9 +61,8 @@ def operator_allows(snapshot: ClusterSnapshot, service: Service) -> frozenset[st
     """The nodes the operator's constraints of the service allow; the controller's own
     (deny labels, exclusions) are left out: the base of a share must not shrink with
     what that share caps. Unreadable constraints: every node."""
-    texts = operator_texts(service.name, service.labels, service.constraints)
     try:
-        parsed = tuple(parse_constraint(c) for c in texts)
+        parsed = tuple(parse_constraint(c) for c in service.operator_constraints)
     except ConstraintError:
         parsed = ()
     return frozenset(n.id for n in snapshot.nodes if node_satisfies(n, parsed))

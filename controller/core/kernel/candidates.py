@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from controller.core.constraints import Constraint, node_filter, parse_constraint
-from controller.core.labels import DENY_LABEL_PREFIX, DENY_VALUE, deny_label, operator_texts
+from controller.core.labels import DENY_LABEL_PREFIX, DENY_VALUE, deny_label
 from controller.core.model import Availability, Node, Service
 from controller.policy import NodeGroup, Policy, ServiceSettings
 
@@ -45,8 +45,7 @@ def expand_owner_list(
 
 def operator_constraints(service: Service) -> tuple[Constraint, ...]:
     """The operator's own constraints (ours are recognised and left out). May raise."""
-    texts = operator_texts(service.name, service.labels, service.constraints)
-    return tuple(parse_constraint(text) for text in texts)
+    return tuple(parse_constraint(text) for text in service.operator_constraints)
 
 
 class NodeIndex:

@@ -33,9 +33,10 @@ cycle's snapshot (its task is leaving, or its replacement still starting), so th
 account holds across cycles, restarts and lease takeovers.
 
 Besides the ledger, the policy caps the writes that may stop tasks per cycle, per node
-and per service (`controller.budgets`). Rules consult a copy charged with what earlier
-rules planned (`PlanContext.budget()`), so they propose what will go through; the
-guards charge the same account again over the whole plan and hold what exceeds it.
+and per service (`controller.budgets`). The guards charge one ledger through the whole
+plan, each write as they admit it, and hold what exceeds it; a rule consults a copy of
+that ledger as the rules before it left it (`PlanContext.budget()`), so it proposes
+what will go through.
 """
 
 from __future__ import annotations
@@ -293,10 +294,9 @@ def _ruled_out(snapshot: ClusterSnapshot, action: SetServiceConstraints) -> tupl
     """Nodes holding the service's tasks that the new constraints no longer allow:
     Swarm replaces those tasks, whether or not the write names the nodes. (A task on a
     node that is down is lost already: excluding that node stops nothing.)"""
-    try:
-        allowed = node_filter(parse_constraint(c) for c in action.constraints)
-    except ConstraintError:
+    if action.parsed is None:
         return ()  # Swarm refuses the write itself
+    allowed = node_filter(action.parsed)
     running = {t.node_id for t in snapshot.tasks_of(action.service_id) if t.node_id and t.is_active}
     return tuple(
         sorted(

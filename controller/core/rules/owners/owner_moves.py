@@ -39,6 +39,7 @@ from controller.core.replicas import Operation, ReplicaRecord
 from controller.core.rules.owners.escape_moves import escape_move
 from controller.core.rules.owners.fits import Fits
 from controller.core.rules.owners.name import RULE
+from controller.core.rules.owners.owner_waits import current_counts
 from controller.core.rules.owners.steer import Steering
 from controller.core.rules.owners.surge_landing import (
     cover_limit,
@@ -305,3 +306,51 @@ def surge_to_reduce(
         f"{surplus} task(s) over their share on {hosts}: surge onto the targets, then trim "
         "from the busiest nodes",
     )
+
+
+def keep_local_data(
+    ctx: PlanContext,
+    service: Service,
+    steering: Steering,
+    notes: list[Decision],
+    why: str,
+) -> tuple[Action | None, list[Decision], Mapping[str, int]]:
+    """Tasks with their data on nodes the service may not stay on (no possible owner,
+    say) stay until they stop for another reason: the constraints keep those nodes
+    allowed and leave out every other node the policy excludes, so no new task goes
+    there."""
+    subject = f"service {service.name}"
+    nodes = ctx.snapshot.node_by_id
+    hosts = ", ".join(sorted(nodes[n].hostname for n in steering.vacate))
+    current = current_counts(ctx, service)
+    notes = [n for n in notes if n.outcome != Outcome.MOVE]
+    notes.append(
+        Decision(
+            RULE,
+            subject,
+            Outcome.KEEP,
+            f"its task(s) on {hosts}, though the policy would move them: {why}; they leave "
+            "when they stop for another reason (the node fails or is drained, or the "
+            "operator moves them)",
+        )
+    )
+    kept = steering.keeping(steering.vacate)
+    if kept.constraints == service.constraints:
+        return None, notes, current
+    action = SetServiceConstraints(
+        service_id=service.id,
+        service_name=service.name,
+        version=service.version,
+        constraints=kept.constraints,
+        set_labels={EXCLUDED_LABEL: format_exclusions(kept.excluded)},
+    )
+    notes.append(
+        Decision(
+            RULE,
+            subject,
+            Outcome.STEER,
+            f"keep new tasks on the policy's nodes; the task(s) on {hosts} stay (no task moves)",
+            action=action,
+        )
+    )
+    return action, notes, current
