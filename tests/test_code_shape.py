@@ -53,7 +53,6 @@ LONG_FUNCTIONS = {
     ("controller/core/rules/preemption/restore.py", "plan_restores"),
     ("controller/core/rules/rebalance/rebalance_rule.py", "_rebalance_counts"),
     ("controller/core/rules/rebalance/shed.py", "shed_load"),
-    ("controller/runtime/liveness.py", "poll_once"),
     ("controller/runtime/loop.py", "__init__"),
 }
 LONG_MODULES = {
