@@ -50,7 +50,6 @@ LONG_FUNCTIONS = {
     ("controller/core/rules/owners/owner_notes.py", "explain_placement"),
     ("controller/core/rules/preemption/preemption_rule.py", "_preempt_for"),
     ("controller/core/rules/preemption/preemption_rule.py", "_write"),
-    ("controller/core/rules/preemption/restore.py", "plan_restores"),
     ("controller/core/rules/rebalance/rebalance_rule.py", "_rebalance_counts"),
     ("controller/core/rules/rebalance/shed.py", "shed_load"),
     ("controller/runtime/loop.py", "__init__"),
