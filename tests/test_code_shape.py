@@ -48,8 +48,6 @@ LONG_FUNCTIONS = {
     ("controller/core/rules/owners/owner_moves.py", "stop_first_move"),
     ("controller/core/rules/owners/owner_moves.py", "finish_stop_first"),
     ("controller/core/rules/owners/owner_notes.py", "explain_placement"),
-    ("controller/core/rules/preemption/preemption_rule.py", "_preempt_for"),
-    ("controller/core/rules/preemption/preemption_rule.py", "_write"),
     ("controller/core/rules/rebalance/rebalance_rule.py", "_rebalance_counts"),
     ("controller/core/rules/rebalance/shed.py", "shed_load"),
     ("controller/runtime/loop.py", "__init__"),
@@ -62,7 +60,6 @@ LONG_MODULES = {
     "controller/cli/sandbox_cmd.py",
     "controller/core/health/assess.py",
     "controller/core/rules/owners/assign.py",
-    "controller/core/rules/preemption/preemption_rule.py",
     "controller/core/simulate/swarm_model.py",
     "controller/runtime/loop.py",
 }
