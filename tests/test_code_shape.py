@@ -45,8 +45,6 @@ LONG_FUNCTIONS = {
     ("controller/core/rules/nodes/deny.py", "_vetoes"),
     ("controller/core/rules/nodes/workload.py", "_plan_service"),
     ("controller/core/rules/owners/assign.py", "_assign"),
-    ("controller/core/rules/owners/owner_moves.py", "stop_first_move"),
-    ("controller/core/rules/owners/owner_moves.py", "finish_stop_first"),
     ("controller/core/rules/owners/owner_notes.py", "explain_placement"),
     ("controller/core/rules/rebalance/rebalance_rule.py", "_rebalance_counts"),
     ("controller/core/rules/rebalance/shed.py", "shed_load"),
