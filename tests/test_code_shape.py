@@ -44,8 +44,6 @@ LONG_FUNCTIONS = {
     ("controller/core/rules/nodes/deny.py", "_degraded"),
     ("controller/core/rules/nodes/deny.py", "_vetoes"),
     ("controller/core/rules/nodes/workload.py", "_plan_service"),
-    ("controller/core/rules/owners/assign.py", "_assign"),
-    ("controller/core/rules/owners/owner_notes.py", "explain_placement"),
     ("controller/core/rules/rebalance/rebalance_rule.py", "_rebalance_counts"),
     ("controller/core/rules/rebalance/shed.py", "shed_load"),
     ("controller/runtime/loop.py", "__init__"),
@@ -57,7 +55,6 @@ LONG_MODULES = {
     # In progress.
     "controller/cli/sandbox_cmd.py",
     "controller/core/health/assess.py",
-    "controller/core/rules/owners/assign.py",
     "controller/core/simulate/swarm_model.py",
     "controller/runtime/loop.py",
 }
