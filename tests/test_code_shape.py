@@ -38,8 +38,6 @@ LONG_FUNCTIONS = {
     # In progress.
     ("controller/core/explain.py", "_replica_reasons"),
     ("controller/core/explain.py", "explain_service"),
-    ("controller/core/health/assess.py", "assess_nodes"),
-    ("controller/core/health/assess.py", "_quarantine"),
     ("controller/core/plan.py", "plan"),
     ("controller/core/rules/nodes/deny.py", "_degraded"),
     ("controller/core/rules/nodes/deny.py", "_vetoes"),
@@ -54,7 +52,6 @@ LONG_MODULES = {
     "controller/core/rules/owners/owner_rule.py",
     # In progress.
     "controller/cli/sandbox_cmd.py",
-    "controller/core/health/assess.py",
     "controller/core/simulate/swarm_model.py",
     "controller/runtime/loop.py",
 }

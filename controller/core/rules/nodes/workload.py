@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 from controller.core.constraints import ConstraintError, node_satisfies, parse_constraint
 from controller.core.decisions import Decision, Outcome
-from controller.core.health.assess import RETURN_GRACE_SECONDS, ready_since
+from controller.core.health.incidents import RETURN_GRACE_SECONDS, ready_since
 from controller.core.health.node_marks import unhealthy_marks
 from controller.core.kernel.blast_radius import ServiceRadius
 from controller.core.labels import DENY_VALUE, deny_label
