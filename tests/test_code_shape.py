@@ -39,8 +39,6 @@ LONG_FUNCTIONS = {
     ("controller/core/explain.py", "_replica_reasons"),
     ("controller/core/explain.py", "explain_service"),
     ("controller/core/plan.py", "plan"),
-    ("controller/core/rules/rebalance/rebalance_rule.py", "_rebalance_counts"),
-    ("controller/core/rules/rebalance/shed.py", "shed_load"),
     ("controller/runtime/loop.py", "__init__"),
 }
 LONG_MODULES = {
