@@ -36,7 +36,6 @@ LONG_FUNCTIONS = {
     ("controller/runtime/metrics.py", "collect"),
     ("controller/runtime/metrics.py", "__init__"),
     # In progress.
-    ("controller/runtime/loop.py", "__init__"),
 }
 LONG_MODULES = {
     "controller/core/kernel/ledger.py",
@@ -45,7 +44,6 @@ LONG_MODULES = {
     # In progress.
     "controller/cli/sandbox_cmd.py",
     "controller/core/simulate/swarm_model.py",
-    "controller/runtime/loop.py",
 }
 
 
