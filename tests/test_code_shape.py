@@ -42,7 +42,6 @@ LONG_MODULES = {
     "controller/core/rules/failover/speculative.py",
     "controller/core/rules/owners/owner_rule.py",
     # In progress.
-    "controller/core/simulate/swarm_model.py",
 }
 
 
