@@ -35,13 +35,11 @@ LONG_FUNCTIONS = {
     ("controller/core/rules/owners/owner_rule.py", "_plan_service"),
     ("controller/runtime/metrics.py", "collect"),
     ("controller/runtime/metrics.py", "__init__"),
-    # In progress.
 }
 LONG_MODULES = {
     "controller/core/kernel/ledger.py",
     "controller/core/rules/failover/speculative.py",
     "controller/core/rules/owners/owner_rule.py",
-    # In progress.
 }
 
 
