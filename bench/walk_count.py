@@ -63,7 +63,7 @@ WALK: tuple[Station, ...] = (
         "core/service_settings.py",
         "resolve_settings",
         "Service.labels",
-        via="core/plan.py:plan",
+        via="core/plan.py:_context",
     ),
     Station(
         "policy/service_resolution.py",
@@ -109,7 +109,7 @@ WALK: tuple[Station, ...] = (
         "core/context.py",
         "PlanContext.settings",
         "ServiceSettings.preferred_nodes",  # the same settings, in PlanContext.resolved
-        via="core/plan.py:plan",
+        via="core/plan.py:_context",
     ),
     Station(
         "core/rules/owners/owner_rule.py",

@@ -3,45 +3,36 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
-import importlib
-import os
-import signal
-import subprocess
 import sys
-import threading
-import time
-from collections.abc import Callable, Iterator, Sequence
-from types import FrameType
+from collections.abc import Callable
 from typing import Any
 
+from controller.cli.sandbox_making import (
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_USAGE,
+    bring_up,
+    sigterm_as_interrupt,
+)
+from controller.cli.sandbox_run import cmd_run
+from controller.cli.sandbox_status import print_status
 from controller.sandbox import (
     FAILURE_MODES,
     Sandbox,
     SandboxError,
-    SandboxSpec,
     SandboxUsageError,
-    find_leftovers,
     host,
 )
-from controller.sandbox.samples import create_samples, with_rack_labels
 from controller.sandbox.spec import (
     HostNotReadyError,
-    SandboxExistsError,
     SandboxNotFoundError,
-    parse_duration,
-    parse_node_assignment,
     validate_name,
 )
-from controller.sandbox.state import load_state, sandbox_dir
+from controller.sandbox.state import load_state
 from controller.sandbox.teardown import teardown_sandbox
-from controller.sandbox.tour import play_in_background
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 DEFAULT_NAME = "dev"
-STATUS_INTERVAL_SECONDS = 10.0
 CHILD_STOP_SECONDS = 30.0
-FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 def register(subparsers: Any) -> None:
@@ -149,29 +140,6 @@ def _guarded(handler: Callable[[argparse.Namespace], int]) -> Callable[[argparse
     return run
 
 
-def spec_from_args(args: argparse.Namespace) -> SandboxSpec:
-    labels: dict[str, dict[str, str]] = {}
-    for text in args.label:
-        node, key, value = parse_node_assignment(text)
-        labels.setdefault(node, {})[key] = value
-    resources: dict[str, dict[str, int]] = {}
-    for text in args.resource:
-        node, kind, value = parse_node_assignment(text)
-        if not value.isdigit():
-            raise SandboxUsageError(f"invalid {text!r}: the count must be a whole number")
-        resources.setdefault(node, {})[kind] = int(value)
-    if args.samples:
-        labels = with_rack_labels(args.nodes, labels)
-    return SandboxSpec(
-        name=args.name,
-        nodes=args.nodes,
-        managers=args.managers,
-        node_labels=labels,
-        generic_resources=resources,
-        heartbeat_seconds=None if args.heartbeat is None else parse_duration(args.heartbeat),
-    )
-
-
 def _require_root() -> None:
     if host.effective_uid() != 0:
         raise HostNotReadyError(
@@ -180,51 +148,10 @@ def _require_root() -> None:
         )
 
 
-@contextlib.contextmanager
-def _sigterm_as_interrupt() -> Iterator[None]:
-    """Let SIGTERM unwind like Ctrl-C, so a half-made sandbox is still removed."""
-
-    def raise_interrupt(signum: int, frame: FrameType | None) -> None:
-        raise KeyboardInterrupt
-
-    previous = signal.signal(signal.SIGTERM, raise_interrupt)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
-def _refuse_existing(name: str) -> None:
-    if sandbox_dir(name).exists():
-        raise SandboxExistsError(
-            f"sandbox {name!r} is already up (or was left half made): "
-            f"use another --name, or 'swarm-placement sandbox down --name {name}' first"
-        )
-
-
-def _bring_up(args: argparse.Namespace) -> Sandbox:
-    spec = spec_from_args(args)
-    host.check_host()
-    _refuse_existing(spec.name)
-    started = time.monotonic()
-    print(f"sandbox: bringing {spec.name!r} up ({spec.nodes} nodes)...", file=sys.stderr)
-    sandbox = Sandbox.up(spec)
-    print(f"sandbox: {spec.name!r} up in {time.monotonic() - started:.1f} s", file=sys.stderr)
-    if args.samples:
-        try:
-            create_samples(sandbox)
-        except SandboxError as exc:
-            raise SandboxError(
-                f"{exc} (sandbox {spec.name!r} is up without all its samples; "
-                f"remove it with 'swarm-placement sandbox down --name {spec.name}')"
-            ) from exc
-    return sandbox
-
-
 def cmd_up(args: argparse.Namespace) -> int:
     try:
-        with _sigterm_as_interrupt():
-            sandbox = _bring_up(args)
+        with sigterm_as_interrupt():
+            sandbox = bring_up(args)
     except KeyboardInterrupt:
         print("sandbox: interrupted; what was made is removed", file=sys.stderr)
         return 130
@@ -273,211 +200,3 @@ def cmd_restore(args: argparse.Namespace) -> int:
     sandbox.restore(args.node)
     print(f"sandbox: {args.node} restored; it rejoins the swarm by itself", file=sys.stderr)
     return EXIT_OK
-
-
-def _labels_text(labels: dict[str, Any]) -> str:
-    return ",".join(f"{k}={v}" for k, v in sorted(labels.items())) or "-"
-
-
-def print_status(sandbox: Sandbox) -> None:
-    state = sandbox.state
-    heartbeat = f"{state.heartbeat_seconds:g}s" if state.heartbeat_seconds else "default"
-    print(
-        f"sandbox {state.name}: {len(state.nodes)} nodes, subnet {state.subnet}, "
-        f"storage {state.storage_driver}, heartbeat {heartbeat}, image {state.image_id[:19]}"
-    )
-    try:
-        seen = {n["hostname"]: n for n in sandbox.node_info()}
-        services = sandbox.services()
-    except SandboxError as exc:
-        seen, services = {}, []
-        print(f"  (no manager answers: {exc})")
-    rows = [("NODE", "ADDR", "STATE", "AVAIL", "ROLE", "MANAGER", "FAILED", "LABELS", "RESOURCES")]
-    for node in state.nodes:
-        info = seen.get(node.hostname, {})
-        manager = "leader" if info.get("leader") else str(info.get("reachability") or "-")
-        rows.append(
-            (
-                node.hostname,
-                node.ip,
-                str(info.get("state", "?")),
-                str(info.get("availability", "?")),
-                str(info.get("role", "manager" if node.manager else "worker")),
-                manager,
-                node.failure or "-",
-                _labels_text(info.get("labels", node.labels)),
-                _labels_text(info.get("generic_resources", node.generic_resources)),
-            )
-        )
-    _print_table(rows)
-    if services:
-        print()
-        table = [("SERVICE", "MODE", "RUNNING", "LABELS")]
-        for svc in services:
-            running = f"{svc['running']}/{svc['replicas']}"
-            table.append((svc["name"], svc["mode"], running, _labels_text(svc["labels"])))
-        _print_table(table)
-    sys.stdout.flush()
-
-
-def _print_table(rows: Sequence[Sequence[str]]) -> None:
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    for row in rows:
-        cells = (cell.ljust(width) for cell, width in zip(row, widths, strict=True))
-        print("  ".join(cells).rstrip())
-
-
-# --- run ------------------------------------------------------------------------------------
-
-
-def _controller_commands() -> set[str]:
-    """The commands `python -m controller` offers now (a half-built one counts as absent)."""
-    from controller.cli.main import COMMAND_MODULES  # noqa: PLC0415
-
-    probe = argparse.ArgumentParser(add_help=False)
-    sub = probe.add_subparsers()
-    for name in COMMAND_MODULES:
-        with contextlib.suppress(Exception):
-            importlib.import_module(name).register(sub)
-    return set(sub.choices or {})
-
-
-def _duration_in(argv: Sequence[str]) -> float | None:
-    for i, arg in enumerate(argv):
-        value = None
-        if arg == "--for" and i + 1 < len(argv):
-            value = argv[i + 1]
-        elif arg.startswith("--for="):
-            value = arg.split("=", 1)[1]
-        if value is not None:
-            with contextlib.suppress(SandboxUsageError):
-                return parse_duration(value)
-    return None
-
-
-class _Signals:
-    """Record SIGINT/SIGTERM/SIGHUP and pass them on to the child, if there is one."""
-
-    def __init__(self) -> None:
-        self.child: subprocess.Popen[bytes] | None = None
-        self.received: list[int] = []
-        self._previous: dict[int, Any] = {}
-
-    def __enter__(self) -> _Signals:
-        for sig in FORWARDED_SIGNALS:
-            self._previous[sig] = signal.signal(sig, self._handle)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        for sig, handler in self._previous.items():
-            signal.signal(sig, handler)
-
-    def _handle(self, signum: int, frame: FrameType | None) -> None:
-        self.received.append(signum)
-        child = self.child
-        if child is not None and child.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                child.send_signal(signal.SIGKILL if len(self.received) > 2 else signum)
-
-
-def _run_child(sandbox: Sandbox, argv: list[str], signals: _Signals) -> int:
-    env = dict(os.environ, DOCKER_HOST=sandbox.manager_host)
-    command = [sys.executable, "-m", "controller", *argv]
-    print(f"sandbox: running {' '.join(command[1:])} (DOCKER_HOST={env['DOCKER_HOST']})")
-    sys.stdout.flush()
-    child = subprocess.Popen(command, env=env, start_new_session=True)
-    signals.child = child
-    try:
-        while True:
-            try:
-                code = child.wait(timeout=0.5)
-                break
-            except subprocess.TimeoutExpired:
-                continue
-    finally:
-        signals.child = None
-        if child.poll() is None:
-            child.kill()
-            child.wait()
-    return code if code >= 0 else 128 - code
-
-
-def _watch_status(sandbox: Sandbox, argv: list[str], signals: _Signals) -> int:
-    limit = _duration_in(argv)
-    print(
-        f"sandbox: the controller command {argv[0] if argv else '(none)'!r} is not available; "
-        f"showing the sandbox every {STATUS_INTERVAL_SECONDS:.0f} s"
-        + (f" for {limit:g} s" if limit else " until interrupted (Ctrl-C)")
-    )
-    deadline = None if limit is None else time.monotonic() + limit
-    while not signals.received:
-        print_status(sandbox)
-        print()
-        sys.stdout.flush()
-        next_time = time.monotonic() + STATUS_INTERVAL_SECONDS
-        while not signals.received and time.monotonic() < next_time:
-            if deadline is not None and time.monotonic() >= deadline:
-                return EXIT_OK
-            time.sleep(0.2)
-    return EXIT_OK
-
-
-def cmd_run(args: argparse.Namespace) -> int:
-    argv = list(args.args)
-    if argv and argv[0] == "--":
-        argv = argv[1:]
-    spec = spec_from_args(args)
-    host.check_host()
-    _refuse_existing(spec.name)
-    owned = False  # True once this process may have made part of the sandbox
-    code = EXIT_FAILED
-    try:
-        with _sigterm_as_interrupt():
-            print(f"sandbox: bringing {spec.name!r} up ({spec.nodes} nodes)...", file=sys.stderr)
-            started = time.monotonic()
-            owned = True
-            try:
-                sandbox = Sandbox.up(spec)
-            except SandboxExistsError:
-                owned = False
-                raise
-            elapsed = time.monotonic() - started
-            print(f"sandbox: {spec.name!r} up in {elapsed:.1f} s", file=sys.stderr)
-            if args.samples:
-                create_samples(sandbox)
-        with _Signals() as signals:
-            if argv and argv[0] in _controller_commands():
-                stop = threading.Event()
-                if args.tour and args.samples:
-                    play_in_background(sandbox, _say, stop)
-                try:
-                    code = _run_child(sandbox, argv, signals)
-                finally:
-                    stop.set()
-            else:
-                code = _watch_status(sandbox, argv, signals)
-    except KeyboardInterrupt:
-        print("sandbox: interrupted", file=sys.stderr)
-        code = 130
-    finally:
-        if owned:
-            code = _down_after_run(spec.name, code)
-    return code
-
-
-def _say(text: str) -> None:
-    print(text, flush=True)
-
-
-def _down_after_run(name: str, code: int) -> int:
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
-    try:
-        print(f"sandbox: removing {name!r}...", file=sys.stderr)
-        left = teardown_sandbox(name)
-    finally:
-        signal.signal(signal.SIGINT, previous)
-    if left or find_leftovers(name):
-        print(f"sandbox: {name!r} left behind {left.describe()}", file=sys.stderr)
-        return code or EXIT_FAILED
-    print(f"sandbox: {name!r} is down", file=sys.stderr)
-    return code

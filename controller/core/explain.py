@@ -133,6 +133,39 @@ def _replica_reasons(
         out.append(f"{node.hostname} no longer meets {', '.join(unmet)}: Swarm replaces it")
     elif service.constraints:
         out.append(f"{node.hostname} meets all {len(service.constraints)} constraint(s)")
+    if settings is not None:
+        out.extend(
+            _policy_reasons(
+                service,
+                node,
+                snapshot=snapshot,
+                policy=policy,
+                resolved=resolved,
+                all_resolved=all_resolved,
+                index=index,
+            )
+        )
+    host = node.hostname
+    for decision in now:
+        if decision.rule != "guard" and host in decision.reason:
+            out.append(f"now: [{decision.rule}] {decision.outcome} - {decision.reason}")
+    return out
+
+
+def _policy_reasons(
+    service: Service,
+    node: Node,
+    *,
+    snapshot: ClusterSnapshot,
+    policy: Policy,
+    resolved: ResolvedService | None,
+    all_resolved: Mapping[str, ResolvedService],
+    index: NodeIndex,
+) -> list[str]:
+    """What the service's settings say of a replica on this node: owner lists, spread,
+    anti-affinity and local data, each with where the setting comes from."""
+    out: list[str] = []
+    settings = resolved.settings if resolved is not None else None
     if resolved is not None and settings is not None and settings.preferred_nodes:
         order = expand_owner_list(settings.preferred_nodes, (), policy.groups, index=index)
         where = resolved.origin("preferred-nodes")
@@ -170,10 +203,6 @@ def _replica_reasons(
             f"{settings.data} from {resolved.source_of('data')}): the controller's own moves "
             "leave it here, failover does not"
         )
-    host = node.hostname
-    for decision in now:
-        if decision.rule != "guard" and host in decision.reason:
-            out.append(f"now: [{decision.rule}] {decision.outcome} - {decision.reason}")
     return out
 
 
@@ -282,6 +311,25 @@ def explain_service(
             index=index,
         )
         replicas.append(ReplicaReasons(task, host, tuple(reasons), arrived))
+    pending = _pending_reasons(service, snapshot, scheduler)
+    constraints = tuple((c, _whose(c, service, hosts)) for c in service.constraints)
+    return Explanation(
+        service=service,
+        settings=settings,
+        constraints=constraints,
+        record=_record(service),
+        replicas=tuple(replicas),
+        pending=tuple(pending),
+        now=now,
+        recent=recent,
+    )
+
+
+def _pending_reasons(
+    service: Service, snapshot: ClusterSnapshot, scheduler: Scheduler | None
+) -> list[PendingReasons]:
+    """Each pending task, with why every node refuses it (the scheduler is built here
+    only when there is one)."""
     pending = []
     for task in snapshot.tasks_of(service.id):
         if task.node_id or not task.is_pending:
@@ -298,17 +346,7 @@ def explain_service(
             for node in scheduler.nodes
         )
         pending.append(PendingReasons(task, task.error or "(no reason given yet)", nodes))
-    constraints = tuple((c, _whose(c, service, hosts)) for c in service.constraints)
-    return Explanation(
-        service=service,
-        settings=settings,
-        constraints=constraints,
-        record=_record(service),
-        replicas=tuple(replicas),
-        pending=tuple(pending),
-        now=now,
-        recent=recent,
-    )
+    return pending
 
 
 def explanation_document(found: Explanation) -> dict[str, Any]:

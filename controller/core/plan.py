@@ -52,24 +52,8 @@ def plan(
     now: float,
     rules: tuple[RuleSpec, ...] | None = None,
 ) -> Plan:
-    resolved, decisions = resolve_settings(snapshot, policy, memory.resolved)
-    # Health first: every rule then sees a failed node as down and a held node as paused.
-    health = assess_nodes(
-        snapshot=snapshot, policy=policy, memory=memory, now=now, resolved=resolved
-    )
-    decisions.extend(health.decisions)
-    effective = health.effective(snapshot)
-    memory = memory.observe(effective, now).with_resolved(resolved).with_health(health.memory)
-    ctx = PlanContext(
-        snapshot=effective,
-        policy=policy,
-        memory=memory,
-        now=now,
-        resolved=resolved,
-        observed=snapshot,
-        health=health,
-    )
-    ctx = replace(ctx, ledger=ctx.fresh_ledger())  # standings computed once, shared
+    ctx, decisions = _context(snapshot=snapshot, policy=policy, memory=memory, now=now)
+    memory, resolved = ctx.memory, ctx.resolved
 
     actions: list[Action] = []  # every write the guards let through, in rule order
     early: list[Action] = []  # those of rules whose writes go first
@@ -115,6 +99,31 @@ def plan(
         resolved=resolved,
         early=tuple(early),
     )
+
+
+def _context(
+    *, snapshot: ClusterSnapshot, policy: Policy, memory: Memory, now: float
+) -> tuple[PlanContext, list[Decision]]:
+    """What every rule sees: the settings resolved, the nodes' health assessed and
+    applied to the snapshot, and the memory that observed it; with the decisions so far."""
+    resolved, decisions = resolve_settings(snapshot, policy, memory.resolved)
+    # Health first: every rule then sees a failed node as down and a held node as paused.
+    health = assess_nodes(
+        snapshot=snapshot, policy=policy, memory=memory, now=now, resolved=resolved
+    )
+    decisions.extend(health.decisions)
+    effective = health.effective(snapshot)
+    memory = memory.observe(effective, now).with_resolved(resolved).with_health(health.memory)
+    ctx = PlanContext(
+        snapshot=effective,
+        policy=policy,
+        memory=memory,
+        now=now,
+        resolved=resolved,
+        observed=snapshot,
+        health=health,
+    )
+    return replace(ctx, ledger=ctx.fresh_ledger()), decisions  # standings computed once
 
 
 def unexplained(

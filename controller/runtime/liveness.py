@@ -134,28 +134,12 @@ class LivenessGatherer:
         # What the poll sees is the nodes as they were when it began: a cut link is
         # known only once the probes time out, but it was cut before they were sent.
         now = self._clock()
-        probes: dict[str, bool] = {}
-
-        def probe(target: _Target) -> None:
-            probes[target.node_id] = self._connect(target.addr, self.probe_port, self.probe_timeout)
-
-        threads = [threading.Thread(target=probe, args=(t,), daemon=True) for t in targets]
-        for thread in threads:
-            thread.start()
-        peers = self._gossip_peers()
-        for thread in threads:
-            thread.join(self.probe_timeout + 2)
+        probes, peers = self._probe(targets)
         # No node's address answers, not even this manager's own: a route or a firewall
         # between the controller and the nodes, not every node dying. The probes (and the
         # agents asked because of them) say nothing until one answers.
         unreachable = not any(probes.get(t.node_id) for t in targets)
-        flipped = unreachable != self.unreachable  # a cycle shows it at once
-        if flipped:
-            self.unreachable = unreachable
-            if unreachable:
-                log.warning("liveness: %s", self._unreachable_problem(targets))
-            else:
-                log.info("liveness: a node's address answers on port %d again", self.probe_port)
+        flipped = self._note_unreachable(unreachable, targets)  # a cycle shows it at once
         if unreachable:
             probes = {}
         failing = [t for t in targets if probes.get(t.node_id) is False]
@@ -164,11 +148,7 @@ class LivenessGatherer:
         asked_ids = {t.node_id for t in asked}
         changed = False
         with self._lock:
-            known = {t.node_id for t in targets}
-            for key in [k for k in self._seen if k[0] not in known]:
-                del self._seen[key]
-            for gone in [n for n in self._unanswered if n not in known]:
-                del self._unanswered[gone]
+            self._forget_all_but(targets)
             for target in targets:
                 if peers is not None:
                     listed = bool({target.hostname, target.addr, target.node_id} & peers)
@@ -181,19 +161,7 @@ class LivenessGatherer:
                     where = f"{target.addr}:{self.probe_port}"
                     detail = f"{where} accepts" if up else f"{where} refused or timed out"
                     changed |= self._note(target.node_id, PROBE, up, detail, now)
-                if target.node_id in indirect:
-                    alive, why = indirect[target.node_id]
-                    changed |= self._note(target.node_id, INDIRECT, alive, why, now)
-                    self._unanswered.pop(target.node_id, None)
-                elif (
-                    target.node_id in asked_ids
-                    and (target.node_id, INDIRECT) in self._seen
-                    and self._unanswered.get(target.node_id, 0) < INDIRECT_KEPT_POLLS
-                ):  # asked, and nobody answered this time: the last word stands a while
-                    self._unanswered[target.node_id] = self._unanswered.get(target.node_id, 0) + 1
-                else:  # not asked (the probe answers), or silent too long: no stale word
-                    self._seen.pop((target.node_id, INDIRECT), None)
-                    self._unanswered.pop(target.node_id, None)
+                changed |= self._note_indirect(target.node_id, indirect, asked_ids, now)
             self.polls += 1
             recent = any(
                 not seen.alive and now - seen.since <= RECHECK_SECONDS
@@ -201,6 +169,64 @@ class LivenessGatherer:
             )
         if (changed or recent or flipped) and self.on_change is not None:
             self.on_change()
+
+    def _probe(self, targets: tuple[_Target, ...]) -> tuple[dict[str, bool], set[str] | None]:
+        """Every node's probe, all at once in threads, and the gossip peers meanwhile."""
+        probes: dict[str, bool] = {}
+
+        def probe(target: _Target) -> None:
+            probes[target.node_id] = self._connect(target.addr, self.probe_port, self.probe_timeout)
+
+        threads = [threading.Thread(target=probe, args=(t,), daemon=True) for t in targets]
+        for thread in threads:
+            thread.start()
+        peers = self._gossip_peers()
+        for thread in threads:
+            thread.join(self.probe_timeout + 2)
+        return probes, peers
+
+    def _note_unreachable(self, unreachable: bool, targets: tuple[_Target, ...]) -> bool:
+        """Whether no node answering turned true or false this poll (logged when it does)."""
+        if unreachable == self.unreachable:
+            return False
+        self.unreachable = unreachable
+        if unreachable:
+            log.warning("liveness: %s", self._unreachable_problem(targets))
+        else:
+            log.info("liveness: a node's address answers on port %d again", self.probe_port)
+        return True
+
+    def _forget_all_but(self, targets: tuple[_Target, ...]) -> None:
+        """Drop what was seen of nodes no longer watched (under the lock)."""
+        known = {t.node_id for t in targets}
+        for key in [k for k in self._seen if k[0] not in known]:
+            del self._seen[key]
+        for gone in [n for n in self._unanswered if n not in known]:
+            del self._unanswered[gone]
+
+    def _note_indirect(
+        self,
+        node_id: str,
+        indirect: Mapping[str, tuple[bool, str]],
+        asked_ids: set[str],
+        now: float,
+    ) -> bool:
+        """Note the other nodes' word on a node (under the lock); whether it changed."""
+        if node_id in indirect:
+            alive, why = indirect[node_id]
+            changed = self._note(node_id, INDIRECT, alive, why, now)
+            self._unanswered.pop(node_id, None)
+            return changed
+        if (
+            node_id in asked_ids
+            and (node_id, INDIRECT) in self._seen
+            and self._unanswered.get(node_id, 0) < INDIRECT_KEPT_POLLS
+        ):  # asked, and nobody answered this time: the last word stands a while
+            self._unanswered[node_id] = self._unanswered.get(node_id, 0) + 1
+        else:  # not asked (the probe answers), or silent too long: no stale word
+            self._seen.pop((node_id, INDIRECT), None)
+            self._unanswered.pop(node_id, None)
+        return False
 
     def _unreachable_problem(self, targets: tuple[_Target, ...]) -> str:
         return (

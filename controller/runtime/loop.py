@@ -8,16 +8,13 @@ update's dozens of events cost one or two cycles).
 from __future__ import annotations
 
 import contextlib
-import ipaddress
 import logging
 import math
 import signal
 import sys
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from functools import partial
-from pathlib import Path
 from typing import TextIO
 
 import anyio
@@ -25,60 +22,40 @@ import anyio.from_thread
 import anyio.lowlevel
 import anyio.to_thread
 from opentelemetry.sdk.trace import SpanProcessor
-from tenacity import (
-    AsyncRetrying,
-    retry_if_exception_type,
-    stop_after_attempt,
-    stop_never,
-    wait_random_exponential,
-)
 
-from controller import __version__
-from controller.adapters.agent_client import AgentError, discover_agents
 from controller.adapters.docker_events import event_opener
 from controller.adapters.engine import (
-    ENGINE_ERRORS,
     REQUEST_SECONDS,
     ClusterObserver,
-    DockerUnavailableError,
     EngineClient,
-    check_manager,
     connect,
-    engine_version,
     set_request_timeout,
 )
 from controller.adapters.errors import RetryableError
-from controller.adapters.lease_store import ConfigLeaseStore, LeaseStore
-from controller.adapters.tcp_probe import tcp_connects
-from controller.adapters.write_fence import UNFENCED, WriteFence
-from controller.adapters.writes import Executor, Rehearsal, docker_executor
+from controller.adapters.lease_store import LeaseStore
+from controller.adapters.writes import Executor
 from controller.core.decisions import Decision
+from controller.runtime import input_wiring as wiring
 from controller.runtime.cycle_recorder import CycleRecorder
 from controller.runtime.cycle_retry import CycleRetry
 from controller.runtime.cycle_trigger import Trigger
 from controller.runtime.endpoints import Health, probe_routes
-from controller.runtime.health_inputs import HealthConfig, build_inputs
-from controller.runtime.http_server import TlsFiles
-from controller.runtime.lease_keeper import LeaseConfig, LeaseKeeper, fenced
-from controller.runtime.listeners import login_url, make_listeners
-from controller.runtime.liveness import LivenessGatherer
+from controller.runtime.engine_session import connect_manager, plan_executor
+from controller.runtime.health_inputs import HealthInputs, build_inputs
+from controller.runtime.listeners import Listeners, make_listeners
 from controller.runtime.metrics import Metrics
 from controller.runtime.outage_timeouts import OutageTimeouts
-from controller.runtime.plaintext import plaintext_secrets
 from controller.runtime.policy_source import PolicySource
 from controller.runtime.reconciler import CycleResult, Reconciler
-from controller.runtime.report_limits import ReportLimits
-from controller.runtime.tracing import (
-    DecisionLog,
-    Exporter,
-    LogFormat,
-    get_tracer,
-    make_tracer_provider,
-)
+from controller.runtime.run_config import RunConfig
+from controller.runtime.start_notes import login_line, plaintext_warnings, started_fields
+from controller.runtime.tracing import DecisionLog, get_tracer, make_tracer_provider
 from controller.runtime.ui_access import UiAccess
 from controller.runtime.watcher import EventWatcher
 from controller.runtime.web_view import WebView, role_of
-from controller.runtime.webhook import HealthApi
+
+# RunConfig is declared apart; the command line and the tests import it from here.
+__all__ = ["Controller", "RunConfig"]
 
 log = logging.getLogger(__name__)
 
@@ -86,36 +63,6 @@ POLICY_POLL_SECONDS = 1.0
 # A cycle lists the task history itself once the resync timer's listing is this many
 # resync intervals old (the timer's listings keep failing).
 HISTORY_STALE_INTERVALS = 3
-STARTUP_ERRORS: tuple[type[Exception], ...] = (RetryableError, *ENGINE_ERRORS)
-
-
-@dataclass(frozen=True)
-class RunConfig:
-    policy_path: Path | None = None
-    dry_run: bool = False
-    once: bool = False
-    duration: float | None = None
-    resync_seconds: float | None = None  # None: the policy's resync interval
-    exporter: Exporter = "none"
-    log_format: LogFormat = "logfmt"
-    lease: LeaseConfig | None = None  # None: a single instance, always the writer
-    http: tuple[str, int] | None = None  # where the HTTP server listens (http_app.py)
-    metrics_token: str | None = None  # with it, /metrics wants this bearer token
-    health: HealthConfig | None = None  # webhook, placement plugins, node agents
-    tls: TlsFiles | None = None  # the HTTP server's certificate (and client CA)
-    ui: bool = True  # the web view at /ui
-    ui_token: str | None = None  # None: one is made at start, and its login link said
-    ui_hosts: tuple[str, ...] = ()  # host names the view answers to, beyond IP addresses
-    # The container healthcheck's own listener (a unix socket no network client reaches).
-    probe_socket: Path | None = None
-    trace_url: str | None = None  # a trace in the OTLP backend's UI, {trace_id} in it
-
-
-def _loopback(host: str) -> bool:
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return host == "localhost"
 
 
 def _cycle_failure(exc: Exception) -> tuple[str, str]:
@@ -161,92 +108,42 @@ class Controller:
         self.reconciler: Reconciler | None = None
         self._observer: ClusterObserver | None = None
         self._recorder: CycleRecorder | None = None
-        self.lease = self._make_lease(lease_store)
+        self.lease = wiring.lease_keeper(
+            config.lease, client_factory, lease_store, say=self.say, trigger=self.trigger
+        )
         self.watcher = EventWatcher(event_opener(client_factory), self.trigger)
         self._scope: anyio.CancelScope | None = None
         self._token: anyio.lowlevel.EventLoopToken | None = None
         # Health and placement intelligence from outside Swarm (core/health).
-        self.inputs = (
-            build_inputs(
-                config.health, discover=self._discover_agents, liveness=self._make_liveness
-            )
-            if config.health is not None
-            else None
-        )
+        self.inputs = self._make_inputs()
         self.metrics = Metrics(
             policy,
             self.lease,
-            agents=self._agents_reporting,
-            plugin_failures=self._plugin_failures,
-            skipped_calls=self._skipped_calls,
+            agents=lambda: wiring.agents_reporting(self.inputs),
+            plugin_failures=lambda: wiring.plugin_failures(self.inputs),
+            skipped_calls=lambda: wiring.skipped_calls(self.inputs),
         )
         self.health = Health(started=time.monotonic(), loop_beat=time.monotonic(), lease=self.lease)
         # The engine client's request timeout, short through an outage (set on connect).
         self.timeouts = OutageTimeouts(lambda _: None, usual=REQUEST_SECONDS)
-        self.view = (
-            WebView(
-                UiAccess.configured(
-                    token=config.ui_token,
-                    hosts=config.ui_hosts,
-                    tls=config.tls is not None,
-                ),
-                trace_url=config.trace_url,
-                clock=clock,
-            )
-            if config.ui
-            else None
-        )
-        # Bound now, so a taken port or a bad certificate fails the start at once.
-        webhook = self._make_webhook()
-        self.listeners = make_listeners(
-            http=config.http,
-            webhook_address=config.health.webhook if config.health else None,
-            probe_socket=config.probe_socket,
-            probes=probe_routes(self.health, self.metrics, token=config.metrics_token),
-            webhook=webhook.routes() if webhook is not None else (),
-            view=self.view,
-            tls=config.tls,
-        )
+        self.view = self._make_view()
+        self.listeners = self._make_listeners()
         self.server = self.listeners.main
         self.probe_server = self.listeners.probe
 
-    def _warn_plaintext(self) -> None:
-        config = self.config
-        for sentence in plaintext_secrets(
-            http=config.http,
-            tls=config.tls is not None,
-            metrics_token=config.metrics_token is not None,
-            ui=config.ui,
-            health=config.health,
-        ):
-            log.warning("%s", sentence)  # stderr, where a person looks for trouble
-            self.say(f"warning: {sentence}")
-
-    def _announce_login(self) -> None:
-        """A one-time login link, said once: when the controller made its token itself,
-        or when the view listens on loopback only (`./dev run`), where the log is the
-        person's own terminal. Never the token."""
-        view = self.view
-        if view is None or view.access.token is None:
-            return
-        main = self.listeners.main
-        local = main is not None and all(_loopback(host) for host, _ in main.addresses)
-        if self.config.ui_token is not None and not local:
-            return
-        code = view.access.login_code()
-        url = login_url(self.listeners, code=code, tls=self.config.tls is not None)
-        if url is not None:
-            made = "no --ui-token-file given, " if self.config.ui_token is None else ""
-            self.say(f"web view: {made}log in once within 10 minutes at {url}")
-
-    def _make_liveness(self) -> LivenessGatherer:
-        health = self.config.health or HealthConfig()
-        return LivenessGatherer(
-            client_factory=self._client_factory,
-            connect=health.liveness_connect or tcp_connects,
-            interval=health.liveness_interval,
-            clock=self._clock,
-            on_change=self._liveness_changed,
+    def _make_inputs(self) -> HealthInputs | None:
+        health, client_factory = self.config.health, self._client_factory
+        if health is None:
+            return None
+        return build_inputs(
+            health,
+            discover=wiring.agents_from(client_factory),
+            liveness=lambda: wiring.liveness_gatherer(
+                health,
+                client_factory,
+                clock=self._clock,
+                on_change=self._liveness_changed,
+            ),
         )
 
     def _liveness_changed(self) -> None:
@@ -257,71 +154,47 @@ class Controller:
             self.timeouts.manager_unreached(liveness.manager_unreached())
         self._fire_from_thread("liveness")
 
-    def _plugin_failures(self) -> dict[str, int]:
-        plugins = self.inputs.plugins if self.inputs is not None else None
-        return dict(plugins.failures) if plugins is not None else {}
-
-    def _skipped_calls(self) -> dict[str, int]:
-        agents = self.inputs.agents if self.inputs is not None else None
-        if agents is None:
-            return {}
-        return {c.kind: c.skipped for c in (agents.calls, agents.probe_calls)}
-
-    def _agents_reporting(self) -> int | None:
-        agents = self.inputs.agents if self.inputs is not None else None
-        return agents.reporting() if agents is not None else None
-
-    def _make_lease(self, store: Callable[[], LeaseStore] | None) -> LeaseKeeper | None:
-        lease = self.config.lease
-        if lease is None:
+    def _make_view(self) -> WebView | None:
+        config = self.config
+        if not config.ui:
             return None
-
-        def config_store() -> LeaseStore:
-            client = self._client_factory()
-            # A manager without a Raft leader (an election) hangs requests: a short timeout
-            # lets a standby read again at once when the new Raft leader answers.
-            client.api.timeout = max(1.0, lease.lifetime / 4)
-            return ConfigLeaseStore(client, lease.name)
-
-        factory = store or config_store
-        return LeaseKeeper(
-            lease,
-            factory,
-            say=self.say,
-            on_acquire=lambda: self.trigger.fire("lease:acquired"),
+        access = UiAccess.configured(
+            token=config.ui_token, hosts=config.ui_hosts, tls=config.tls is not None
         )
+        return WebView(access, trace_url=config.trace_url, clock=self._clock)
 
-    def _make_webhook(self) -> HealthApi | None:
-        health, inputs = self.config.health, self.inputs
-        if health is None or inputs is None or health.webhook is None:
-            return None
-        return HealthApi(
-            token=health.webhook_token,
-            store=inputs.store,
-            latest=inputs.latest,
-            # A route of the server in the event loop: the trigger is fired directly.
-            on_report=lambda report: self.trigger.fire(f"health:{report.state.value}"),
+    def _make_listeners(self) -> Listeners:
+        """Bound now, so a taken port or a bad certificate fails the start at once."""
+        config = self.config
+        webhook = wiring.health_webhook(
+            config.health,
+            self.inputs,
+            trigger=self.trigger,
             clock=self._clock,
-            max_body=health.webhook_max_body,
             role=lambda: "leader" if self.lease is None or self.lease.holds() else "standby",
             on_result=lambda result: self.metrics.webhook_reports.labels(result).inc(),
-            limits=ReportLimits(
-                escalations=health.webhook_escalations,
-                escalation_seconds=health.webhook_escalation_seconds,
-                replay_seconds=health.webhook_replay_seconds,
-            ),
             say=self.say,
         )
+        return make_listeners(
+            http=config.http,
+            webhook_address=config.health.webhook if config.health else None,
+            probe_socket=config.probe_socket,
+            probes=probe_routes(self.health, self.metrics, token=config.metrics_token),
+            webhook=webhook.routes() if webhook is not None else (),
+            view=self.view,
+            tls=config.tls,
+        )
 
-    def _discover_agents(self, service: str, port: int, scheme: str) -> dict[str, str]:
-        try:
-            client = self._client_factory()
-        except ENGINE_ERRORS as exc:
-            raise AgentError(f"cannot reach the Docker engine: {exc}") from exc
-        try:
-            return discover_agents(client, service, port, scheme)
-        finally:
-            client.close()
+    def _warn_plaintext(self) -> None:
+        for sentence in plaintext_warnings(self.config):
+            log.warning("%s", sentence)  # stderr, where a person looks for trouble
+            self.say(f"warning: {sentence}")
+
+    def _announce_login(self) -> None:
+        """A one-time login link, said once (see `start_notes.login_line`)."""
+        line = login_line(self.config, self.view, self.listeners)
+        if line is not None:
+            self.say(line)
 
     def _fire_from_thread(self, reason: str) -> None:
         if self._token is None:
@@ -334,43 +207,20 @@ class Controller:
 
     async def _connect(self) -> EngineClient:
         """Connect to a manager, retrying while the engine is unreachable."""
-        async for attempt in AsyncRetrying(
-            retry=retry_if_exception_type(DockerUnavailableError),
-            # A one-shot run reports an unreachable engine; a long-running one waits for it.
-            stop=stop_after_attempt(3) if self.config.once else stop_never,
-            reraise=True,
-            wait=wait_random_exponential(multiplier=0.5, max=10.0),
-            before_sleep=lambda state: self._unreachable(
-                f"{state.outcome and state.outcome.exception()}"
-            ),
-        ):
-            with attempt:
-                client = await anyio.to_thread.run_sync(self._client_factory)
-                await anyio.to_thread.run_sync(check_manager, client)
-                return client
-        raise AssertionError("unreachable")  # AsyncRetrying without stop never gives up
+        return await connect_manager(
+            self._client_factory, once=self.config.once, on_retry=self._unreachable
+        )
 
     def _writer(self, client: EngineClient) -> Executor:
-        """What executes the plan: a rehearsal in a dry run; else Docker (or the test's
-        executor), behind the lease's fence, then the test pause hook if one is asked.
-        Docker's executor passes the fence again before each attempt's request, and
-        bounds the request by the lease's margin."""
-        if self.config.dry_run:
-            return Rehearsal(self.say)
-        lease = self.lease
-        fence = (
-            WriteFence(check=lease.fence, within=lease.config.margin)
-            if lease is not None
-            else UNFENCED
+        """What executes the plan (see `engine_session.plan_executor`)."""
+        return plan_executor(
+            client,
+            dry_run=self.config.dry_run,
+            lease=self.lease,
+            executor=self._executor,
+            planned=self._planned,
+            say=self.say,
         )
-        executor = self._executor(client) if self._executor else docker_executor(client, fence)
-        if lease is not None:
-            executor = fenced(executor, lease.fence)
-        try:  # the production image leaves this test hook out (deploy/Dockerfile)
-            from controller.runtime.pause_hook import pausing  # noqa: PLC0415
-        except ImportError:
-            return executor
-        return pausing(executor, self._planned, self.say)
 
     def _planned(self) -> tuple[Decision, ...]:
         return self.reconciler.planned if self.reconciler is not None else ()
@@ -407,32 +257,10 @@ class Controller:
         if self._scope is not None and self._token is not None:
             anyio.from_thread.run_sync(self._scope.cancel, token=self._token)
 
-    @staticmethod
-    def _engine_version(client: EngineClient) -> str:
-        try:
-            return engine_version(client)
-        except STARTUP_ERRORS as exc:
-            return f"unknown ({exc})"
-
     def _started(self, client: EngineClient) -> None:
         """One line of what runs, how and where, before the first cycle."""
-        config, lease = self.config, self.config.lease
-        scheme = "https" if config.tls is not None else "http"
-        listen = self.listeners.addresses()
         self._decision_log.started(
-            {
-                "version": __version__,
-                "policy": str(config.policy_path or "(built-in defaults)"),
-                "policy_sha256": self.policy.digest,
-                "engine": self._engine_version(client),
-                "mode": "dry-run" if config.dry_run else "writes",
-                "lease": (
-                    f"{lease.name} as {lease.holder}, lifetime {lease.lifetime:g} s"
-                    if lease is not None
-                    else "none: a single instance"
-                ),
-                "listen": " ".join(f"{scheme}://{h}:{p}" for h, p in listen) or "none",
-            },
+            started_fields(self.config, self.policy.digest, client, self.listeners),
             now=self._clock(),
         )
 
@@ -497,8 +325,8 @@ class Controller:
 
     async def _worker(self, timeouts: OutageTimeouts | None = None) -> None:
         assert self.reconciler is not None
-        retry = CycleRetry()
         timeouts = timeouts or OutageTimeouts(lambda _: None, usual=REQUEST_SECONDS)
+        retry = CycleRetry()
         while True:
             reasons = await self.trigger.wait()
             started = self.health.cycle_started = time.monotonic()

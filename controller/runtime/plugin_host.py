@@ -185,13 +185,23 @@ class PluginHost:
         return self.ask(snapshot, now=now)
 
     def _round(self, snapshot: ClusterSnapshot, now: float, started: float) -> Gathered:
+        unavailable: list[SourceStatus] = []
+        asked = self._start_calls(snapshot, now, unavailable)
+        left = max(0.0, self.deadline - (self._monotonic() - started))
+        wait_for_futures(asked.values(), timeout=left)
+        return _merge(self._answers(asked, unavailable), unavailable)
+
+    def _start_calls(
+        self, snapshot: ClusterSnapshot, now: float, unavailable: list[SourceStatus]
+    ) -> dict[str, Future[_Answer]]:
+        """Discover the plugins and ask each that may be asked now, in the pool; those
+        still waiting out a failure or busy with an earlier call go to `unavailable`."""
         refs, problems = discover_plugins(self.dirs)
         for problem in problems:
             log.warning("%s", problem)
         current = {r.name: r for r in refs}
         for name in [n for n, s in self._plugins.items() if current.get(n) != s.ref]:
             del self._plugins[name]  # gone, or moved to another address: start afresh
-        unavailable: list[SourceStatus] = []
         asked: dict[str, Future[_Answer]] = {}
         for name, ref in sorted(current.items()):
             if name not in self._plugins and ref.endpoint.in_clear():
@@ -218,8 +228,13 @@ class PluginHost:
                 _ask, ref, bool(state.active), snapshot, now, self.timeout
             )
             asked[name] = state.call
-        left = max(0.0, self.deadline - (self._monotonic() - started))
-        wait_for_futures(asked.values(), timeout=left)
+        return asked
+
+    def _answers(
+        self, asked: dict[str, Future[_Answer]], unavailable: list[SourceStatus]
+    ) -> list[tuple[str, _Answer]]:
+        """The answers in by the deadline, by plugin name; a plugin that failed or is late
+        is marked down and goes to `unavailable`."""
         answers: list[tuple[str, _Answer]] = []
         for name, call in sorted(asked.items()):
             state = self._plugins[name]
@@ -238,7 +253,7 @@ class PluginHost:
             state.active, state.failed_at, state.problem = answer.implements, None, ""
             if answer.implements:
                 answers.append((name, answer))
-        return _merge(answers, unavailable)
+        return answers
 
     def _down(self, state: _State, why: str, unavailable: list[SourceStatus]) -> None:
         state.failed_at, state.problem, state.active = self._monotonic(), f"down: {why}", None

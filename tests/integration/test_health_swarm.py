@@ -18,7 +18,7 @@ import docker
 import pytest
 
 from controller.adapters.attrs import timestamp_from_attrs
-from controller.core.health.assess import RETURN_GRACE_SECONDS
+from controller.core.health.incidents import RETURN_GRACE_SECONDS
 from controller.core.health.node_marks import PAUSED, QUARANTINE_UNTIL, health_key
 from controller.core.labels import deny_label, steering_constraint
 from controller.runtime.health_inputs import HealthConfig

@@ -23,7 +23,8 @@ from controller.core.memory import Memory
 from controller.core.model import Availability, ClusterSnapshot
 from controller.core.plan import plan
 from controller.core.simulate.scenario import Step
-from controller.core.simulate.swarm_model import SimSwarm, SwarmTimings
+from controller.core.simulate.sim_values import SwarmTimings
+from controller.core.simulate.swarm_model import SimSwarm
 from controller.policy import Policy
 
 DEFAULT_TICK = 0.5

@@ -143,24 +143,7 @@ def _degraded(
 ) -> None:
     node = observed.node_by_id[node_id]
     hostname = node.hostname
-    preemptible = [
-        s for s in managed if settings[s.id].preemptible and settings[s.id].max_unavailable > 0
-    ]
-    movable = []
-    for service in preemptible:
-        why = _stays_on_degraded(service, settings[service.id])
-        if why is None:
-            movable.append(service)
-        elif active_counts(observed, service.id).get(node_id):
-            plan.decisions.append(
-                Decision(
-                    RULE,
-                    f"service {service.name}",
-                    Outcome.KEEP,
-                    f"node {hostname} is degraded, but {service.name} keeps its task(s) "
-                    f"there: {why}",
-                )
-            )
+    movable = _movable(plan, observed, node_id, managed=managed, settings=settings)
     refused = [s for s in movable if s.name in denied_on(node.labels)]
     for service in refused:
         plan.deny(node_id, service.name, "node degraded")
@@ -195,6 +178,38 @@ def _degraded(
         plan.deny(node_id, service.name, "node degraded")
 
 
+def _movable(
+    plan: DenyPlan,
+    observed: ClusterSnapshot,
+    node_id: str,
+    *,
+    managed: tuple[Service, ...],
+    settings: Mapping[str, ServiceSettings],
+) -> list[Service]:
+    """The preemptible services that may move off a degraded node; a keep for each
+    that holds tasks there but stays (its data is local, say)."""
+    hostname = observed.node_by_id[node_id].hostname
+    preemptible = [
+        s for s in managed if settings[s.id].preemptible and settings[s.id].max_unavailable > 0
+    ]
+    movable = []
+    for service in preemptible:
+        why = _stays_on_degraded(service, settings[service.id])
+        if why is None:
+            movable.append(service)
+        elif active_counts(observed, service.id).get(node_id):
+            plan.decisions.append(
+                Decision(
+                    RULE,
+                    f"service {service.name}",
+                    Outcome.KEEP,
+                    f"node {hostname} is degraded, but {service.name} keeps its task(s) "
+                    f"there: {why}",
+                )
+            )
+    return movable
+
+
 def _vetoes(
     plan: DenyPlan,
     effective: ClusterSnapshot,
@@ -225,43 +240,53 @@ def _vetoes(
             )
         )
     for service_id, by_plugin in sorted(per_service.items()):
-        service = by_id[service_id]
-        subject = f"service {service.name}"
-        radius = radii[service_id]
-        usable, cap, share = radius.homes, radius.cap, radius.share
-        kept: dict[str, PluginVeto] = {}
-        for plugin, nodes in sorted(by_plugin.items()):
-            taken = len(usable & set(nodes))
-            if taken > cap:
-                plan.decisions.append(
-                    Decision(
-                        "plugins",
-                        subject,
-                        Outcome.IGNORE,
-                        f"plugin {plugin} vetoes {taken} of the {len(usable)} ready and active "
-                        f"node(s) that may take it, more than {SETTING} {share:.0%} allows "
-                        f"({cap}): its vetoes are set aside this cycle",
-                    )
-                )
-                continue
-            for node_id, veto in nodes.items():
-                kept.setdefault(node_id, veto)
-        wanted = {n: f"vetoed by plugin {v.plugin}" for n, v in kept.items()}
-        refusal = radius.refusal(wanted)
-        if refusal is None and usable and usable <= set(kept) | set(radius.off):
-            refusal = "it would be kept off every ready and active node it may run on"
-        if refusal is not None:
+        _service_vetoes(plan, by_id[service_id], by_plugin, radii[service_id])
+
+
+def _service_vetoes(
+    plan: DenyPlan,
+    service: Service,
+    by_plugin: Mapping[str, Mapping[str, PluginVeto]],
+    radius: ServiceRadius,
+) -> None:
+    """One service's vetoes, plugin by plugin (node id -> veto): each plugin's set aside
+    when it alone takes more nodes than the cap, all set aside when together they would
+    leave the service too few; else its denies, charged to its radius."""
+    subject = f"service {service.name}"
+    usable, cap, share = radius.homes, radius.cap, radius.share
+    kept: dict[str, PluginVeto] = {}
+    for plugin, nodes in sorted(by_plugin.items()):
+        taken = len(usable & set(nodes))
+        if taken > cap:
             plan.decisions.append(
                 Decision(
                     "plugins",
                     subject,
                     Outcome.IGNORE,
-                    f"the placement plugins veto it on {len(wanted)} node(s) "
-                    f"({named(wanted, radius.hostnames)}), but {refusal}: their vetoes are "
-                    "set aside this cycle rather than leave it too few nodes",
+                    f"plugin {plugin} vetoes {taken} of the {len(usable)} ready and active "
+                    f"node(s) that may take it, more than {SETTING} {share:.0%} allows "
+                    f"({cap}): its vetoes are set aside this cycle",
                 )
             )
             continue
-        radius.take(wanted)
-        for node_id, veto in sorted(kept.items()):
-            plan.deny(node_id, service.name, f"vetoed by plugin {veto.plugin}: {veto.reason}")
+        for node_id, veto in nodes.items():
+            kept.setdefault(node_id, veto)
+    wanted = {n: f"vetoed by plugin {v.plugin}" for n, v in kept.items()}
+    refusal = radius.refusal(wanted)
+    if refusal is None and usable and usable <= set(kept) | set(radius.off):
+        refusal = "it would be kept off every ready and active node it may run on"
+    if refusal is not None:
+        plan.decisions.append(
+            Decision(
+                "plugins",
+                subject,
+                Outcome.IGNORE,
+                f"the placement plugins veto it on {len(wanted)} node(s) "
+                f"({named(wanted, radius.hostnames)}), but {refusal}: their vetoes are "
+                "set aside this cycle rather than leave it too few nodes",
+            )
+        )
+        return
+    radius.take(wanted)
+    for node_id, veto in sorted(kept.items()):
+        plan.deny(node_id, service.name, f"vetoed by plugin {veto.plugin}: {veto.reason}")

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 from controller.core.constraints import ConstraintError, node_satisfies, parse_constraint
 from controller.core.decisions import Decision, Outcome
-from controller.core.health.assess import RETURN_GRACE_SECONDS, ready_since
+from controller.core.health.incidents import RETURN_GRACE_SECONDS, ready_since
 from controller.core.health.node_marks import unhealthy_marks
 from controller.core.kernel.blast_radius import ServiceRadius
 from controller.core.labels import DENY_VALUE, deny_label
@@ -140,12 +140,7 @@ def _plan_service(
 ) -> None:
     period = threshold.period_seconds
     off = {n for n, names in result.wanted.items() if service.name in names}
-    # Failures before a move-off were that move's reason: they never count twice.
-    since = {n.id: now - period for n in snapshot.nodes}
-    for node in snapshot.nodes:
-        recorded = unhealthy_marks(node.labels).get(service.name)
-        if recorded is not None:
-            since[node.id] = max(since[node.id], recorded)
+    since = _counted_since(snapshot, service, now - period)
     failures = _failures_by_node(snapshot, memory, service, now, since)
     subject = f"service {service.name}"
     for node_id in sorted(failures, key=lambda n: snapshot.node_by_id[n].hostname):
@@ -154,35 +149,10 @@ def _plan_service(
             continue
         host = snapshot.node_by_id[node_id].hostname
         what = f"{count} task failure(s) on {host} within {_span(period)}"
-        if len(off) >= threshold.failures:
-            hosts = ", ".join(sorted(snapshot.node_by_id[n].hostname for n in off))
-            result.decisions.append(
-                Decision(
-                    RULE,
-                    subject,
-                    Outcome.HOLD,
-                    f"{what}, but it was moved off {len(off)} node(s) ({hosts}) within "
-                    f"{_span(period)} already: failover-threshold "
-                    f"{threshold.failures}/{_span(period)} reached, it fails wherever it runs "
-                    "and is not moved again (Swarm keeps restarting it)",
-                )
-            )
-            continue
-        if not _other_homes(snapshot, service, {*off, node_id}):
-            result.decisions.append(
-                Decision(RULE, subject, Outcome.KEEP, f"{what}, but no other node may run it")
-            )
-            continue
-        refusal = radius.refusal({node_id: "moved off"})
-        if refusal is not None:
-            result.decisions.append(
-                Decision(
-                    RULE,
-                    subject,
-                    Outcome.HOLD,
-                    f"{what}, but {refusal}: it is not moved off (Swarm keeps restarting it)",
-                )
-            )
+        held = _held_on(snapshot, service, node_id, off=off, threshold=threshold, radius=radius)
+        if held is not None:
+            outcome, why = held
+            result.decisions.append(Decision(RULE, subject, outcome, f"{what}, but {why}"))
             continue
         radius.take({node_id: "moved off"})
         off.add(node_id)
@@ -196,3 +166,47 @@ def _plan_service(
                 f"kept off {host} for {_span(period)}",
             )
         )
+
+
+def _counted_since(
+    snapshot: ClusterSnapshot, service: Service, window_start: float
+) -> dict[str, float]:
+    """Node id -> the earliest failure time that counts there: the period's start, or
+    the service's last move-off from it (that move's reason never counts twice)."""
+    since = {n.id: window_start for n in snapshot.nodes}
+    for node in snapshot.nodes:
+        recorded = unhealthy_marks(node.labels).get(service.name)
+        if recorded is not None:
+            since[node.id] = max(since[node.id], recorded)
+    return since
+
+
+def _held_on(
+    snapshot: ClusterSnapshot,
+    service: Service,
+    node_id: str,
+    *,
+    off: set[str],
+    threshold: FailoverThreshold,
+    radius: ServiceRadius,
+) -> tuple[Outcome, str] | None:
+    """Why a service failing on a node is not moved off it, or None when it is."""
+    period = threshold.period_seconds
+    if len(off) >= threshold.failures:
+        hosts = ", ".join(sorted(snapshot.node_by_id[n].hostname for n in off))
+        return (
+            Outcome.HOLD,
+            f"it was moved off {len(off)} node(s) ({hosts}) within "
+            f"{_span(period)} already: failover-threshold "
+            f"{threshold.failures}/{_span(period)} reached, it fails wherever it runs "
+            "and is not moved again (Swarm keeps restarting it)",
+        )
+    if not _other_homes(snapshot, service, {*off, node_id}):
+        return Outcome.KEEP, "no other node may run it"
+    refusal = radius.refusal({node_id: "moved off"})
+    if refusal is not None:
+        return (
+            Outcome.HOLD,
+            f"{refusal}: it is not moved off (Swarm keeps restarting it)",
+        )
+    return None

@@ -76,27 +76,7 @@ def stop_first_move(
     sources = steering.vacate
     first = steering.keeping(sources)
     if service.constraints != first.constraints:
-        # Sources the new constraints reject all the same (not a possible owner any more)
-        # lose their tasks whatever the controller does: say so, and count it.
-        try:
-            allows = node_filter(parse_constraint(c) for c in first.constraints)
-        except ConstraintError:
-            allows = None
-        nodes = ctx.snapshot.node_by_id
-        lost = tuple(n for n in sources if allows is None or not allows(nodes[n]))
-        action = SetServiceConstraints(
-            service_id=service.id,
-            service_name=service.name,
-            version=service.version,
-            constraints=first.constraints,
-            evicts_from=lost,
-            set_labels={EXCLUDED_LABEL: format_exclusions(first.excluded)},
-        )
-        why = (
-            "stop-first: allow the targets and keep the tasks where they are, so the move "
-            "can start its new tasks before any old one stops"
-        )
-        return action, Decision(RULE, subject, Outcome.STEER, why, action=action)
+        return _allow_targets(ctx, service, first, sources)
     if service.replica_record_error is not None:
         return None, Decision(
             RULE, subject, Outcome.SKIP, f"stop-first move: {service.replica_record_error}"
@@ -111,14 +91,9 @@ def stop_first_move(
             "so no surge can move it",
         )
     k = sum(current.get(n, 0) for n in sources)
-    refused = landing_refusal(ctx, service, fits, current=current, desired=desired, k=k)
-    if refused is None and not replacements_fit(
-        ctx, service, fits, current=current, k=k, leave=sources
-    ):
-        refused = (
-            f"once they run, Swarm's updater would have no room to start the replacement "
-            f"it makes for each task on {hostnames(ctx, sources)} before it stops the next"
-        )
+    refused = _surge_refusal(
+        ctx, service, fits, current=current, desired=desired, sources=sources, k=k
+    )
     why = (
         f"stop-first: start {k} task(s) on the targets first; the task(s) on "
         f"{hostnames(ctx, sources)} stop once they run"
@@ -135,6 +110,56 @@ def stop_first_move(
     if surge is None:
         return None, Decision(RULE, subject, Outcome.KEEP, f"its tasks where they are: {over}")
     return surge, Decision(RULE, subject, Outcome.MOVE, why, action=surge)
+
+
+def _allow_targets(
+    ctx: PlanContext, service: Service, first: Steering, sources: tuple[str, ...]
+) -> tuple[Action, Decision]:
+    """Step 1: constraints that allow the targets and still the sources."""
+    # Sources the new constraints reject all the same (not a possible owner any more)
+    # lose their tasks whatever the controller does: say so, and count it.
+    try:
+        allows = node_filter(parse_constraint(c) for c in first.constraints)
+    except ConstraintError:
+        allows = None
+    nodes = ctx.snapshot.node_by_id
+    lost = tuple(n for n in sources if allows is None or not allows(nodes[n]))
+    action = SetServiceConstraints(
+        service_id=service.id,
+        service_name=service.name,
+        version=service.version,
+        constraints=first.constraints,
+        evicts_from=lost,
+        set_labels={EXCLUDED_LABEL: format_exclusions(first.excluded)},
+    )
+    why = (
+        "stop-first: allow the targets and keep the tasks where they are, so the move "
+        "can start its new tasks before any old one stops"
+    )
+    return action, Decision(RULE, f"service {service.name}", Outcome.STEER, why, action=action)
+
+
+def _surge_refusal(
+    ctx: PlanContext,
+    service: Service,
+    fits: Fits,
+    *,
+    current: Mapping[str, int],
+    desired: Mapping[str, int],
+    sources: tuple[str, ...],
+    k: int,
+) -> str | None:
+    """Why a surge of the `k` tasks to move off `sources` could not be trusted to land on
+    the targets and let Swarm's updater replace each one in turn; None when it can."""
+    refused = landing_refusal(ctx, service, fits, current=current, desired=desired, k=k)
+    if refused is None and not replacements_fit(
+        ctx, service, fits, current=current, k=k, leave=sources
+    ):
+        refused = (
+            f"once they run, Swarm's updater would have no room to start the replacement "
+            f"it makes for each task on {hostnames(ctx, sources)} before it stops the next"
+        )
+    return refused
 
 
 def finish_stop_first(
@@ -183,6 +208,15 @@ def finish_stop_first(
         # Part of the surge started on a node it leaves (Swarm broke a tie otherwise
         # than foreseen): stopping those nodes now would leave fewer than wanted.
         return _top_up(ctx, service, record, current=current, short=record.base - staying)
+    return _exclude_sources(ctx, service, record, holding)
+
+
+def _exclude_sources(
+    ctx: PlanContext, service: Service, record: ReplicaRecord, holding: tuple[str, ...]
+) -> tuple[Action | None, Decision]:
+    """Step 3's write: the sources still holding tasks excluded, when the budget allows."""
+    subject = f"service {service.name}"
+    excluded = service.excluded
     now_excluded = excluded | set(holding)
     action = SetServiceConstraints(
         service_id=service.id,

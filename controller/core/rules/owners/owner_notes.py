@@ -10,7 +10,7 @@ from controller.core.decisions import Code, Decision, Outcome
 from controller.core.kernel.candidates import Candidates
 from controller.core.labels import EXCLUDED_LABEL
 from controller.core.model import Service
-from controller.core.rules.owners.assign import FAILBACK, Assignment, PlacementInputs
+from controller.core.rules.owners.assign import FAILBACK, Assignment, Move, PlacementInputs
 from controller.core.rules.owners.name import RULE
 
 
@@ -28,23 +28,7 @@ def explain_placement(
     """`full`: placeable nodes Swarm would not accept a task on, and why."""
     subject = f"service {service.name}"
     host = inputs.hostname
-    notes: list[Decision] = []
-    for move in result.moves:
-        frm, to = host.get(move.from_node, move.from_node), host.get(move.to_node, move.to_node)
-        # Back from a failover (its exclusion label stands), not a first placement.
-        failback = move.reason == FAILBACK and EXCLUDED_LABEL in service.labels
-        detail = {
-            FAILBACK: (
-                f"failback to preferred owner #{cands.rank(move.to_node) + 1} {to}"
-                if failback
-                else f"first placement on preferred owner #{cands.rank(move.to_node) + 1} {to}"
-            ),
-            "spread": f"restore spread over {ctx.settings(service.id).spread}",
-            "anti-affinity": "separate from services of the same anti-affinity class",
-        }[move.reason]
-        why = f"a task from {frm} to {to}: {detail}"
-        code = Code.FAILBACK if failback else None
-        notes.append(Decision(RULE, subject, Outcome.MOVE, why, code=code))
+    notes = [_move_note(ctx, service, move, cands, host) for move in result.moves]
     for node, count in result.evicted.items():
         notes.append(
             Decision(
@@ -64,6 +48,58 @@ def explain_placement(
                 "constraints and hard anti-affinity leave none): they stay pending",
             )
         )
+    notes.extend(
+        _unused_preferred(
+            service,
+            result=result,
+            cands=cands,
+            host=host,
+            waiting=waiting,
+            failback_blocked=failback_blocked,
+            full=full,
+        )
+    )
+    return notes
+
+
+def _move_note(
+    ctx: PlanContext,
+    service: Service,
+    move: Move,
+    cands: Candidates,
+    host: Mapping[str, str],
+) -> Decision:
+    frm, to = host.get(move.from_node, move.from_node), host.get(move.to_node, move.to_node)
+    # Back from a failover (its exclusion label stands), not a first placement.
+    failback = move.reason == FAILBACK and EXCLUDED_LABEL in service.labels
+    detail = {
+        FAILBACK: (
+            f"failback to preferred owner #{cands.rank(move.to_node) + 1} {to}"
+            if failback
+            else f"first placement on preferred owner #{cands.rank(move.to_node) + 1} {to}"
+        ),
+        "spread": f"restore spread over {ctx.settings(service.id).spread}",
+        "anti-affinity": "separate from services of the same anti-affinity class",
+    }[move.reason]
+    why = f"a task from {frm} to {to}: {detail}"
+    code = Code.FAILBACK if failback else None
+    return Decision(RULE, f"service {service.name}", Outcome.MOVE, why, code=code)
+
+
+def _unused_preferred(
+    service: Service,
+    *,
+    result: Assignment,
+    cands: Candidates,
+    host: Mapping[str, str],
+    waiting: str | None,
+    failback_blocked: str | None,
+    full: Mapping[str, str],
+) -> list[Decision]:
+    """Why a better-ranked preferred owner is left unused while a worse node runs tasks:
+    Swarm would refuse it (`full`), or failback is held or not yet due."""
+    subject = f"service {service.name}"
+    notes: list[Decision] = []
     better = [
         n
         for n in cands.preferred

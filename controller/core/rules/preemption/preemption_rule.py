@@ -38,7 +38,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from controller.core.actions import Action, target_of
+from controller.core.actions import Action
 from controller.core.capacity import (
     Room,
     copies_fitting,
@@ -47,18 +47,20 @@ from controller.core.capacity import (
     eligible_nodes,
     is_short_of_resources,
     observe_room,
-    scale_down,
-    worst_case,
 )
 from controller.core.constraints import ConstraintError
 from controller.core.context import PlanContext, RuleOutput
 from controller.core.decisions import Decision, Outcome
-from controller.core.kernel.ledger import scale_down_stops
-from controller.core.kernel.local_data import local_data
-from controller.core.model import Resources, Service, ServiceMode
+from controller.core.model import Resources, Service
 from controller.core.replica_operations import transition
-from controller.core.replicas import Operation, operator_changed
+from controller.core.replicas import Operation
 from controller.core.rules.preemption.name import PREEMPTION as RULE
+from controller.core.rules.preemption.victims import (
+    ledger_limit,
+    search,
+    taken_from,
+    victims_for,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,105 +113,28 @@ def _speculating(service: Service) -> bool:
     return record is not None and record.operation == Operation.SPECULATE
 
 
-def _victims(ctx: PlanContext, pending: Service) -> tuple[list[Service], list[str]]:
-    """Services that may be preempted for `pending`, lowest priority first, and notes on
-    those left out for now."""
-    ceiling = ctx.settings(pending.id).priority - ctx.policy.controller.preemption_gap
-    victims: list[Service] = []
-    skipped: list[str] = []
-    # A service an earlier rule writes this cycle cannot take a scale-down too, and the
-    # scale-downs of one preemption go out together or not at all.
-    written = {target_of(a) for a in ctx.planned}
-    for service in ctx.managed_services():
-        settings = ctx.settings(service.id)
-        if (
-            service.id == pending.id
-            or service.mode is not ServiceMode.REPLICATED
-            or not settings.preemptible
-            or settings.priority > ceiling
-            or not service.replicas
-        ):
-            continue
-        why = _not_now(service, settings.max_unavailable, ctx.memory.overridden)
-        if why is None and local_data(service, settings):
-            # Scaled down, its task's data stays on the node; scaled back, Swarm may
-            # start the task anywhere, empty.
-            why = f"its data is local to its node ({', '.join(local_data(service, settings))})"
-        if ("service", service.id) in written:
-            why = "already changed this cycle"
-        if why is not None:
-            skipped.append(f"{service.name} ({why})")
-            continue
-        victims.append(service)
-    victims.sort(key=lambda s: (ctx.settings(s.id).priority, s.name))
-    return victims, skipped
-
-
-def _not_now(service: Service, max_unavailable: int, overridden: Mapping[str, float]) -> str | None:
-    if max_unavailable <= 0:
-        return "max-unavailable 0: the controller never stops its tasks"
-    if service.in_rollout:
-        # A scale-down is a spec write: it would resume a paused rollout.
-        return f"Swarm is rolling an update ({service.update_state})"
-    if service.replica_record_error is not None:
-        return service.replica_record_error
-    record = service.replica_record
-    if record is None:
-        return None
-    if operator_changed(service, record, overridden):
-        return "an operator scaled it; its record is being cleared"
-    if record.operation == Operation.REBALANCE:
-        return "a rebalancing move is in flight"
-    if record.operation == Operation.SPECULATE:
-        return "a speculative surge is in flight"
-    return None
-
-
 def _preempt_for(
     ctx: PlanContext, pending: Service, room: Room, eligible: tuple[str, ...]
 ) -> _Outcome:
-    subject = f"service {pending.name}"
     need = demand(ctx.snapshot, pending)
-    priority = ctx.settings(pending.id).priority
-    per_task = describe_resources(pending.reservations)
-
-    def note(outcome: Outcome, reason: str) -> _Outcome:
-        return _Outcome(decisions=(Decision(RULE, subject, outcome, reason),))
-
-    if not eligible:
-        return note(
-            Outcome.CANNOT_HELP, "no node it may run on accepts tasks: preempting frees none"
-        )
     already = room.fit_count(pending, eligible)
-    if already >= need:
-        return note(
-            Outcome.WAIT,
-            f"{need} task(s) pending for resources, but the observed state has room for them "
-            "(tasks are stopping, or Swarm has not retried yet): waiting for its scheduler",
-        )
-    nodes = ctx.snapshot.node_by_id
-    if not any(copies_fitting(nodes[n].capacity, pending.reservations) for n in eligible):
-        largest = max(
-            (nodes[n].capacity for n in eligible), key=lambda c: _size(c, pending.reservations)
-        )
-        return note(
-            Outcome.CANNOT_HELP,
-            f"a task reserves {per_task}, more than any node it may run on has even when "
-            f"empty (largest: {describe_resources(largest, only=pending.reservations)}): "
-            "nothing is preempted",
-        )
-    victims, skipped = _victims(ctx, pending)
+    found = _without_victims(ctx, pending, eligible, need=need, already=already)
+    if found is not None:
+        return _note(pending, *found)
+    victims, skipped = victims_for(ctx, pending)
     left_out = f"; left out for now: {', '.join(skipped)}" if skipped else ""
     if not victims:
+        priority = ctx.settings(pending.id).priority
         gap = ctx.policy.controller.preemption_gap
-        return note(
+        return _note(
+            pending,
             Outcome.CANNOT_HELP,
             f"{need} task(s) pending for resources, and no preemptible managed service has "
             f"a priority of at most {priority - gap} (its {priority} minus the preemption "
             f"gap {gap}){left_out}",
         )
-    limits = {v.id: _ledger_limit(ctx, v) for v in victims}
-    plan, fit = _search(
+    limits = {v.id: ledger_limit(ctx, v) for v in victims}
+    plan, fit = search(
         ctx,
         pending,
         room=room,
@@ -220,11 +145,13 @@ def _preempt_for(
         limits=limits,
     )
     if fit <= already and any(limits[v.id] < (v.replicas or 0) for v in victims):
-        _, could = _search(
+        # The budget alone is in the way when the search without it would make room.
+        _, could = search(
             ctx, pending, room=room, eligible=eligible, victims=victims, need=need, already=already
         )
         if could > already:
-            return note(
+            return _note(
+                pending,
                 Outcome.WAIT,
                 f"{need} task(s) pending for resources: stopping tasks of "
                 f"{', '.join(v.name for v in victims)} would make room, but their "
@@ -232,13 +159,47 @@ def _preempt_for(
                 "the tasks already stopped are settled",
             )
     if fit <= already:
-        return note(
+        return _note(
+            pending,
             Outcome.CANNOT_HELP,
-            f"{need} task(s) pending for resources ({per_task} each), and stopping every "
+            f"{need} task(s) pending for resources "
+            f"({describe_resources(pending.reservations)} each), and stopping every "
             f"task of the preemptible services ({', '.join(v.name for v in victims)}) would "
             f"still leave no room on any node it may run on: nothing is preempted{left_out}",
         )
     return _write(ctx, pending, victims, plan, need=need, fit=fit)
+
+
+def _note(pending: Service, outcome: Outcome, reason: str) -> _Outcome:
+    return _Outcome(decisions=(Decision(RULE, f"service {pending.name}", outcome, reason),))
+
+
+def _without_victims(
+    ctx: PlanContext, pending: Service, eligible: tuple[str, ...], *, need: int, already: int
+) -> tuple[Outcome, str] | None:
+    """What is decided before looking for victims: no node to free, room already there,
+    or a task larger than any node; None when preempting may help."""
+    if not eligible:
+        return Outcome.CANNOT_HELP, "no node it may run on accepts tasks: preempting frees none"
+    if already >= need:
+        return (
+            Outcome.WAIT,
+            f"{need} task(s) pending for resources, but the observed state has room for them "
+            "(tasks are stopping, or Swarm has not retried yet): waiting for its scheduler",
+        )
+    nodes = ctx.snapshot.node_by_id
+    if not any(copies_fitting(nodes[n].capacity, pending.reservations) for n in eligible):
+        largest = max(
+            (nodes[n].capacity for n in eligible), key=lambda c: _size(c, pending.reservations)
+        )
+        return (
+            Outcome.CANNOT_HELP,
+            f"a task reserves {describe_resources(pending.reservations)}, more than any node "
+            "it may run on has even when "
+            f"empty (largest: {describe_resources(largest, only=pending.reservations)}): "
+            "nothing is preempted",
+        )
+    return None
 
 
 def _size(capacity: Resources, need: Resources) -> tuple[int, int, int]:
@@ -250,49 +211,6 @@ def _size(capacity: Resources, need: Resources) -> tuple[int, int, int]:
     )
 
 
-def _search(
-    ctx: PlanContext,
-    pending: Service,
-    *,
-    room: Room,
-    eligible: tuple[str, ...],
-    victims: list[Service],
-    need: int,
-    already: int,
-    limits: Mapping[str, int] | None = None,
-) -> tuple[dict[str, int], int]:
-    """The victim tasks to stop (service id -> count) and how many pending tasks then fit;
-    `limits`: the most each victim may give up in this cycle (None: all of its tasks)."""
-
-    def fits(plan: Mapping[str, int]) -> int:
-        downs = [(v, scale_down(ctx.snapshot, v, plan[v.id])) for v in victims if plan.get(v.id)]
-        return min(need, worst_case(room, downs, service=pending, eligible=eligible))
-
-    best, best_plan = already, {}
-    plan: dict[str, int] = {}
-    for victim in victims:
-        most = victim.replicas or 0
-        if limits is not None:
-            most = min(most, limits.get(victim.id, 0))
-        for count in range(1, most + 1):
-            plan[victim.id] = count
-            fit = fits(plan)
-            if fit > best:
-                best, best_plan = fit, dict(plan)
-            if fit >= need:
-                break
-        if best >= need:
-            break
-    # Reprieve: spare higher-priority victims first, as long as the room still suffices.
-    for victim in reversed(victims):
-        while best_plan.get(victim.id, 0) > 0:
-            trial = {**best_plan, victim.id: best_plan[victim.id] - 1}
-            if fits(trial) < best:
-                break
-            best_plan = trial
-    return {k: v for k, v in best_plan.items() if v}, best
-
-
 def _write(
     ctx: PlanContext,
     pending: Service,
@@ -302,56 +220,23 @@ def _write(
     need: int,
     fit: int,
 ) -> _Outcome:
-    priority = ctx.settings(pending.id).priority
     actions: list[Action] = []
     decisions: list[Decision] = []
     for victim in victims:
         count = plan.get(victim.id, 0)
-        if not count:
-            continue
-        record = victim.replica_record
-        # A held service stays held: only `swarm-placement start` brings it back.
-        operation = (
-            Operation.HOLD
-            if record is not None and record.operation == Operation.HOLD
-            else Operation.PREEMPT
-        )
-        base = record.base if record is not None else victim.replicas
-        back = (
-            f"`swarm-placement start {victim.name}`"
-            if operation == Operation.HOLD
-            else "when capacity returns"
-        )
-        action, decision = transition(
-            victim,
-            RULE,
-            operation,
-            replicas=(victim.replicas or 0) - count,
-            now=ctx.now,
-            detail=f"{count} task(s) for {pending.name}",
-            evicts_from=_taken_from(ctx, victim, count),
-        ).decide(
-            Outcome.PREEMPT,
-            f"{count} task(s) stopped (priority {ctx.settings(victim.id).priority}) to make "
-            f"room for {pending.name} (priority {priority}); its count {base} is recorded "
-            f"on the service and comes back {back}",
-        )
-        actions.append(action)
-        decisions.append(decision)
+        if count:
+            action, decision = _scale_down(ctx, pending, victim, count)
+            actions.append(action)
+            decisions.append(decision)
     names = ", ".join(f"{v.name} -{plan[v.id]}" for v in victims if plan.get(v.id))
     over = _over_budget(ctx, actions)
     if over is not None:
         # Stopping only some of the victims would free room that helps no one.
-        return _Outcome(
-            decisions=(
-                Decision(
-                    RULE,
-                    f"service {pending.name}",
-                    Outcome.WAIT,
-                    f"{need} task(s) pending for resources: stopping {names} would make room, "
-                    f"but {over}; retried on the next cycle",
-                ),
-            )
+        return _note(
+            pending,
+            Outcome.WAIT,
+            f"{need} task(s) pending for resources: stopping {names} would make room, "
+            f"but {over}; retried on the next cycle",
         )
     decisions.insert(
         0,
@@ -366,26 +251,37 @@ def _write(
     return _Outcome(tuple(actions), tuple(decisions))
 
 
-def _ledger_limit(ctx: PlanContext, victim: Service) -> int:
-    """The most tasks the victim may give up in this cycle: each one Swarm's scale-down
-    stops while it runs is charged against its max-unavailable, like every other stop."""
-    ledger = ctx.budget()
-    left = ledger.stops_left(victim.id)
-    replicas = victim.replicas or 0
-    count = 0
-    while count < replicas:
-        _, stops = scale_down_stops(ctx.snapshot, victim, replicas - count - 1)
-        if stops > left:
-            break
-        count += 1
-    return count
-
-
-def _taken_from(ctx: PlanContext, victim: Service, count: int) -> tuple[str, ...]:
-    """Nodes Swarm may stop the victim's tasks on when it scales it down by `count`: the
-    nodes holding the most of its tasks (every tied candidate, as its pick is unknown)."""
-    down = scale_down(ctx.snapshot, victim, count)
-    return tuple(sorted({*down.certain, *(down.tied if down.picks else ())}))
+def _scale_down(
+    ctx: PlanContext, pending: Service, victim: Service, count: int
+) -> tuple[Action, Decision]:
+    """The victim's count lowered by `count`, recorded so that it comes back."""
+    record = victim.replica_record
+    # A held service stays held: only `swarm-placement start` brings it back.
+    operation = (
+        Operation.HOLD
+        if record is not None and record.operation == Operation.HOLD
+        else Operation.PREEMPT
+    )
+    base = record.base if record is not None else victim.replicas
+    back = (
+        f"`swarm-placement start {victim.name}`"
+        if operation == Operation.HOLD
+        else "when capacity returns"
+    )
+    return transition(
+        victim,
+        RULE,
+        operation,
+        replicas=(victim.replicas or 0) - count,
+        now=ctx.now,
+        detail=f"{count} task(s) for {pending.name}",
+        evicts_from=taken_from(ctx, victim, count),
+    ).decide(
+        Outcome.PREEMPT,
+        f"{count} task(s) stopped (priority {ctx.settings(victim.id).priority}) to make "
+        f"room for {pending.name} (priority {ctx.settings(pending.id).priority}); its count "
+        f"{base} is recorded on the service and comes back {back}",
+    )
 
 
 def _over_budget(ctx: PlanContext, actions: list[Action]) -> str | None:

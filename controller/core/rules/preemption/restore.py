@@ -11,6 +11,7 @@ count is applied once and the record never outlives it.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from itertools import groupby
 
 from controller.core.actions import Action
@@ -44,23 +45,8 @@ def plan_restores(ctx: PlanContext) -> RuleOutput:
     for _, level in groupby(
         ctx.replicated_by_priority(), key=lambda s: ctx.settings(s.id).priority
     ):
-        services: list[tuple[Service, tuple[str, ...]]] = []
-        for service in level:
-            if not (
-                service.updating
-                or demand(ctx.snapshot, service)
-                or _preempted(ctx, service) is not None
-            ):
-                continue  # claims no room, is not restored, holds up nothing
-            try:
-                services.append((service, eligible_nodes(ctx.snapshot, service)))
-            except ConstraintError as exc:
-                if _preempted(ctx, service) is not None:
-                    decisions.append(
-                        Decision(
-                            RULE, f"service {service.name}", Outcome.SKIP, f"{exc}: cannot plan"
-                        )
-                    )
+        services = _level_services(ctx, level, decisions)
+        # Pending tasks of the level claim their room before any preempted one comes back.
         for service, eligible in services:
             wanted = demand(ctx.snapshot, service)
             if wanted:
@@ -73,40 +59,9 @@ def plan_restores(ctx: PlanContext) -> RuleOutput:
             record = _preempted(ctx, service)
             if record is None:
                 continue
-            if updating is not None:
-                # Its new tasks appear one by one (some not yet visible): room that looks
-                # free may be theirs.
-                decisions.append(
-                    Decision(
-                        RULE,
-                        f"service {service.name}",
-                        Outcome.WAIT,
-                        f"{record.base - (service.replicas or 0)} task(s) preempted: "
-                        f"{updating}, of the same or a higher priority, is rolling an update",
-                    )
-                )
-                continue
-            if service.in_rollout:
-                decisions.append(
-                    Decision(
-                        RULE,
-                        f"service {service.name}",
-                        Outcome.WAIT,
-                        f"{record.base - (service.replicas or 0)} task(s) preempted: "
-                        + rollout_reason(service),
-                    )
-                )
-                continue
-            if not ctx.is_managed(service.id):
-                decisions.append(
-                    Decision(
-                        RULE,
-                        f"service {service.name}",
-                        Outcome.KEEP,
-                        f"preempted from {record.base} to {record.written} but no longer "
-                        "managed: the release rule puts the recorded count back",
-                    )
-                )
+            held = _held_back(ctx, service, record, updating)
+            if held is not None:
+                decisions.append(held)
                 continue
             missing = record.base - (service.replicas or 0)
             if room is None:
@@ -118,6 +73,57 @@ def plan_restores(ctx: PlanContext) -> RuleOutput:
                 actions.append(action)
                 room = room.place(service, eligible, back)
     return RuleOutput(tuple(actions), tuple(decisions))
+
+
+def _level_services(
+    ctx: PlanContext, level: Iterable[Service], decisions: list[Decision]
+) -> list[tuple[Service, tuple[str, ...]]]:
+    """The services of one priority level that claim, take back or hold up room, with
+    the nodes each may run on; a preempted one whose constraints fail gets a skip."""
+    services: list[tuple[Service, tuple[str, ...]]] = []
+    for service in level:
+        if not (
+            service.updating
+            or demand(ctx.snapshot, service)
+            or _preempted(ctx, service) is not None
+        ):
+            continue  # claims no room, is not restored, holds up nothing
+        try:
+            services.append((service, eligible_nodes(ctx.snapshot, service)))
+        except ConstraintError as exc:
+            if _preempted(ctx, service) is not None:
+                decisions.append(
+                    Decision(RULE, f"service {service.name}", Outcome.SKIP, f"{exc}: cannot plan")
+                )
+    return services
+
+
+def _held_back(
+    ctx: PlanContext, service: Service, record: ReplicaRecord, updating: str | None
+) -> Decision | None:
+    """Why a preempted service gets nothing back this cycle, or None when it may."""
+    subject = f"service {service.name}"
+    preempted = f"{record.base - (service.replicas or 0)} task(s) preempted: "
+    if updating is not None:
+        # Its new tasks appear one by one (some not yet visible): room that looks
+        # free may be theirs.
+        return Decision(
+            RULE,
+            subject,
+            Outcome.WAIT,
+            f"{preempted}{updating}, of the same or a higher priority, is rolling an update",
+        )
+    if service.in_rollout:
+        return Decision(RULE, subject, Outcome.WAIT, preempted + rollout_reason(service))
+    if not ctx.is_managed(service.id):
+        return Decision(
+            RULE,
+            subject,
+            Outcome.KEEP,
+            f"preempted from {record.base} to {record.written} but no longer "
+            "managed: the release rule puts the recorded count back",
+        )
+    return None
 
 
 def _restore(

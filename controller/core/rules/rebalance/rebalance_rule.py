@@ -17,14 +17,15 @@ a settled target, the service's cooldown, and the disruption budgets.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from functools import partial
 
-from controller.core.actions import SetServiceConstraints
+from controller.core.actions import Action, SetServiceConstraints
 from controller.core.clock import time_of_day
 from controller.core.constraints import ConstraintError, parse_constraint
 from controller.core.context import PlanContext, RuleOutput
 from controller.core.counts import (
+    SurgeTrim,
     active_counts,
     plan_surge_trim,
     room_in_doubt,
@@ -254,6 +255,20 @@ def _rebalance_counts(cycle: RebalanceCycle, service: Service) -> None:
     if refusal is not None:
         cycle.note(subject, Outcome.KEEP, f"{shape}, but {refusal}")
         return
+    _commit_count_move(cycle, service, action, surge, counts=counts, joined=joined, shape=shape)
+
+
+def _commit_count_move(
+    cycle: RebalanceCycle,
+    service: Service,
+    action: Action,
+    surge: SurgeTrim,
+    *,
+    counts: Mapping[str, int],
+    joined: Iterable[str],
+    shape: str,
+) -> None:
+    """Charge the surge to the cycle's budget and loads and plan its write."""
     cycle.budget.spend(action)
     cycle.joins_used.update({n: cycle.joins.active[n] for n in joined})
     # The load part of this cycle sees the receivers charged, the sources not relieved:

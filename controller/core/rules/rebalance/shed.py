@@ -29,7 +29,7 @@ from controller.core.rules.rebalance.cycle import (
     persisted,
 )
 from controller.core.rules.rebalance.load import Load, mean_score
-from controller.core.rules.rebalance.moves import MoveRules, choose_move
+from controller.core.rules.rebalance.moves import LoadMove, MoveRules, choose_move
 
 
 def _describe_load(load: Load) -> str:
@@ -68,31 +68,8 @@ def shed_load(cycle: RebalanceCycle, services: list[Service]) -> None:
         if moving:
             cycle.note(subject, Outcome.WAIT, f"{state}: {', '.join(moving)} is moving already")
             continue
-        here = [
-            s
-            for s in services
-            if s.id not in cycle.written and active_counts(ctx.snapshot, s.id).get(node_id)
-        ]
-        held = {s.name: stop[1] for s in here if (stop := blocked(cycle, s)) is not None}
-        movable = [s for s in here if s.name not in held]
-        rules = MoveRules(
-            level=cycle.level,
-            mean=mean,
-            forbidden=partial(forbidden, ctx),
-            settled=lambda n: is_settled(cycle.level, ctx.memory, n, ctx.now),
-            promised=cycle.promised,
-            released=cycle.released,
-        )
-        move, refused = choose_move(
-            ctx.snapshot,
-            source=node_id,
-            services=movable,
-            loads=cycle.loads,
-            rules=rules,
-            max_unavailable=lambda s: ctx.settings(s.id).max_unavailable,
-        )
+        move, why = _choose(cycle, services, node_id, mean)
         if move is None:
-            why = "; ".join(f"{name}: {r}" for name, r in sorted({**held, **refused}.items()))
             cycle.note(
                 subject,
                 Outcome.KEEP,
@@ -109,6 +86,39 @@ def shed_load(cycle: RebalanceCycle, services: list[Service]) -> None:
         cycle.promise(move.service, move.projection.at_most)
         cycle.release(move.service, {node_id: move.projection.moved})
         cycle.joins_used.update({n: cycle.joins.active[n] for n in joined or ()})
+
+
+def _choose(
+    cycle: RebalanceCycle, services: list[Service], node_id: str, mean: float
+) -> tuple[LoadMove | None, str]:
+    """The service to move off a hot node, or None and why none of those there can."""
+    ctx = cycle.ctx
+    here = [
+        s
+        for s in services
+        if s.id not in cycle.written and active_counts(ctx.snapshot, s.id).get(node_id)
+    ]
+    held = {s.name: stop[1] for s in here if (stop := blocked(cycle, s)) is not None}
+    movable = [s for s in here if s.name not in held]
+    rules = MoveRules(
+        level=cycle.level,
+        mean=mean,
+        forbidden=partial(forbidden, ctx),
+        settled=lambda n: is_settled(cycle.level, ctx.memory, n, ctx.now),
+        promised=cycle.promised,
+        released=cycle.released,
+    )
+    move, refused = choose_move(
+        ctx.snapshot,
+        source=node_id,
+        services=movable,
+        loads=cycle.loads,
+        rules=rules,
+        max_unavailable=lambda s: ctx.settings(s.id).max_unavailable,
+    )
+    if move is not None:
+        return move, ""
+    return None, "; ".join(f"{name}: {r}" for name, r in sorted({**held, **refused}.items()))
 
 
 def move_off_action(cycle: RebalanceCycle, service: Service, node_id: str) -> SetServiceConstraints:
