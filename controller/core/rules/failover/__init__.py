@@ -1,5 +1,11 @@
 """Failover: a node's lost replicas started at once rather than after Swarm's restart
-delay, on a confirmed loss (`failover_rule`) or a suspected one (`speculative`)."""
+delay, on a confirmed loss (`failover_rule`) or a suspected one (`speculative`).
+
+The speculative rule's parts: `speculation_notes` and `speculation_memory` (what it
+remembers), `speculate_room` (the free nodes a surge may take), `stacked_surge` (a surge
+beside a replica when every node holds one), `surge_charges` (what the budget is charged
+for), `false_alarm` (the trim after one) and `speculation_handover` (a confirmed loss
+taking over the surge)."""
 
 from controller.core.context import RuleSpec
 from controller.core.decisions import Code, EventCount, Outcome

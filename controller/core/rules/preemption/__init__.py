@@ -1,5 +1,6 @@
 """Preemption: room for a pending higher-priority service, taken from lower-priority
-ones (`preemption_rule`), and given back once it is no longer needed (`restore`)."""
+ones (`preemption_rule`, with who may be a victim in `victims`), and given back once it
+is no longer needed (`restore`)."""
 
 from controller.core.context import RuleSpec
 from controller.core.decisions import EventCount, Outcome
