@@ -200,6 +200,42 @@ def _merged(
     return settings, sources, values
 
 
+def _on_last_good_labels(
+    policy: Policy,
+    service_name: str,
+    previous: ResolvedService,
+    *,
+    file_layers: list[Layer],
+    declared: list[Layer],
+    errors: tuple[str, ...],
+) -> ResolvedService:
+    """Labels that no longer read: the service keeps its last good labels, marked stale."""
+    assert previous.good_labels is not None
+    old, old_problems = parse_placement_labels(
+        previous.good_labels,
+        levels=policy.fault_domain_levels,
+        note=" (last good value)",
+        declared=policy.declared.table,
+    )
+    if old_problems:
+        # The reloaded file made the old labels invalid too (a level removed, say).
+        settings, frozen_sources = previous.settings, previous.sources
+        frozen_values = previous.declared
+    else:
+        settings, sources, values = _merged(policy, file_layers, old, declared)
+        frozen_sources, frozen_values = _frozen(sources), _frozen(values)
+    return ResolvedService(
+        previous.service_id,
+        service_name,
+        settings,
+        frozen_sources,
+        errors=errors,
+        stale=True,
+        good_labels=previous.good_labels,
+        declared=frozen_values,
+    )
+
+
 def resolve_service(
     policy: Policy,
     *,
@@ -231,25 +267,13 @@ def resolve_service(
         and previous.service_id == service_id
         and previous.good_labels is not None
     ):
-        old, old_problems = parse_placement_labels(
-            previous.good_labels, levels=levels, note=" (last good value)", declared=table
-        )
-        if old_problems:
-            # The reloaded file made the old labels invalid too (a level removed, say).
-            settings, frozen_sources = previous.settings, previous.sources
-            frozen_values = previous.declared
-        else:
-            settings, sources, values = _merged(policy, file_layers, old, declared)
-            frozen_sources, frozen_values = _frozen(sources), _frozen(values)
-        return ResolvedService(
-            service_id,
+        return _on_last_good_labels(
+            policy,
             service_name,
-            settings,
-            frozen_sources,
+            previous,
+            file_layers=file_layers,
+            declared=declared,
             errors=errors,
-            stale=True,
-            good_labels=previous.good_labels,
-            declared=frozen_values,
         )
 
     # No good labels to fall back on: the controller must not act on a half-read intent.

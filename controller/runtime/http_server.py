@@ -133,6 +133,41 @@ class _Server(uvicorn.Server):
         self.started = True
 
 
+def _uvicorn_config(
+    app: ASGIApp,
+    tls: TlsFiles | None,
+    admission: Admission,
+    *,
+    request_seconds: float,
+    response_seconds: float,
+) -> uvicorn.Config:
+    """The server's settings: every bound on a request, a connection and TLS in one place."""
+    return uvicorn.Config(
+        app,
+        # h11 always: the header limit below is h11's, and the guard extends its protocol.
+        http=guarded_protocol(
+            request_seconds=request_seconds,
+            response_seconds=response_seconds,
+            admission=admission,
+        ),
+        log_config=None,
+        access_log=False,
+        lifespan="off",
+        server_header=False,
+        proxy_headers=False,
+        # Bounds the requests in progress; connections are bounded at accept.
+        limit_concurrency=admission.max_connections + 1,
+        timeout_keep_alive=KEEP_ALIVE_SECONDS,
+        timeout_graceful_shutdown=SHUTDOWN_SECONDS,
+        h11_max_incomplete_event_size=MAX_HEADER_BYTES,
+        ssl_certfile=str(tls.cert) if tls else None,
+        ssl_keyfile=str(tls.key) if tls else None,
+        ssl_ca_certs=str(tls.client_ca) if tls and tls.client_ca else None,
+        ssl_cert_reqs=ssl.CERT_REQUIRED if tls and tls.client_ca else ssl.CERT_NONE,
+        ssl_ciphers=CIPHERS,
+    )
+
+
 class HttpServer:
     def __init__(
         self,
@@ -164,29 +199,12 @@ class HttpServer:
         except OSError:
             self.close()
             raise
-        config = uvicorn.Config(
+        config = _uvicorn_config(
             app,
-            # h11 always: the header limit below is h11's, and the guard extends its protocol.
-            http=guarded_protocol(
-                request_seconds=request_seconds,
-                response_seconds=response_seconds,
-                admission=self.admission,
-            ),
-            log_config=None,
-            access_log=False,
-            lifespan="off",
-            server_header=False,
-            proxy_headers=False,
-            # Bounds the requests in progress; connections are bounded at accept.
-            limit_concurrency=self.admission.max_connections + 1,
-            timeout_keep_alive=KEEP_ALIVE_SECONDS,
-            timeout_graceful_shutdown=SHUTDOWN_SECONDS,
-            h11_max_incomplete_event_size=MAX_HEADER_BYTES,
-            ssl_certfile=str(tls.cert) if tls else None,
-            ssl_keyfile=str(tls.key) if tls else None,
-            ssl_ca_certs=str(tls.client_ca) if tls and tls.client_ca else None,
-            ssl_cert_reqs=ssl.CERT_REQUIRED if tls and tls.client_ca else ssl.CERT_NONE,
-            ssl_ciphers=CIPHERS,
+            tls,
+            self.admission,
+            request_seconds=request_seconds,
+            response_seconds=response_seconds,
         )
         try:
             config.load()  # reads the certificate and key now
