@@ -18,19 +18,18 @@ ROOT = Path(__file__).resolve().parents[1]
 LONGEST_FUNCTION = 60
 LONGEST_MODULE = 400
 
-# Functions that only declare command-line options: a list of add_argument calls.
+# Functions that only declare: command-line options (a list of add_argument calls) and
+# the metrics.
 DECLARATIONS = {
     ("controller/cli/run_cmd.py", "register"),
     ("controller/cli/agent_cmd.py", "register"),
     ("controller/cli/health_opts.py", "add_health_arguments"),
+    # The metrics the controller exports, one constructor call each, with their help texts.
+    ("controller/runtime/metrics.py", "__init__"),
 }
 
 # Still to be split: remove an entry when its function or module is.
-LONG_FUNCTIONS = {
-    ("controller/core/memory.py", "observe"),
-    ("controller/runtime/metrics.py", "collect"),
-    ("controller/runtime/metrics.py", "__init__"),
-}
+LONG_FUNCTIONS: set[tuple[str, str]] = set()
 LONG_MODULES = {
     "controller/adapters/engine.py",
     "controller/core/kernel/ledger.py",

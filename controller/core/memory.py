@@ -17,7 +17,7 @@ over: forgotten, the operator's count would read as the controller's own raise.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Generic, TypeVar, cast
 
@@ -98,65 +98,23 @@ class Memory:
         # node ready before and unknown now has neither come back nor gone. It keeps its
         # ready-since and its tasks, and only a later `down` makes it a loss.
         pending = snapshot.unknown_among(self.node_ready_since)
-        ready_since = {n: self.node_ready_since[n] for n in pending}
-        for node in snapshot.nodes:
-            if not node.is_ready:
-                continue
-            if node.id in self.node_ready_since:
-                ready_since[node.id] = self.node_ready_since[node.id]
-            elif not self.started and node.updated_at:
-                ready_since[node.id] = min(node.updated_at, now)
-            else:
-                ready_since[node.id] = now
         went_down = {
             n.id
             for n in snapshot.nodes
             if n.id in self.node_ready_since and not n.is_ready and n.id not in pending
         }
-        # A hold settles a loss: remembered past it, the loss would be held a second
-        # time right after `swarm-placement start` gives the replicas back. So does the
-        # surge that answered it: remembered past its trim, the loss would start a second
-        # surge whenever the trimmed service briefly runs short (a replacement still
-        # unassigned, a task still stopping). A loss after the surge began still counts.
-        held = {s.id for s in snapshot.services if s.labels.get(OPERATION_LABEL) == Operation.HOLD}
-        surged = {
-            s.id: _since(s.labels)
-            for s in snapshot.services
-            if s.labels.get(OPERATION_LABEL) == Operation.SURGE
-        }
-        lost = {
-            k: v
-            for k, v in self.lost.items()
-            if now - v[1] < LOST_MEMORY_SECONDS
-            and k not in held
-            and not (k in surged and v[1] <= surged[k])
-        }
-        for service_id, per_node in self.placement.items():
-            count = sum(c for node_id, c in per_node.items() if node_id in went_down)
-            if count:
-                before, since = lost.get(service_id, (0, now))
-                lost[service_id] = (before + count, since)
-        downs = {
-            node_id: kept
-            for node_id, times in self.node_downs.items()
-            if (kept := tuple(t for t in times if now - t < FLAP_MEMORY_SECONDS))
-        }
-        if not self.started:
-            downs = _remembered_downs(snapshot, now)
-        for node_id in sorted(went_down):
-            downs[node_id] = (*downs.get(node_id, ()), now)
         last_move, left = _with_mirrored_moves(self.last_move, self.left, snapshot, now)
         return replace(
             self,
             overridden=_overridden(snapshot, self.overridden),
-            node_ready_since=ready_since,
+            node_ready_since=_ready_since(self, snapshot, pending, now),
             started=True,
             last_move=last_move,
             left=left,
             watching_since=self.watching_since if self.started or not self.watches else now,
             placement=_placement(snapshot, self.placement, pending),
-            lost=lost,
-            node_downs=downs,
+            lost=_lost(self, snapshot, went_down, now),
+            node_downs=_downs(self, snapshot, went_down, now),
             placing={k: v for k, v in self.placing.items() if k in snapshot.service_by_id},
         )
 
@@ -205,6 +163,68 @@ class Memory:
 # A down a previous controller recorded within this long of a down node's last status
 # change is the same down, not a second one.
 SAME_DOWN_SECONDS = 60.0
+
+
+def _ready_since(
+    memory: Memory, snapshot: ClusterSnapshot, pending: Collection[str], now: float
+) -> dict[str, float]:
+    ready_since = {n: memory.node_ready_since[n] for n in pending}
+    for node in snapshot.nodes:
+        if not node.is_ready:
+            continue
+        if node.id in memory.node_ready_since:
+            ready_since[node.id] = memory.node_ready_since[node.id]
+        elif not memory.started and node.updated_at:
+            ready_since[node.id] = min(node.updated_at, now)
+        else:
+            ready_since[node.id] = now
+    return ready_since
+
+
+def _lost(
+    memory: Memory, snapshot: ClusterSnapshot, went_down: set[str], now: float
+) -> dict[str, tuple[int, float]]:
+    """The replicas each service lost with the nodes that went down, remembered a while."""
+    # A hold settles a loss: remembered past it, the loss would be held a second
+    # time right after `swarm-placement start` gives the replicas back. So does the
+    # surge that answered it: remembered past its trim, the loss would start a second
+    # surge whenever the trimmed service briefly runs short (a replacement still
+    # unassigned, a task still stopping). A loss after the surge began still counts.
+    held = {s.id for s in snapshot.services if s.labels.get(OPERATION_LABEL) == Operation.HOLD}
+    surged = {
+        s.id: _since(s.labels)
+        for s in snapshot.services
+        if s.labels.get(OPERATION_LABEL) == Operation.SURGE
+    }
+    lost = {
+        k: v
+        for k, v in memory.lost.items()
+        if now - v[1] < LOST_MEMORY_SECONDS
+        and k not in held
+        and not (k in surged and v[1] <= surged[k])
+    }
+    for service_id, per_node in memory.placement.items():
+        count = sum(c for node_id, c in per_node.items() if node_id in went_down)
+        if count:
+            before, since = lost.get(service_id, (0, now))
+            lost[service_id] = (before + count, since)
+    return lost
+
+
+def _downs(
+    memory: Memory, snapshot: ClusterSnapshot, went_down: set[str], now: float
+) -> dict[str, tuple[float, ...]]:
+    """When each node went down lately (a flapping node's record)."""
+    downs = {
+        node_id: kept
+        for node_id, times in memory.node_downs.items()
+        if (kept := tuple(t for t in times if now - t < FLAP_MEMORY_SECONDS))
+    }
+    if not memory.started:
+        downs = _remembered_downs(snapshot, now)
+    for node_id in sorted(went_down):
+        downs[node_id] = (*downs.get(node_id, ()), now)
+    return downs
 
 
 def _remembered_downs(snapshot: ClusterSnapshot, now: float) -> dict[str, tuple[float, ...]]:

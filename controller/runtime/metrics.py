@@ -132,35 +132,39 @@ class _StateCollector(Collector):
             )
             reporting.add_metric([], agents)
             yield reporting
-        lease = self._lease
-        leader = GaugeMetricFamily(
-            "placement_lease_leader",
-            "1 while this replica may write (always 1 without a lease: a single instance).",
-        )
-        leader.add_metric([], 1.0 if lease is None or lease.holds() else 0.0)
-        yield leader
-        if lease is None:
-            return
-        holder = GaugeMetricFamily(
-            "placement_lease_holder",
-            "The lease holder as this replica last read it (1 on the holder's name).",
-            labels=["lease", "holder"],
-        )
-        holder.add_metric([lease.config.name, lease.holder], 1.0)
-        yield holder
-        term = GaugeMetricFamily("placement_lease_term", "The lease's term: +1 per new holder.")
-        term.add_metric([], lease.term)
-        yield term
-        taken = CounterMetricFamily(
-            "placement_lease_acquisitions", "How often this replica became the lease holder."
-        )
-        taken.add_metric([], lease.acquisitions)
-        yield taken
-        lost = CounterMetricFamily(
-            "placement_lease_losses", "How often this replica stopped holding the lease."
-        )
-        lost.add_metric([], lease.losses)
-        yield lost
+        yield from _lease_metrics(self._lease)
+
+
+def _lease_metrics(lease: LeaseKeeper | None) -> Iterator[Metric]:
+    """Whether this replica may write, and the lease as it last read it."""
+    leader = GaugeMetricFamily(
+        "placement_lease_leader",
+        "1 while this replica may write (always 1 without a lease: a single instance).",
+    )
+    leader.add_metric([], 1.0 if lease is None or lease.holds() else 0.0)
+    yield leader
+    if lease is None:
+        return
+    holder = GaugeMetricFamily(
+        "placement_lease_holder",
+        "The lease holder as this replica last read it (1 on the holder's name).",
+        labels=["lease", "holder"],
+    )
+    holder.add_metric([lease.config.name, lease.holder], 1.0)
+    yield holder
+    term = GaugeMetricFamily("placement_lease_term", "The lease's term: +1 per new holder.")
+    term.add_metric([], lease.term)
+    yield term
+    taken = CounterMetricFamily(
+        "placement_lease_acquisitions", "How often this replica became the lease holder."
+    )
+    taken.add_metric([], lease.acquisitions)
+    yield taken
+    lost = CounterMetricFamily(
+        "placement_lease_losses", "How often this replica stopped holding the lease."
+    )
+    lost.add_metric([], lease.losses)
+    yield lost
 
 
 class Metrics:
