@@ -536,7 +536,9 @@ def test_a_failover_trim_on_a_two_one_layout_never_stops_a_running_original_earl
         labels=_managed(),
         constraints=["node.hostname!=node-1", "node.hostname!=node-4"],
         update_order="stop-first",
-        restart_delay_seconds=2.0,
+        # Long enough that the surge runs before the delayed replacement even on a loaded
+        # machine: with 2 s both came up together at times, and the trim never had to wait.
+        restart_delay_seconds=5.0,
         reserve_cpus=0.1,
         reserve_memory_bytes=32 << 20,
     )
