@@ -3,7 +3,6 @@ what goes on the wire, and docker-py's own errors for a failed answer."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from typing import Any
 
@@ -14,7 +13,6 @@ import pytest
 from controller.adapters.engine import (
     ConflictError,
     GoneError,
-    connect,
     create_config,
     update_node_spec,
     update_service_spec,
@@ -27,20 +25,8 @@ from tests.replay.fake_engine import Answers, FakeEngine
 @pytest.fixture
 def engine() -> Iterator[tuple[FakeEngine, docker.DockerClient]]:
     fake = FakeEngine()
-    with fake.serving() as host:
-        before = os.environ.get("DOCKER_HOST")
-        os.environ["DOCKER_HOST"] = host
-        try:
-            client = connect()
-        finally:
-            if before is None:
-                os.environ.pop("DOCKER_HOST", None)
-            else:
-                os.environ["DOCKER_HOST"] = before
-        try:
-            yield fake, client
-        finally:
-            client.close()
+    with fake.client() as client:
+        yield fake, client
 
 
 def test_a_spec_goes_out_as_read_at_its_version_under_the_negotiated_api(

@@ -15,7 +15,6 @@ import enum
 import io
 import json
 import lzma
-import os
 import typing
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -24,7 +23,7 @@ from typing import Any
 
 from opentelemetry import trace
 
-from controller.adapters.engine import ClusterObserver, connect
+from controller.adapters.engine import ClusterObserver
 from controller.adapters.policy_file import load_policy_text
 from controller.adapters.writes import docker_executor
 from controller.core import model, outside_inputs
@@ -156,60 +155,48 @@ def replay(records: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any]]:
     engine = FakeEngine()
     state = _State(policy=Policy.default())
     histories: dict[int, dict[str, Any]] = {}
-    with engine.serving() as host:
-        before = os.environ.get("DOCKER_HOST")
-        os.environ["DOCKER_HOST"] = host
-        try:
-            client = connect()
-        finally:
-            if before is None:
-                del os.environ["DOCKER_HOST"]
-            else:
-                os.environ["DOCKER_HOST"] = before
+    with engine.client() as client:
         reconciler: Reconciler | None = None
-        try:
-            for record in _grouped(records):
-                kind = record["t"]
-                if kind == "start":
-                    reconciler = Reconciler(
-                        observe=ClusterObserver(client, history_every=lambda: 0.0),
-                        executor=docker_executor(client),
-                        policy=lambda: state.policy,  # type: ignore[arg-type,return-value]
-                        tracer=trace.NoOpTracer(),
-                        decision_log=DecisionLog(io.StringIO(), "logfmt"),
-                        clock=lambda: state.now,
-                        standby=lambda: state.standby,
-                        enrich=_enrich(state),
-                        startup_watch=bool(record.get("watches", True)),
-                    )
-                elif kind == "policy":
-                    text = record.get("text")
-                    state.policy = Policy.default() if text is None else load_policy_text(text)
-                elif kind == "history":
-                    histories[int(record["seq"])] = record
-                elif kind == "cycle":
-                    assert reconciler is not None, "a cycle before the record's start"
-                    history = histories.get(int(record.get("history") or 0), {})
-                    engine.answers = Answers(
-                        nodes=record["nodes"],
-                        services=record["services"],
-                        tasks=record["tasks"],
-                        history=history.get("tasks") or [],
-                        swarm=history.get("swarm"),
-                        mirror=record.get("mirror"),
-                    )
-                    state.now = float(record["now"])
-                    state.standby = record.get("standby")
-                    state.outside = record.get("outside")
-                    result = reconciler.reconcile({"replay"})
-                    writes = sorted(canonical(w) for w in engine.take_writes())
-                    decisions = sorted(canonical(decision_record(d)) for d in result.decisions)
-                    yield {
-                        "n": record["n"],
-                        "now": record["now"],
-                        "writes": [json.loads(w) for w in writes],
-                        "decisions": [json.loads(d) for d in decisions],
-                        "conflict": result.conflict,
-                    }
-        finally:
-            client.close()
+        for record in _grouped(records):
+            kind = record["t"]
+            if kind == "start":
+                reconciler = Reconciler(
+                    observe=ClusterObserver(client, history_every=lambda: 0.0),
+                    executor=docker_executor(client),
+                    policy=lambda: state.policy,  # type: ignore[arg-type,return-value]
+                    tracer=trace.NoOpTracer(),
+                    decision_log=DecisionLog(io.StringIO(), "logfmt"),
+                    clock=lambda: state.now,
+                    standby=lambda: state.standby,
+                    enrich=_enrich(state),
+                    startup_watch=bool(record.get("watches", True)),
+                )
+            elif kind == "policy":
+                text = record.get("text")
+                state.policy = Policy.default() if text is None else load_policy_text(text)
+            elif kind == "history":
+                histories[int(record["seq"])] = record
+            elif kind == "cycle":
+                assert reconciler is not None, "a cycle before the record's start"
+                history = histories.get(int(record.get("history") or 0), {})
+                engine.answers = Answers(
+                    nodes=record["nodes"],
+                    services=record["services"],
+                    tasks=record["tasks"],
+                    history=history.get("tasks") or [],
+                    swarm=history.get("swarm"),
+                    mirror=record.get("mirror"),
+                )
+                state.now = float(record["now"])
+                state.standby = record.get("standby")
+                state.outside = record.get("outside")
+                result = reconciler.reconcile({"replay"})
+                writes = sorted(canonical(w) for w in engine.take_writes())
+                decisions = sorted(canonical(decision_record(d)) for d in result.decisions)
+                yield {
+                    "n": record["n"],
+                    "now": record["now"],
+                    "writes": [json.loads(w) for w in writes],
+                    "decisions": [json.loads(d) for d in decisions],
+                    "conflict": result.conflict,
+                }

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import re
 import socketserver
 import tempfile
@@ -21,6 +22,8 @@ from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
+
+from controller.adapters.engine import EngineClient, connect
 
 API_VERSION = "1.41"
 _VERSIONED = re.compile(r"^/v\d+\.\d+(/.*)$")
@@ -154,3 +157,21 @@ class FakeEngine:
                 server.shutdown()
                 server.server_close()
                 thread.join()
+
+    @contextlib.contextmanager
+    def client(self) -> Iterator[EngineClient]:
+        """Serve, and a client connected as the runtime connects (through DOCKER_HOST)."""
+        with self.serving() as host:
+            before = os.environ.get("DOCKER_HOST")
+            os.environ["DOCKER_HOST"] = host
+            try:
+                client = connect()
+            finally:
+                if before is None:
+                    os.environ.pop("DOCKER_HOST", None)
+                else:
+                    os.environ["DOCKER_HOST"] = before
+            try:
+                yield client
+            finally:
+                client.close()

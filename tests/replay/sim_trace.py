@@ -29,7 +29,6 @@ from typing import Any
 from hypothesis import HealthCheck, Phase, settings
 from hypothesis.stateful import run_state_machine_as_test
 
-from controller.adapters.engine import connect
 from controller.adapters.writes import execute_action
 from controller.core.actions import target_of
 from controller.core.mirror import MIRROR_CONFIG
@@ -146,20 +145,8 @@ class Tracer:
 @contextlib.contextmanager
 def _client() -> Iterator[tuple[Any, FakeEngine]]:
     engine = FakeEngine()
-    with engine.serving() as host:
-        before = os.environ.get("DOCKER_HOST")
-        os.environ["DOCKER_HOST"] = host
-        try:
-            client = connect()
-        finally:
-            if before is None:
-                os.environ.pop("DOCKER_HOST", None)
-            else:
-                os.environ["DOCKER_HOST"] = before
-        try:
-            yield client, engine
-        finally:
-            client.close()
+    with engine.client() as client:
+        yield client, engine
 
 
 def _machine_module() -> Any:
